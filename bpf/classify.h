@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Rule lookup without a rule loop: each match dimension maps the packet's
+ * field to the bitmap of rules it satisfies (an array index or an LPM
+ * lookup), the bitmaps are ANDed, and the lowest set bit is the first
+ * matching rule in file order. The cost is one lookup per dimension the
+ * policy uses, whatever the number of rules. */
+#ifndef XDPLIMIT_CLASSIFY_H
+#define XDPLIMIT_CLASSIFY_H
+
+#include "xdplimit_maps.h"
+#include "parsing.h"
+
+struct xdpl_acc {
+	__u64 w[XDPL_BITMAP_WORDS];
+};
+
+/* AND a bitmap into the accumulator; a missing entry matches no rule. */
+static __always_inline int xdpl_and(struct xdpl_acc *acc, struct xdpl_bitmap *b)
+{
+	if (!b)
+		return 0;
+	__u64 any = 0;
+
+#pragma unroll
+	for (int i = 0; i < XDPL_BITMAP_WORDS; i++) {
+		acc->w[i] &= b->w[i];
+		any |= acc->w[i];
+	}
+	return any != 0;
+}
+
+/* Index of the lowest set bit of a non-zero word: BPF has no ctz. */
+static __always_inline __u32 xdpl_ctz64(__u64 x)
+{
+	__u32 n = 0;
+
+	if (!(x & 0xffffffffULL)) {
+		n += 32;
+		x >>= 32;
+	}
+	if (!(x & 0xffff)) {
+		n += 16;
+		x >>= 16;
+	}
+	if (!(x & 0xff)) {
+		n += 8;
+		x >>= 8;
+	}
+	if (!(x & 0xf)) {
+		n += 4;
+		x >>= 4;
+	}
+	if (!(x & 0x3)) {
+		n += 2;
+		x >>= 2;
+	}
+	if (!(x & 0x1))
+		n += 1;
+	return n;
+}
+
+static __always_inline void *xdpl_lookup_addr(void *map4, void *map6, __u32 gen, __u8 family,
+					      __be32 *addr)
+{
+	if (family == 4) {
+		struct xdpl_lpm4 k = { .prefixlen = 8 + 32, .gen = gen };
+
+		__builtin_memcpy(k.addr, addr, 4);
+		return bpf_map_lookup_elem(map4, &k);
+	}
+	struct xdpl_lpm6 k = { .prefixlen = 8 + 128, .gen = gen };
+
+	__builtin_memcpy(k.addr, addr, 16);
+	return bpf_map_lookup_elem(map6, &k);
+}
+
+static __always_inline __u32 xdpl_port_idx(struct xdpl_pkt *p, __u16 port)
+{
+	if (p->ports == XDPL_PORTS_OK)
+		return port;
+	return p->ports == XDPL_PORTS_FRAG ? XDPL_PORT_IDX_FRAG : XDPL_PORT_IDX_NONE;
+}
+
+/* Returns the index of the first matching rule, or -1. */
+static __always_inline int xdpl_classify(__u32 gen, struct xdpl_gen_cfg *g, struct xdpl_pkt *p)
+{
+	__u32 nrules = g->nrules;
+	__u32 dims = g->dims;
+	struct xdpl_acc acc;
+	__u32 k;
+
+	if (nrules == 0 || nrules > XDPL_MAX_RULES)
+		return -1;
+#pragma unroll
+	for (int i = 0; i < XDPL_BITMAP_WORDS; i++)
+		acc.w[i] = ~0ULL;
+
+	if (dims & XDPL_DIM_PROTO) {
+		k = gen * XDPL_PROTO_SLOTS + (p->family == 6 ? 256 : 0) + p->proto;
+		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_proto, &k)))
+			return -1;
+	}
+	if (dims & XDPL_DIM_DPORT) {
+		k = gen * XDPL_PORT_SLOTS + xdpl_port_idx(p, p->dport);
+		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_dport, &k)))
+			return -1;
+	}
+	if (dims & XDPL_DIM_SPORT) {
+		k = gen * XDPL_PORT_SLOTS + xdpl_port_idx(p, p->sport);
+		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_sport, &k)))
+			return -1;
+	}
+	if (dims & XDPL_DIM_TCPF) {
+		__u32 v = p->proto != IPPROTO_TCP	     ? XDPL_TCPF_IDX_NONE :
+			  p->ports == XDPL_PORTS_FRAG ? XDPL_TCPF_IDX_FRAG :
+							p->tcp_flags;
+
+		k = gen * XDPL_TCPF_SLOTS + v;
+		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_tcpf, &k)))
+			return -1;
+	}
+	if (dims & XDPL_DIM_VLAN) {
+		k = gen * XDPL_VLAN_SLOTS + p->vlan;
+		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_vlan, &k)))
+			return -1;
+	}
+	if (dims & XDPL_DIM_SRC) {
+		if (!xdpl_and(&acc, xdpl_lookup_addr(&xdpl_src4, &xdpl_src6, gen, p->family, p->saddr)))
+			return -1;
+	}
+	if (dims & XDPL_DIM_DST) {
+		if (!xdpl_and(&acc, xdpl_lookup_addr(&xdpl_dst4, &xdpl_dst6, gen, p->family, p->daddr)))
+			return -1;
+	}
+
+	/* With no dimension in use every rule matches and the first wins; the
+	 * control plane never sets bits at or beyond nrules. */
+#pragma unroll
+	for (int i = 0; i < XDPL_BITMAP_WORDS; i++) {
+		if (acc.w[i]) {
+			int idx = i * 64 + xdpl_ctz64(acc.w[i]);
+
+			return idx < (int)nrules ? idx : -1;
+		}
+	}
+	return -1;
+}
+
+/* Allow/deny: the longest matching prefix over both lists decides. */
+static __always_inline __u32 xdpl_acl(__u32 gen, struct xdpl_pkt *p)
+{
+	__u32 *v = xdpl_lookup_addr(&xdpl_acl4, &xdpl_acl6, gen, p->family, p->saddr);
+
+	return v ? *v : 0;
+}
+
+#endif

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The three algorithms on state shared by all CPUs. Each one decides from a
+ * snapshot of its state word and commits with compare-and-swap, retrying when
+ * another CPU got there first; the over-limit path only reads. That makes the
+ * admitted count exact whichever CPUs a source's packets arrive on, without a
+ * lock (an LRU map cannot hold one) and without bouncing the cache line of a
+ * flooding source between CPUs.
+ *
+ * The Go reference models in model/ mirror this arithmetic operation for
+ * operation; a test replays random traces through both and requires identical
+ * verdicts. Change both together.
+ *
+ * Return: 1 admit, 0 over limit, -1 still contended after XDPL_CAS_TRIES.
+ */
+#ifndef XDPLIMIT_LIMITERS_H
+#define XDPLIMIT_LIMITERS_H
+
+#include "xdplimit_structs.h"
+
+#define XDPL_READ_ONCE(x) (*(volatile __u64 *)&(x))
+#define XDPL_WRITE_ONCE(x, v) (*(volatile __u64 *)&(x) = (v))
+
+/* token_bucket as GCRA: one theoretical arrival time (tat) per source. A
+ * packet is admitted if, after charging it, tat runs at most the tolerance
+ * (burst * interval) ahead of now. max(tat, now) rather than now - tat:
+ * another CPU may have read a later clock and stored a tat ahead of ours, and
+ * an unsigned difference would wrap into a huge refill. */
+static __always_inline int xdpl_token_bucket(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
+					     __u64 cost)
+{
+	__u64 t = now << XDPL_TIME_SHIFT;
+	__u64 inc = (cost * l->p1) >> (XDPL_FP_SHIFT - XDPL_TIME_SHIFT);
+	__u64 tau = l->p2;
+
+	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
+		__u64 tat = XDPL_READ_ONCE(s->a);
+		__u64 next = (tat > t ? tat : t) + inc;
+
+		if (next - t > tau)
+			return 0;
+		if (__sync_val_compare_and_swap(&s->a, tat, next) == tat)
+			return 1;
+	}
+	return -1;
+}
+
+/* Counts of one window packed with the low bits of the window's index. */
+static __always_inline __u64 xdpl_win_seq(__u64 word)
+{
+	return word >> XDPL_WIN_COUNT_BITS;
+}
+
+static __always_inline __u64 xdpl_win_count(__u64 word)
+{
+	return word & XDPL_WIN_COUNT_MASK;
+}
+
+/* fixed_window: at most limit units per aligned window. The state word holds
+ * the window's 24-bit sequence and its count; b holds the full index of the
+ * window last opened, which tells a stale entry (idle for 2^24 windows) from
+ * a current one with the same sequence bits. */
+static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
+					     __u64 cost)
+{
+	__u64 w = l->p1, limit = l->p2;
+	__u64 idx = now / w;
+
+	if (cost > limit)
+		return 0;
+	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
+		__u64 old = XDPL_READ_ONCE(s->a);
+		__u64 opened = XDPL_READ_ONCE(s->b);
+		__u64 seq = idx & XDPL_WIN_SEQ_MASK;
+		__u64 d = (seq - xdpl_win_seq(old)) & XDPL_WIN_SEQ_MASK;
+		__u64 cnt = 0;
+
+		if ((__s64)(idx - opened) >= (1LL << (XDPL_WIN_SEQ_BITS - 1))) {
+			/* stale: a new window */
+		} else if (d == 0) {
+			cnt = xdpl_win_count(old);
+		} else if (d > (XDPL_WIN_SEQ_MASK >> 1)) {
+			/* Another CPU's later clock already opened the next
+			 * window: count this packet in it. */
+			seq = xdpl_win_seq(old);
+			cnt = xdpl_win_count(old);
+		}
+		if (cnt + cost > limit)
+			return 0;
+		if (__sync_val_compare_and_swap(&s->a, old, (seq << XDPL_WIN_COUNT_BITS) | (cnt + cost)) ==
+		    old) {
+			if (seq == (idx & XDPL_WIN_SEQ_MASK) && cnt == 0)
+				XDPL_WRITE_ONCE(s->b, idx);
+			return 1;
+		}
+	}
+	return -1;
+}
+
+/* sliding_window: the weighted two-window counter. The estimate is the
+ * current window's count plus the previous window's count times the share of
+ * the previous window still inside the sliding window. a and b hold the even
+ * and odd windows; the current one is updated by CAS, the previous one only
+ * read. */
+static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl_level *l,
+					       __u64 now, __u64 cost)
+{
+	__u64 w = l->p1, limit = l->p2;
+	__u64 idx = now / w;
+	__u64 el = now - idx * w;
+
+	if (cost > limit)
+		return 0;
+	/* A later clock on another CPU may have opened the next window. */
+	__u64 other = XDPL_READ_ONCE(*((idx & 1) ? &s->a : &s->b));
+
+	if (xdpl_win_seq(other) == ((idx + 1) & XDPL_WIN_SEQ_MASK)) {
+		idx++;
+		el = 0;
+	}
+	__u64 seq = idx & XDPL_WIN_SEQ_MASK;
+	__u64 *cur = (idx & 1) ? &s->b : &s->a;
+	__u64 pw = XDPL_READ_ONCE(*((idx & 1) ? &s->a : &s->b));
+	__u64 pcnt = xdpl_win_seq(pw) == ((idx - 1) & XDPL_WIN_SEQ_MASK) ? xdpl_win_count(pw) : 0;
+	__u64 weight = ((w - el) << XDPL_WEIGHT_SHIFT) / w;
+	__u64 est = (pcnt * weight) >> XDPL_WEIGHT_SHIFT;
+
+	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
+		__u64 cw = XDPL_READ_ONCE(*cur);
+		__u64 ccnt = xdpl_win_seq(cw) == seq ? xdpl_win_count(cw) : 0;
+
+		if (est + ccnt + cost > limit)
+			return 0;
+		if (__sync_val_compare_and_swap(cur, cw, (seq << XDPL_WIN_COUNT_BITS) | (ccnt + cost)) == cw)
+			return 1;
+	}
+	return -1;
+}
+
+static __always_inline int xdpl_apply(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
+				      __u64 cost)
+{
+	switch (l->algorithm) {
+	case XDPL_ALG_TOKEN_BUCKET:
+		return xdpl_token_bucket(s, l, now, cost);
+	case XDPL_ALG_FIXED_WINDOW:
+		return xdpl_fixed_window(s, l, now, cost);
+	case XDPL_ALG_SLIDING_WINDOW:
+		return xdpl_sliding_window(s, l, now, cost);
+	}
+	return 0;
+}
+
+#endif

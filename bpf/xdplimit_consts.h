@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Constants shared with Go. They are C enums so that bpf2go (-type xdpl_const)
+ * emits them as Go constants: this file is the single place they are defined.
+ * maps/ re-exports them under Go names.
+ */
+#ifndef XDPLIMIT_CONSTS_H
+#define XDPLIMIT_CONSTS_H
+
+enum xdpl_const {
+	/* Bumped whenever a map's key/value layout or meaning changes, so that a
+	 * new control plane refuses to adopt pinned state it cannot read. */
+	XDPL_LAYOUT_VERSION = 1,
+
+	/* Policy generations: the control plane writes the inactive one and
+	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
+	XDPL_GENS = 2,
+	XDPL_MAX_RULES = 256,
+	XDPL_BITMAP_WORDS = 4, /* XDPL_MAX_RULES / 64 */
+	/* A rule's own limit plus up to three aggregate levels. */
+	XDPL_MAX_LEVELS = 4,
+	/* Counter slots are allocated by rule name and stay stable across
+	 * reloads; twice the rules so a reload can replace every name. */
+	XDPL_COUNTER_SLOTS = 512,
+	XDPL_NAME_LEN = 64,
+
+	/* Classification maps are arrays indexed by gen * SLOTS + value. */
+	XDPL_PROTO_SLOTS = 512, /* family index (0 = IPv4, 1 = IPv6) * 256 + protocol */
+	XDPL_PORT_SLOTS = 65538,
+	XDPL_PORT_IDX_NONE = 65536, /* protocol without ports (ICMP, ...) */
+	XDPL_PORT_IDX_FRAG = 65537, /* non-first fragment: ports unknown */
+	XDPL_TCPF_SLOTS = 258,
+	XDPL_TCPF_IDX_NONE = 256, /* not TCP */
+	XDPL_TCPF_IDX_FRAG = 257, /* non-first TCP fragment: flags unknown */
+	XDPL_VLAN_SLOTS = 4097,
+	XDPL_VLAN_IDX_UNTAGGED = 4096,
+
+	/* Dimensions a generation uses; unused ones are not looked up. */
+	XDPL_DIM_PROTO = 1 << 0,
+	XDPL_DIM_DPORT = 1 << 1,
+	XDPL_DIM_SPORT = 1 << 2,
+	XDPL_DIM_SRC = 1 << 3,
+	XDPL_DIM_DST = 1 << 4,
+	XDPL_DIM_TCPF = 1 << 5,
+	XDPL_DIM_VLAN = 1 << 6,
+
+	/* Generation flags. */
+	XDPL_GF_SHADOW = 1 << 0, /* mode: shadow, deny list included */
+	XDPL_GF_ACL = 1 << 1,    /* allow/deny entries exist */
+
+	XDPL_ALG_TOKEN_BUCKET = 1,
+	XDPL_ALG_FIXED_WINDOW = 2,
+	XDPL_ALG_SLIDING_WINDOW = 3,
+
+	/* Level flags. */
+	XDPL_LF_BYTES = 1 << 0,      /* cost is the frame length, not 1 */
+	XDPL_LF_FINE_CLOCK = 1 << 1, /* coarse clock too coarse for this level */
+
+	XDPL_KEY_SRC = 0,       /* source address masked to a prefix */
+	XDPL_KEY_SRC_DPORT = 1, /* ... and destination port */
+	XDPL_KEY_GLOBAL = 2,    /* one bucket for the rule */
+
+	XDPL_RF_SHADOW = 1 << 0,
+
+	XDPL_V_PASS = 0,
+	XDPL_V_DROP = 1,
+	XDPL_V_SHADOW = 2, /* would have dropped; passed */
+	XDPL_NVERDICTS = 3,
+
+	XDPL_ACL_ALLOW = 1,
+	XDPL_ACL_DENY = 2,
+
+	/* Indexes into the global per-CPU counter array. */
+	XDPL_C_ALLOW = 0,
+	XDPL_C_DENY = 1,
+	XDPL_C_DENY_SHADOW = 2,
+	XDPL_C_UNMATCHED = 3,
+	XDPL_C_MALFORMED = 4,
+	XDPL_C_NON_IP = 5,
+	XDPL_C_NEW_SOURCE = 6,
+	XDPL_C_INSERT_FAIL = 7,
+	XDPL_C_CAS_EXHAUSTED = 8,
+	XDPL_NCOUNTERS = 9,
+
+	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
+	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
+	XDPL_CLOCK_MAP = 2,    /* xdpl_clock[0]: injected time for tests and replay */
+
+	/* Time inside the algorithms is in 1/16 ns, so that the per-packet
+	 * rounding of a token bucket's emission interval stays below 1/16 ns. */
+	XDPL_TIME_SHIFT = 4,
+	/* Emission intervals are fixed point: ns << XDPL_FP_SHIFT per unit. */
+	XDPL_FP_SHIFT = 16,
+	/* Window counters pack (sequence << 40 | count) into one u64 so that
+	 * one compare-and-swap updates both. */
+	XDPL_WIN_COUNT_BITS = 40,
+	XDPL_WIN_SEQ_BITS = 24,
+	/* Sliding window weight precision. */
+	XDPL_WEIGHT_SHIFT = 16,
+	/* Compare-and-swap attempts before a packet is dropped as contended. */
+	XDPL_CAS_TRIES = 4,
+	XDPL_MAX_IPV6_EXT = 6,
+};
+
+/* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also
+ * resize the maps before load. */
+#ifndef XDPL_MAX_SOURCES
+#define XDPL_MAX_SOURCES (1 << 20)
+#endif
+#ifndef XDPL_MAX_ACL
+#define XDPL_MAX_ACL (1 << 18) /* per family, both generations */
+#endif
+#ifndef XDPL_MAX_CIDRS
+#define XDPL_MAX_CIDRS (1 << 14) /* per family and direction, both generations */
+#endif
+
+#define XDPL_WIN_COUNT_MASK ((1ULL << XDPL_WIN_COUNT_BITS) - 1)
+#define XDPL_WIN_SEQ_MASK ((1ULL << XDPL_WIN_SEQ_BITS) - 1)
+
+#endif

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Every map of the limiter. Config maps are written by the control plane
+ * only; the datapath writes xdpl_sources and the per-CPU counters. */
+#ifndef XDPLIMIT_MAPS_H
+#define XDPLIMIT_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "xdplimit_structs.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_control);
+} xdpl_ctl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_GENS * XDPL_MAX_RULES);
+	__type(key, __u32);
+	__type(value, struct xdpl_rule);
+} xdpl_rules SEC(".maps");
+
+/* Classification: each map gives the rules a packet field admits. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_GENS * XDPL_PROTO_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xdpl_bitmap);
+} xdpl_proto SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_GENS * XDPL_PORT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xdpl_bitmap);
+} xdpl_dport SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_GENS * XDPL_PORT_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xdpl_bitmap);
+} xdpl_sport SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_GENS * XDPL_TCPF_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xdpl_bitmap);
+} xdpl_tcpf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_GENS * XDPL_VLAN_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xdpl_bitmap);
+} xdpl_vlan SEC(".maps");
+
+#define XDPL_LPM_MAP(_name, _key, _value, _max)                                                    \
+	struct {                                                                                   \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                                               \
+		__uint(max_entries, _max);                                                         \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                                              \
+		__type(key, _key);                                                                 \
+		__type(value, _value);                                                             \
+	} _name SEC(".maps")
+
+XDPL_LPM_MAP(xdpl_src4, struct xdpl_lpm4, struct xdpl_bitmap, XDPL_MAX_CIDRS);
+XDPL_LPM_MAP(xdpl_src6, struct xdpl_lpm6, struct xdpl_bitmap, XDPL_MAX_CIDRS);
+XDPL_LPM_MAP(xdpl_dst4, struct xdpl_lpm4, struct xdpl_bitmap, XDPL_MAX_CIDRS);
+XDPL_LPM_MAP(xdpl_dst6, struct xdpl_lpm6, struct xdpl_bitmap, XDPL_MAX_CIDRS);
+/* allow/deny: the longest matching prefix decides (value XDPL_ACL_*). */
+XDPL_LPM_MAP(xdpl_acl4, struct xdpl_lpm4, __u32, XDPL_MAX_ACL);
+XDPL_LPM_MAP(xdpl_acl6, struct xdpl_lpm6, __u32, XDPL_MAX_ACL);
+
+/* Limiter state. Shared across CPUs on purpose: a per-CPU bucket admits N
+ * times the limit when a source is spread over N queues. Values are updated
+ * with compare-and-swap, and the over-limit path only reads, so a flooding
+ * source's entry is not bounced between CPUs. LRU so that the table has a
+ * fixed size; an LRU map cannot hold a bpf_spin_lock, hence the atomics. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XDPL_MAX_SOURCES);
+	__type(key, struct xdpl_key);
+	__type(value, struct xdpl_state);
+} xdpl_sources SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XDPL_COUNTER_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xdpl_rule_stats);
+} xdpl_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XDPL_NCOUNTERS);
+	__type(key, __u32);
+	__type(value, struct xdpl_counter);
+} xdpl_counters SEC(".maps");
+
+/* Injected time (XDPL_CLOCK_MAP), in ns. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} xdpl_clock SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_COUNTER_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xdpl_name);
+} xdpl_names SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_metadata);
+} xdpl_meta SEC(".maps");
+
+#endif

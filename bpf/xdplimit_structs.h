@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Map keys and values. Go gets the same layouts from bpf2go (-type), never
+ * from hand-copied structs. Explicit padding keeps them hole-free. */
+#ifndef XDPLIMIT_STRUCTS_H
+#define XDPLIMIT_STRUCTS_H
+
+#include <linux/types.h>
+#include "xdplimit_consts.h"
+
+/* One bit per rule, bit i = rule i in file order. */
+struct xdpl_bitmap {
+	__u64 w[XDPL_BITMAP_WORDS];
+};
+
+/* One limiter level of a rule. */
+struct xdpl_level {
+	__u8 algorithm; /* XDPL_ALG_* */
+	__u8 flags;     /* XDPL_LF_* */
+	__u8 key_kind;  /* XDPL_KEY_* */
+	__u8 pad0;
+	/* State entries are keyed by state_id: it changes when the level's
+	 * parameters change, so a changed limit starts fresh while unchanged
+	 * rules keep their buckets across a reload. */
+	__u32 state_id;
+	__be32 mask4;    /* IPv4 source mask (network order) */
+	__be32 mask6[4]; /* IPv6 source mask */
+	__u32 pad1;
+	/* token_bucket: p1 = emission interval per unit, ns << XDPL_FP_SHIFT;
+	 *               p2 = tolerance (burst * interval) in time units.
+	 * windows:      p1 = window in ns; p2 = limit per window in units. */
+	__u64 p1;
+	__u64 p2;
+};
+
+struct xdpl_rule {
+	__u32 counter_slot; /* index into xdpl_stats and xdpl_names */
+	__u8 flags;         /* XDPL_RF_* */
+	__u8 nlevels;
+	__u8 pad[2];
+	/* Evaluated in order; the control plane puts cheap shared aggregates
+	 * first. A packet passes only if every level admits it. */
+	struct xdpl_level levels[XDPL_MAX_LEVELS];
+};
+
+struct xdpl_gen_cfg {
+	__u32 dims;   /* XDPL_DIM_* looked up for this generation */
+	__u32 nrules; /* rules 0..nrules-1 exist */
+	__u32 flags;  /* XDPL_GF_* */
+	__u32 pad;
+};
+
+struct xdpl_control {
+	__u32 active; /* generation in force: 0 or 1 */
+	__u32 pad;
+	struct xdpl_gen_cfg gen[XDPL_GENS];
+};
+
+/* LPM keys carry the generation as their first data byte, so prefixlen is
+ * 8 + the address prefix and each generation has its own entries. */
+struct xdpl_lpm4 {
+	__u32 prefixlen;
+	__u8 gen;
+	__u8 addr[4];
+};
+
+struct xdpl_lpm6 {
+	__u32 prefixlen;
+	__u8 gen;
+	__u8 addr[16];
+};
+
+/* Per-source (or per-prefix, per-port, global) limiter state key. */
+struct xdpl_key {
+	__u32 state_id;
+	__u16 port;  /* destination port for XDPL_KEY_SRC_DPORT, else 0 */
+	__u8 family; /* 4, 6, or 0 for XDPL_KEY_GLOBAL */
+	__u8 pad;
+	__be32 addr[4]; /* masked source address; IPv4 in addr[0] */
+};
+
+/* token_bucket: a = theoretical arrival time (GCRA), b unused.
+ * fixed_window: a = seq << 40 | count, b = full window index of the last reset.
+ * sliding_window: a, b = packed counters of even and odd windows. */
+struct xdpl_state {
+	__u64 a;
+	__u64 b;
+};
+
+struct xdpl_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct xdpl_rule_stats {
+	struct xdpl_counter v[XDPL_NVERDICTS];
+	__u64 level_drops[XDPL_MAX_LEVELS];
+};
+
+struct xdpl_name {
+	char name[XDPL_NAME_LEN];
+};
+
+/* Control-plane bookkeeping pinned with the maps; the datapath never reads it. */
+struct xdpl_metadata {
+	__u32 layout_version;
+	__u32 next_state_id;
+	__u32 attach_mode; /* loader.Mode: 1 = native (driver), 2 = generic (skb) */
+	__u32 clock_mode;
+	__u64 attached_unix_ns;
+	__u64 tick_ns;   /* coarse clock resolution when attached */
+	__u64 netns_ino; /* network namespace of the interface (pin dirs are per name) */
+	__u32 ifindex;
+	__u32 pid; /* the attach process in charge, for `xdplimit reload` */
+	__u8 policy_sha256[32];
+	char policy_path[256];
+};
+
+#endif

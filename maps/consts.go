@@ -1,0 +1,150 @@
+// Package maps is the typed face of the limiter's BPF maps: it loads the
+// program, compiles a policy into map entries, applies them as a new
+// generation, and reads the counters back. Nothing outside this package
+// builds raw map keys or values.
+package maps
+
+import (
+	"fmt"
+
+	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/model"
+)
+
+// Constants come from bpf/xdplimit_consts.h through bpf2go; these are the
+// Go names the rest of the package uses.
+const (
+	LayoutVersion = uint32(gen.XdplimitXdplConstXDPL_LAYOUT_VERSION)
+	MaxRules      = int(gen.XdplimitXdplConstXDPL_MAX_RULES)
+	MaxLevels     = int(gen.XdplimitXdplConstXDPL_MAX_LEVELS)
+	CounterSlots  = int(gen.XdplimitXdplConstXDPL_COUNTER_SLOTS)
+	NameLen       = int(gen.XdplimitXdplConstXDPL_NAME_LEN)
+
+	protoSlots    = uint32(gen.XdplimitXdplConstXDPL_PROTO_SLOTS)
+	portSlots     = uint32(gen.XdplimitXdplConstXDPL_PORT_SLOTS)
+	portIdxNone   = uint32(gen.XdplimitXdplConstXDPL_PORT_IDX_NONE)
+	portIdxFrag   = uint32(gen.XdplimitXdplConstXDPL_PORT_IDX_FRAG)
+	tcpfSlots     = uint32(gen.XdplimitXdplConstXDPL_TCPF_SLOTS)
+	tcpfIdxNone   = uint32(gen.XdplimitXdplConstXDPL_TCPF_IDX_NONE)
+	tcpfIdxFrag   = uint32(gen.XdplimitXdplConstXDPL_TCPF_IDX_FRAG)
+	vlanSlots     = uint32(gen.XdplimitXdplConstXDPL_VLAN_SLOTS)
+	vlanUntagged  = uint32(gen.XdplimitXdplConstXDPL_VLAN_IDX_UNTAGGED)
+	dimProto      = uint32(gen.XdplimitXdplConstXDPL_DIM_PROTO)
+	dimDport      = uint32(gen.XdplimitXdplConstXDPL_DIM_DPORT)
+	dimSport      = uint32(gen.XdplimitXdplConstXDPL_DIM_SPORT)
+	dimSrc        = uint32(gen.XdplimitXdplConstXDPL_DIM_SRC)
+	dimDst        = uint32(gen.XdplimitXdplConstXDPL_DIM_DST)
+	dimTCPF       = uint32(gen.XdplimitXdplConstXDPL_DIM_TCPF)
+	dimVLAN       = uint32(gen.XdplimitXdplConstXDPL_DIM_VLAN)
+	gfShadow      = uint32(gen.XdplimitXdplConstXDPL_GF_SHADOW)
+	gfACL         = uint32(gen.XdplimitXdplConstXDPL_GF_ACL)
+	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
+	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
+	keySrc        = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC)
+	keySrcDport   = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC_DPORT)
+	keyGlobal     = uint8(gen.XdplimitXdplConstXDPL_KEY_GLOBAL)
+	rfShadow      = uint8(gen.XdplimitXdplConstXDPL_RF_SHADOW)
+	aclAllow      = uint32(gen.XdplimitXdplConstXDPL_ACL_ALLOW)
+	aclDeny       = uint32(gen.XdplimitXdplConstXDPL_ACL_DENY)
+	nVerdicts     = int(gen.XdplimitXdplConstXDPL_NVERDICTS)
+	nCounters     = int(gen.XdplimitXdplConstXDPL_NCOUNTERS)
+	ruleBitmapLen = int(gen.XdplimitXdplConstXDPL_BITMAP_WORDS)
+)
+
+// Verdict indexes per-rule counters.
+type Verdict int
+
+const (
+	VerdictPass   = Verdict(gen.XdplimitXdplConstXDPL_V_PASS)
+	VerdictDrop   = Verdict(gen.XdplimitXdplConstXDPL_V_DROP)
+	VerdictShadow = Verdict(gen.XdplimitXdplConstXDPL_V_SHADOW)
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case VerdictPass:
+		return "pass"
+	case VerdictDrop:
+		return "drop"
+	case VerdictShadow:
+		return "shadow_drop"
+	}
+	return fmt.Sprintf("verdict(%d)", int(v))
+}
+
+// Counter indexes the global per-CPU counters.
+type Counter int
+
+const (
+	CounterAllow        = Counter(gen.XdplimitXdplConstXDPL_C_ALLOW)
+	CounterDeny         = Counter(gen.XdplimitXdplConstXDPL_C_DENY)
+	CounterDenyShadow   = Counter(gen.XdplimitXdplConstXDPL_C_DENY_SHADOW)
+	CounterUnmatched    = Counter(gen.XdplimitXdplConstXDPL_C_UNMATCHED)
+	CounterMalformed    = Counter(gen.XdplimitXdplConstXDPL_C_MALFORMED)
+	CounterNonIP        = Counter(gen.XdplimitXdplConstXDPL_C_NON_IP)
+	CounterNewSource    = Counter(gen.XdplimitXdplConstXDPL_C_NEW_SOURCE)
+	CounterInsertFail   = Counter(gen.XdplimitXdplConstXDPL_C_INSERT_FAIL)
+	CounterCASExhausted = Counter(gen.XdplimitXdplConstXDPL_C_CAS_EXHAUSTED)
+)
+
+var counterNames = map[Counter]string{
+	CounterAllow:        "allow",
+	CounterDeny:         "deny",
+	CounterDenyShadow:   "deny_shadow",
+	CounterUnmatched:    "unmatched",
+	CounterMalformed:    "malformed",
+	CounterNonIP:        "non_ip",
+	CounterNewSource:    "new_source",
+	CounterInsertFail:   "insert_failure",
+	CounterCASExhausted: "cas_exhausted",
+}
+
+func (c Counter) String() string {
+	if n, ok := counterNames[c]; ok {
+		return n
+	}
+	return fmt.Sprintf("counter(%d)", int(c))
+}
+
+// Clock selects the datapath's time source (a load-time constant).
+type Clock uint32
+
+const (
+	ClockKtime  = Clock(gen.XdplimitXdplConstXDPL_CLOCK_KTIME)
+	ClockCoarse = Clock(gen.XdplimitXdplConstXDPL_CLOCK_COARSE)
+	// ClockMap reads time from a map the caller sets: tests and replay.
+	ClockMap = Clock(gen.XdplimitXdplConstXDPL_CLOCK_MAP)
+)
+
+func (c Clock) String() string {
+	switch c {
+	case ClockKtime:
+		return "ktime"
+	case ClockCoarse:
+		return "coarse"
+	case ClockMap:
+		return "injected"
+	}
+	return fmt.Sprintf("clock(%d)", uint32(c))
+}
+
+// The reference models restate a few constants; they must agree.
+func init() {
+	for _, c := range []struct {
+		name      string
+		bpf, goes uint64
+	}{
+		{"token bucket", uint64(gen.XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET), model.AlgTokenBucket},
+		{"fixed window", uint64(gen.XdplimitXdplConstXDPL_ALG_FIXED_WINDOW), model.AlgFixedWindow},
+		{"sliding window", uint64(gen.XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW), model.AlgSlidingWindow},
+		{"time shift", uint64(gen.XdplimitXdplConstXDPL_TIME_SHIFT), model.TimeShift},
+		{"fp shift", uint64(gen.XdplimitXdplConstXDPL_FP_SHIFT), model.FPShift},
+		{"count bits", uint64(gen.XdplimitXdplConstXDPL_WIN_COUNT_BITS), model.CountBits},
+		{"seq bits", uint64(gen.XdplimitXdplConstXDPL_WIN_SEQ_BITS), model.SeqBits},
+		{"weight shift", uint64(gen.XdplimitXdplConstXDPL_WEIGHT_SHIFT), model.WeightShift},
+	} {
+		if c.bpf != c.goes {
+			panic(fmt.Sprintf("model and datapath disagree on %s: %d vs %d", c.name, c.goes, c.bpf))
+		}
+	}
+}

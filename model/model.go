@@ -1,0 +1,178 @@
+// Package model holds Go reference models of the datapath's limiter
+// algorithms. They mirror bpf/limiters.h operation for operation, in the same
+// integer arithmetic, so that a trace replayed through a model and through
+// the BPF program (with injected time) yields the same verdicts. They also
+// own the conversion from human limits (rate, burst, window) to the
+// parameters the datapath stores, so the compiler and the tests share it.
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"time"
+)
+
+// These mirror enum xdpl_const in bpf/xdplimit_consts.h; maps/ checks at
+// init that they agree with the generated constants.
+const (
+	AlgTokenBucket   = 1
+	AlgFixedWindow   = 2
+	AlgSlidingWindow = 3
+
+	TimeShift   = 4
+	FPShift     = 16
+	CountBits   = 40
+	SeqBits     = 24
+	WeightShift = 16
+	CASTries    = 4
+
+	countMask = 1<<CountBits - 1
+	seqMask   = 1<<SeqBits - 1
+
+	// MaxWindowCount is the largest per-window limit a window counter holds.
+	MaxWindowCount = countMask
+)
+
+// Params are one limiter level's datapath parameters (struct xdpl_level).
+type Params struct {
+	Algorithm uint8
+	// token bucket: P1 = emission interval per unit in ns << FPShift,
+	// P2 = tolerance in 1/16 ns. Windows: P1 = window ns, P2 = limit.
+	P1, P2 uint64
+}
+
+// State is one state entry (struct xdpl_state).
+type State struct{ A, B uint64 }
+
+// TokenBucketParams converts "count units per per, burst units" to GCRA
+// parameters, rounding the interval down (admitting at most 2^-16 ns per unit
+// more than the exact rate) and the tolerance down.
+func TokenBucketParams(count uint64, per time.Duration, burst uint64) (Params, error) {
+	if count == 0 || per <= 0 || burst == 0 {
+		return Params{}, fmt.Errorf("token bucket needs a positive rate and burst")
+	}
+	perNs := new(big.Int).SetInt64(int64(per))
+	c := new(big.Int).SetUint64(count)
+	interval := new(big.Int).Lsh(perNs, FPShift)
+	interval.Quo(interval, c)
+	if interval.Sign() == 0 {
+		return Params{}, fmt.Errorf("rate %d per %v is beyond the datapath's resolution", count, per)
+	}
+	if !interval.IsUint64() || interval.Uint64() > math.MaxUint64>>17 {
+		return Params{}, fmt.Errorf("rate %d per %v is too slow for the datapath", count, per)
+	}
+	tau := new(big.Int).SetUint64(burst)
+	tau.Mul(tau, perNs)
+	tau.Lsh(tau, TimeShift)
+	tau.Quo(tau, c)
+	if !tau.IsUint64() || tau.Uint64() > 1<<62 {
+		return Params{}, fmt.Errorf("burst %d at %d per %v spans more time than the datapath holds", burst, count, per)
+	}
+	return Params{Algorithm: AlgTokenBucket, P1: interval.Uint64(), P2: tau.Uint64()}, nil
+}
+
+// WindowParams gives the parameters of a fixed or sliding window.
+func WindowParams(alg uint8, limit uint64, window time.Duration) (Params, error) {
+	if limit == 0 || limit > MaxWindowCount {
+		return Params{}, fmt.Errorf("window limit %d outside 1..%d", limit, uint64(MaxWindowCount))
+	}
+	if window <= 0 || window > 1<<46 {
+		return Params{}, fmt.Errorf("window %v outside what the datapath holds", window)
+	}
+	return Params{Algorithm: alg, P1: uint64(window), P2: limit}, nil
+}
+
+// ToleranceNs is the token bucket's burst expressed as time, in ns.
+func (p Params) ToleranceNs() uint64 { return p.P2 >> TimeShift }
+
+// Admit decides one packet of the given cost at time now (ns) and updates
+// the state as the datapath does. CAS always succeeds in the model (one
+// thread), which is what the datapath converges to.
+func (s *State) Admit(p Params, now, cost uint64) bool {
+	switch p.Algorithm {
+	case AlgTokenBucket:
+		return s.tokenBucket(p, now, cost)
+	case AlgFixedWindow:
+		return s.fixedWindow(p, now, cost)
+	case AlgSlidingWindow:
+		return s.slidingWindow(p, now, cost)
+	}
+	return false
+}
+
+func (s *State) tokenBucket(p Params, now, cost uint64) bool {
+	t := now << TimeShift
+	inc := (cost * p.P1) >> (FPShift - TimeShift)
+	next := max(s.A, t) + inc
+	if next-t > p.P2 {
+		return false
+	}
+	s.A = next
+	return true
+}
+
+func (s *State) fixedWindow(p Params, now, cost uint64) bool {
+	w, limit := p.P1, p.P2
+	idx := now / w
+	if cost > limit {
+		return false
+	}
+	seq := idx & seqMask
+	d := (seq - s.A>>CountBits) & seqMask
+	var cnt uint64
+	switch {
+	case int64(idx-s.B) >= 1<<(SeqBits-1):
+		// stale entry: a new window
+	case d == 0:
+		cnt = s.A & countMask
+	case d > seqMask>>1:
+		seq = s.A >> CountBits
+		cnt = s.A & countMask
+	}
+	if cnt+cost > limit {
+		return false
+	}
+	s.A = seq<<CountBits | (cnt + cost)
+	if seq == idx&seqMask && cnt == 0 {
+		s.B = idx
+	}
+	return true
+}
+
+func (s *State) slidingWindow(p Params, now, cost uint64) bool {
+	w, limit := p.P1, p.P2
+	idx := now / w
+	el := now - idx*w
+	if cost > limit {
+		return false
+	}
+	slot := func(i uint64) *uint64 {
+		if i&1 == 1 {
+			return &s.B
+		}
+		return &s.A
+	}
+	if *slot(idx + 1)>>CountBits == (idx+1)&seqMask {
+		idx++
+		el = 0
+	}
+	seq := idx & seqMask
+	cur := slot(idx)
+	pw := *slot(idx + 1)
+	var pcnt uint64
+	if pw>>CountBits == (idx-1)&seqMask {
+		pcnt = pw & countMask
+	}
+	weight := ((w - el) << WeightShift) / w
+	est := (pcnt * weight) >> WeightShift
+	var ccnt uint64
+	if *cur>>CountBits == seq {
+		ccnt = *cur & countMask
+	}
+	if est+ccnt+cost > limit {
+		return false
+	}
+	*cur = seq<<CountBits | (ccnt + cost)
+	return true
+}
