@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+type attachFlags struct {
+	policy     string
+	mode       string
+	force      bool
+	keep       bool
+	maxSources uint32
+	clock      string
+}
+
+func (f *attachFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.policy, "policy", "", "policy file (YAML, see docs/policy.md)")
+	cmd.Flags().StringVar(&f.mode, "mode", "auto", "XDP mode: auto (native, else generic), native or generic")
+	cmd.Flags().BoolVar(&f.force, "force", false, "replace an XDP program already on the interface")
+	cmd.Flags().BoolVar(&f.keep, "keep-on-exit", false, "leave the limiter attached and pinned when this process exits")
+	cmd.Flags().Uint32Var(&f.maxSources, "max-sources", 1<<20, "size of the per-source state table (entries)")
+	cmd.Flags().StringVar(&f.clock, "clock", "coarse", "datapath clock: coarse (cheap; fine clock only where a limit needs it) or ktime")
+}
+
+func parseClock(s string) (maps.Clock, error) {
+	switch s {
+	case "coarse":
+		return maps.ClockCoarse, nil
+	case "ktime", "fine":
+		return maps.ClockKtime, nil
+	}
+	return 0, fmt.Errorf("--clock %q: use coarse or ktime", s)
+}
+
+func newAttachCmd() *cobra.Command {
+	var f attachFlags
+	cmd := &cobra.Command{
+		Use:   "attach IFACE --policy FILE",
+		Short: "Attach the limiter to an interface and enforce a policy (runs in the foreground)",
+		Long: `attach loads the XDP program with the policy, attaches it to IFACE and pins its
+state under /sys/fs/bpf/xdplimit/IFACE, then stays in the foreground:
+SIGHUP re-reads the policy, SIGINT/SIGTERM detach and remove the pins
+(unless --keep-on-exit). Started again while pinned state exists, it adopts
+that state (counters and every source's bucket) without a gap.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.policy == "" {
+				return fmt.Errorf("--policy is required")
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			a, err := attach(ctx, args[0], f, log)
+			if err != nil {
+				return err
+			}
+			return serve(ctx, a, f, log)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func attach(_ context.Context, iface string, f attachFlags, log *slog.Logger) (*loader.Attachment, error) {
+	mode, err := loader.ParseMode(f.mode)
+	if err != nil {
+		return nil, err
+	}
+	clock, err := parseClock(f.clock)
+	if err != nil {
+		return nil, err
+	}
+	path, err := filepath.Abs(f.policy)
+	if err != nil {
+		return nil, err
+	}
+	p, err := compilePolicy(path, os.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	a, err := loader.Attach(loader.Config{
+		Interface: iface, Mode: mode, Force: f.force, MaxSources: f.maxSources, Clock: clock,
+		Policy: p, Warn: func(s string) { log.Warn(s) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	how := "attached"
+	if a.Adopted {
+		how = "adopted the running limiter"
+	}
+	log.Info(how, "interface", iface, "mode", a.Mode, "policy", path, "rules", len(p.Image.Rules),
+		"clock", a.Limiter.Clock(), "max_sources", a.Limiter.SourcesCapacity())
+	return a, nil
+}
+
+// serve runs until a termination signal, reloading on SIGHUP.
+func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	path, _ := filepath.Abs(f.policy)
+	for {
+		select {
+		case <-hup:
+			if err := reloadFrom(a, path); err != nil {
+				log.Error("reload failed; the previous policy stays in force", "policy", path, "err", err)
+			} else {
+				log.Info("reloaded", "policy", path)
+			}
+		case <-ctx.Done():
+			if f.keep {
+				log.Info("exiting; the limiter stays attached (--keep-on-exit)", "interface", a.Interface)
+				return a.Close()
+			}
+			log.Info("detaching", "interface", a.Interface)
+			return a.Detach()
+		}
+	}
+}
+
+func reloadFrom(a *loader.Attachment, path string) error {
+	p, err := compilePolicy(path, os.Stderr)
+	if err != nil {
+		return err
+	}
+	return a.Reload(p)
+}

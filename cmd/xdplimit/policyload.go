@@ -1,0 +1,26 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// compilePolicy reads, validates and compiles a policy file; warnings go to w.
+func compilePolicy(path string, w io.Writer) (loader.Policy, error) {
+	p, err := policy.Load(path)
+	if err != nil {
+		return loader.Policy{}, err
+	}
+	for _, d := range p.Warnings {
+		fmt.Fprintln(w, "warning:", d)
+	}
+	img, err := maps.Compile(p)
+	if err != nil {
+		return loader.Policy{}, err
+	}
+	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256}, nil
+}

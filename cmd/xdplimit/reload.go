@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+func newReloadCmd() *cobra.Command {
+	var policyPath string
+	cmd := &cobra.Command{
+		Use:   "reload IFACE",
+		Short: "Make the attach process of IFACE re-read its policy (SIGHUP)",
+		Long: `reload signals the running attach of IFACE to re-read its policy file. When
+no attach process runs (it exited with --keep-on-exit), --policy FILE applies
+a policy to the pinned limiter directly.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := loader.Open(args[0])
+			if err != nil {
+				return err
+			}
+			pid := s.Meta.Pid
+			s.Close()
+			if isXdplimit(pid) {
+				if policyPath != "" {
+					return fmt.Errorf("attach (pid %d) runs for %s and owns its policy file: edit that file, then reload without --policy", pid, args[0])
+				}
+				if err := syscall.Kill(int(pid), syscall.SIGHUP); err != nil {
+					return fmt.Errorf("signalling attach pid %d: %w", pid, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: asked attach (pid %d) to reload; it logs the result\n", args[0], pid)
+				return nil
+			}
+			if policyPath == "" {
+				return errors.New("no attach process runs for " + args[0] + ": give --policy FILE to apply one directly")
+			}
+			p, err := compilePolicy(policyPath, os.Stderr)
+			if err != nil {
+				return err
+			}
+			a, err := loader.Attach(loader.Config{Interface: args[0], Policy: p, Clock: maps.Clock(s.Meta.ClockMode)})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: policy %s applied\n", args[0], p.Path)
+			return a.Close()
+		},
+	}
+	cmd.Flags().StringVar(&policyPath, "policy", "", "apply this policy file when no attach process runs")
+	return cmd
+}
+
+// isXdplimit: pid is alive and is an xdplimit process (pids get reused).
+func isXdplimit(pid uint32) bool {
+	if pid == 0 {
+		return false
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return err == nil && strings.HasPrefix(strings.TrimSpace(string(comm)), "xdplimit")
+}

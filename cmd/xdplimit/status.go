@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+func newStatusCmd() *cobra.Command {
+	var sources bool
+	cmd := &cobra.Command{
+		Use:   "status [IFACE]",
+		Short: "Show where the limiter is attached, its policy and per-rule counters",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ifaces := args
+			if len(ifaces) == 0 {
+				var err error
+				if ifaces, err = loader.List(); err != nil {
+					return err
+				}
+				if len(ifaces) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "xdplimit is not attached anywhere")
+					return nil
+				}
+			}
+			for _, iface := range ifaces {
+				s, err := loader.Open(iface)
+				if err != nil {
+					return err
+				}
+				err = printStatus(cmd.OutOrStdout(), s, sources)
+				s.Close()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&sources, "count-sources", false, "count the tracked sources (walks the whole table)")
+	return cmd
+}
+
+func processAlive(pid uint32) bool {
+	return pid != 0 && syscall.Kill(int(pid), 0) == nil
+}
+
+func printStatus(w io.Writer, s *loader.State, countSources bool) error {
+	m := s.Meta
+	owner := "no attach process (left with --keep-on-exit or killed)"
+	if processAlive(m.Pid) {
+		owner = fmt.Sprintf("attach process pid %d", m.Pid)
+	}
+	fmt.Fprintf(w, "%s: attached (%s), program id %d, since %s, %s\n", s.Interface, s.Mode(), s.ProgramID,
+		time.Unix(0, int64(m.AttachedUnixNs)).Format(time.RFC3339), owner)
+	fmt.Fprintf(w, "  policy: %s (sha256 %s)\n", maps.PolicyPath(m), hex.EncodeToString(m.PolicySha256[:])[:16])
+	tracked := "not counted (--count-sources)"
+	if countSources {
+		n, err := s.Limiter.TrackedSources()
+		if err != nil {
+			return err
+		}
+		tracked = fmt.Sprint(n)
+	}
+	fmt.Fprintf(w, "  clock: %s (tick %v); state table: %s tracked of %d\n", maps.Clock(m.ClockMode),
+		time.Duration(m.TickNs), tracked, s.Limiter.SourcesCapacity())
+	rules, err := s.Limiter.RuleStats()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  rule\tpass pkts\tpass bytes\tdrop pkts\tdrop bytes\tshadow pkts\t")
+	for _, r := range rules {
+		v := r.Verdicts
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t\n", r.Name, v[maps.VerdictPass].Packets, v[maps.VerdictPass].Bytes,
+			v[maps.VerdictDrop].Packets, v[maps.VerdictDrop].Bytes, v[maps.VerdictShadow].Packets)
+	}
+	tw.Flush()
+	cs, err := s.Limiter.Counters()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  allow %d, deny %d, deny (shadow) %d, unmatched %d, malformed %d, non-IP %d pkts\n",
+		cs[maps.CounterAllow].Packets, cs[maps.CounterDeny].Packets, cs[maps.CounterDenyShadow].Packets,
+		cs[maps.CounterUnmatched].Packets, cs[maps.CounterMalformed].Packets, cs[maps.CounterNonIP].Packets)
+	fmt.Fprintf(w, "  new sources %d, table insert failures %d, contended updates %d\n",
+		cs[maps.CounterNewSource].Packets, cs[maps.CounterInsertFail].Packets, cs[maps.CounterCASExhausted].Packets)
+	return nil
+}

@@ -1,0 +1,413 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// Mode is the XDP attach mode.
+type Mode int
+
+const (
+	ModeAuto    Mode = iota // native, falling back to generic where the driver lacks XDP
+	ModeNative              // in the driver
+	ModeGeneric             // after skb allocation: works everywhere, slower
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeNative:
+		return "native"
+	case ModeGeneric:
+		return "generic"
+	}
+	return "auto"
+}
+
+// ParseMode parses --mode.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "auto", "":
+		return ModeAuto, nil
+	case "native", "driver", "drv":
+		return ModeNative, nil
+	case "generic", "skb":
+		return ModeGeneric, nil
+	}
+	return 0, fmt.Errorf("--mode %q: use auto, native or generic", s)
+}
+
+// Policy is a compiled policy and where it came from.
+type Policy struct {
+	Image  *maps.Image
+	Path   string
+	SHA256 [32]byte
+}
+
+// Config for Attach.
+type Config struct {
+	Interface  string
+	Mode       Mode
+	Force      bool // replace another XDP program
+	MaxSources uint32
+	Clock      maps.Clock
+	Policy     Policy
+	// Warn receives warnings that do not stop the attach.
+	Warn func(string)
+}
+
+// Attachment is the limiter attached to an interface by this process.
+type Attachment struct {
+	Interface string
+	Ifindex   int
+	Mode      Mode // the mode in effect: native or generic
+	Adopted   bool // took over pinned state left by an earlier attach
+	Limiter   *maps.Limiter
+
+	link link.Link
+	dir  string
+	lock *os.File
+}
+
+// Attach loads the limiter with the policy and attaches it, or adopts the
+// pinned state of an earlier attach on the same interface, replacing its
+// program atomically. On failure the interface and bpffs are left as they
+// were.
+func Attach(cfg Config) (*Attachment, error) {
+	warn := cfg.Warn
+	if warn == nil {
+		warn = func(string) {}
+	}
+	nl, err := netlink.LinkByName(cfg.Interface)
+	if err != nil {
+		return nil, fmt.Errorf("interface %q: %w", cfg.Interface, err)
+	}
+	if cfg.Policy.Image == nil {
+		return nil, errors.New("no policy")
+	}
+	if err := ensureBPFFS(); err != nil {
+		return nil, err
+	}
+	if PrivateMountNamespace() {
+		warn("running in a private mount namespace (ip netns exec?): the pins under " + PinRoot +
+			" die with it, so enforcement stops when this process exits; use nsenter --net=/var/run/netns/NAME to keep it")
+	}
+	lock, err := lockInterface(cfg.Interface)
+	if err != nil {
+		return nil, err
+	}
+	a := &Attachment{Interface: cfg.Interface, Ifindex: nl.Attrs().Index, dir: pinDir(cfg.Interface), lock: lock}
+	ok := false
+	defer func() {
+		if !ok {
+			a.lock.Close()
+		}
+	}()
+
+	if _, err := os.Stat(a.dir); err == nil {
+		err := a.adopt(cfg)
+		if err == nil {
+			ok = true
+			return a, nil
+		}
+		if !errors.Is(err, errStale) {
+			return nil, err
+		}
+		warn(fmt.Sprintf("removing stale pins in %s: %v", a.dir, errors.Unwrap(err)))
+		if err := os.RemoveAll(a.dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.attachNew(cfg, nl); err != nil {
+		return nil, err
+	}
+	ok = true
+	return a, nil
+}
+
+var errStale = errors.New("stale pinned state")
+
+// adopt takes over a running limiter: the pinned maps keep the counters and
+// every source's state, and the new program replaces the old one in the
+// pinned link with one atomic update, so enforcement has no gap.
+func (a *Attachment) adopt(cfg Config) error {
+	lk, err := link.LoadPinnedLink(filepath.Join(a.dir, "link"), nil)
+	if err != nil {
+		return fmt.Errorf("%w: link: %v", errStale, err)
+	}
+	info, err := lk.Info()
+	if err != nil || info.XDP() == nil || int(info.XDP().Ifindex) != a.Ifindex {
+		lk.Close()
+		return fmt.Errorf("%w: the pinned link is not attached to %s any more", errStale, a.Interface)
+	}
+	pinned := map[string]*ebpf.Map{}
+	defer func() {
+		for _, m := range pinned {
+			m.Close()
+		}
+	}()
+	for _, name := range maps.MapNames {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(a.dir, name), nil)
+		if err != nil {
+			lk.Close()
+			return fmt.Errorf("pinned map %s: %w (detach %s first)", name, err, a.Interface)
+		}
+		pinned[name] = m
+	}
+	l, err := maps.Load(maps.Options{Clock: cfg.Clock, Pinned: pinned})
+	if err != nil {
+		lk.Close()
+		return err
+	}
+	meta, err := l.Meta()
+	if err == nil {
+		if ino, _ := netnsInode(); meta.NetnsIno != 0 && ino != meta.NetnsIno {
+			err = fmt.Errorf("%s holds the state of an interface %s in another network namespace", a.dir, a.Interface)
+		}
+	}
+	if err == nil {
+		err = l.Apply(cfg.Policy.Image)
+	}
+	if err == nil {
+		err = lk.Update(l.Program())
+	}
+	if err != nil {
+		l.Close()
+		lk.Close()
+		return err
+	}
+	a.link, a.Limiter, a.Adopted = lk, l, true
+	a.Mode = Mode(meta.AttachMode)
+	return a.recordMeta(cfg, false)
+}
+
+func (a *Attachment) attachNew(cfg Config, nl netlink.Link) (err error) {
+	// Another XDP program there: refuse unless --force, and then put it back
+	// if anything below fails.
+	var restore func()
+	if x := nl.Attrs().Xdp; x != nil && x.Attached {
+		if !cfg.Force {
+			return fmt.Errorf("%s already has an XDP program (id %d, %s mode): not replacing it without --force",
+				a.Interface, x.ProgId, attachedMode(x.AttachMode))
+		}
+		restore, err = removeForeign(nl, x)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				restore()
+			}
+		}()
+	}
+	l, err := maps.Load(maps.Options{MaxSources: cfg.MaxSources, Clock: cfg.Clock})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
+	// The policy is in the maps before the first packet meets the program.
+	if err = l.Apply(cfg.Policy.Image); err != nil {
+		return err
+	}
+	lk, mode, err := attachXDP(l.Program(), a.Ifindex, cfg.Mode)
+	if err != nil {
+		return fmt.Errorf("attaching to %s: %w", a.Interface, err)
+	}
+	defer func() {
+		if err != nil {
+			lk.Close() // unpinned: closing detaches
+		}
+	}()
+	a.link, a.Limiter, a.Mode = lk, l, mode
+	if err = a.recordMeta(cfg, true); err != nil {
+		return err
+	}
+	return a.pin()
+}
+
+func attachXDP(prog *ebpf.Program, ifindex int, mode Mode) (link.Link, Mode, error) {
+	try := func(m Mode) (link.Link, error) {
+		flags := link.XDPDriverMode
+		if m == ModeGeneric {
+			flags = link.XDPGenericMode
+		}
+		return link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: flags})
+	}
+	switch mode {
+	case ModeNative, ModeGeneric:
+		lk, err := try(mode)
+		return lk, mode, err
+	}
+	lk, err := try(ModeNative)
+	if err == nil {
+		return lk, ModeNative, nil
+	}
+	lk, err2 := try(ModeGeneric)
+	if err2 != nil {
+		return nil, 0, fmt.Errorf("native: %v; generic: %w", err, err2)
+	}
+	return lk, ModeGeneric, nil
+}
+
+func attachedMode(m uint32) string {
+	switch m {
+	case 1:
+		return "native"
+	case 2:
+		return "generic"
+	case 3:
+		return "offload"
+	case 4:
+		return "multi"
+	}
+	return fmt.Sprintf("mode %d", m)
+}
+
+// removeForeign detaches a program attached through netlink and returns a
+// function that puts it back. A program attached through a bpf_link belongs
+// to its owner and cannot be replaced from here.
+func removeForeign(nl netlink.Link, x *netlink.LinkXdp) (func(), error) {
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+	if err != nil {
+		return nil, fmt.Errorf("opening the existing XDP program %d: %w", x.ProgId, err)
+	}
+	flags := uint32(unix.XDP_FLAGS_DRV_MODE)
+	if x.AttachMode == 2 {
+		flags = unix.XDP_FLAGS_SKB_MODE
+	}
+	if err := netlink.LinkSetXdpFdWithFlags(nl, -1, int(flags)); err != nil {
+		prog.Close()
+		if errors.Is(err, unix.EBUSY) {
+			return nil, fmt.Errorf("the XDP program on %s (id %d) is held by a bpf_link of another process: detach it with its owner", nl.Attrs().Name, x.ProgId)
+		}
+		return nil, fmt.Errorf("removing the existing XDP program %d: %w", x.ProgId, err)
+	}
+	return func() {
+		_ = netlink.LinkSetXdpFdWithFlags(nl, prog.FD(), int(flags))
+		prog.Close()
+	}, nil
+}
+
+func (a *Attachment) recordMeta(cfg Config, fresh bool) error {
+	m, err := a.Limiter.Meta()
+	if err != nil {
+		return err
+	}
+	if fresh {
+		m.AttachMode = uint32(a.Mode)
+		m.AttachedUnixNs = uint64(time.Now().UnixNano())
+	}
+	m.Ifindex = uint32(a.Ifindex)
+	m.NetnsIno, _ = netnsInode()
+	m.Pid = uint32(os.Getpid())
+	m.ClockMode = uint32(a.Limiter.Clock())
+	if err := a.Limiter.SetMeta(m); err != nil {
+		return err
+	}
+	return a.Limiter.SetPolicyInfo(cfg.Policy.Path, cfg.Policy.SHA256)
+}
+
+// pin pins the link and maps into a temporary directory and renames it into
+// place, so that a failure never leaves a half-populated pin directory.
+func (a *Attachment) pin() error {
+	for _, d := range []string{PinRoot, stagingRoot} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	// bpffs refuses names with a dot, so the staging directory is a
+	// sibling of the pin root rather than a hidden entry in it.
+	tmp, err := os.MkdirTemp(stagingRoot, a.Interface+"-")
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("pinning under %s: %w", PinRoot, err)
+	}
+	if err := a.link.Pin(filepath.Join(tmp, "link")); err != nil {
+		return fail(err)
+	}
+	for _, name := range maps.MapNames {
+		if err := a.Limiter.Map(name).Pin(filepath.Join(tmp, name)); err != nil {
+			a.link.Unpin()
+			return fail(err)
+		}
+	}
+	// Pin paths recorded in the objects are now the temporary ones; the
+	// rename moves them all at once.
+	if err := os.Rename(tmp, a.dir); err != nil {
+		a.link.Unpin()
+		return fail(err)
+	}
+	_ = os.Remove(stagingRoot)
+	return nil
+}
+
+// Reload applies a new policy as one atomic switch; on error the old one
+// stays in force.
+func (a *Attachment) Reload(p Policy) error {
+	if err := a.Limiter.Apply(p.Image); err != nil {
+		return err
+	}
+	return a.Limiter.SetPolicyInfo(p.Path, p.SHA256)
+}
+
+// Close releases this process's hold; the pinned link keeps the program
+// attached and enforcing.
+func (a *Attachment) Close() error {
+	a.link.Close()
+	a.Limiter.Close()
+	return a.lock.Close()
+}
+
+// Detach removes the program from the interface and every pin.
+func (a *Attachment) Detach() error {
+	defer a.lock.Close()
+	// Unpinned and closed, the link detaches the program.
+	a.link.Close()
+	a.Limiter.Close()
+	return removePins(a.dir)
+}
+
+func removePins(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing pins in %s: %w", dir, err)
+	}
+	// The roots go when empty; other interfaces keep them.
+	_ = os.Remove(PinRoot)
+	_ = os.Remove(stagingRoot)
+	return nil
+}
+
+// lockInterface serialises control planes for one interface: an attach,
+// reload or detach at a time.
+func lockInterface(iface string) (*os.File, error) {
+	dir := "/run/xdplimit"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, iface+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another xdplimit process is managing %s (lock %s held)", iface, f.Name())
+	}
+	return f, nil
+}

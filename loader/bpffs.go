@@ -1,0 +1,69 @@
+// Package loader attaches the limiter to an interface and keeps its state
+// pinned in bpffs, so that enforcement outlives the control plane: a new
+// `attach` adopts the pinned program state without a gap, and `detach`
+// removes everything.
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// BPFFS is where bpffs is expected; PinRoot holds one directory per interface.
+const (
+	BPFFS   = "/sys/fs/bpf"
+	PinRoot = BPFFS + "/xdplimit"
+	// stagingRoot holds pin directories being populated, renamed into
+	// PinRoot when complete.
+	stagingRoot = BPFFS + "/xdplimit-staging"
+)
+
+const bpffsMagic = 0xcafe4a11
+
+func isBPFFS(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && uint32(st.Type) == bpffsMagic
+}
+
+// ensureBPFFS mounts bpffs at /sys/fs/bpf when it is missing (as under
+// `ip netns exec`, which mounts a fresh /sys).
+func ensureBPFFS() error {
+	if isBPFFS(BPFFS) {
+		return nil
+	}
+	if err := os.MkdirAll(BPFFS, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", BPFFS, err)
+	}
+	if err := unix.Mount("bpf", BPFFS, "bpf", 0, "mode=0700"); err != nil {
+		return fmt.Errorf("mounting bpffs at %s: %w", BPFFS, err)
+	}
+	return nil
+}
+
+// PrivateMountNamespace reports whether this process runs in a mount
+// namespace other than init's, as under `ip netns exec`: pins made there
+// die with the namespace, so enforcement cannot outlive the process.
+func PrivateMountNamespace() bool {
+	self, err1 := os.Readlink("/proc/self/ns/mnt")
+	init, err2 := os.Readlink("/proc/1/ns/mnt")
+	if err1 != nil || err2 != nil {
+		return false // cannot tell (e.g. no access to pid 1): do not warn
+	}
+	return self != init
+}
+
+func netnsInode() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+func pinDir(iface string) string { return PinRoot + "/" + iface }
+
+// ErrNotAttached means no pinned xdplimit state exists for the interface.
+var ErrNotAttached = errors.New("xdplimit is not attached there")

@@ -1,0 +1,111 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// State is a read-only view of a pinned limiter, for status and for
+// commands run while (or after) another process attached it.
+type State struct {
+	Interface string
+	Limiter   *maps.Limiter
+	ProgramID ebpf.ProgramID
+	Meta      maps.Meta
+}
+
+// Open opens the pinned state of an interface.
+func Open(iface string) (*State, error) {
+	if !isBPFFS(BPFFS) {
+		return nil, fmt.Errorf("%s: no bpffs at %s: %w", iface, BPFFS, ErrNotAttached)
+	}
+	dir := pinDir(iface)
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("%s: %w", iface, ErrNotAttached)
+	}
+	pinned := map[string]*ebpf.Map{}
+	defer func() {
+		for _, m := range pinned {
+			m.Close()
+		}
+	}()
+	for _, name := range maps.MapNames {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), &ebpf.LoadPinOptions{ReadOnly: false})
+		if err != nil {
+			return nil, fmt.Errorf("%s: pinned map %s: %w", iface, name, err)
+		}
+		pinned[name] = m
+	}
+	l, err := maps.OpenPinned(pinned)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", iface, err)
+	}
+	s := &State{Interface: iface, Limiter: l}
+	if s.Meta, err = l.Meta(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if lk, err := link.LoadPinnedLink(filepath.Join(dir, "link"), nil); err == nil {
+		if info, err := lk.Info(); err == nil {
+			s.ProgramID = info.Program
+		}
+		lk.Close()
+	}
+	return s, nil
+}
+
+// Close releases the view.
+func (s *State) Close() error { return s.Limiter.Close() }
+
+// Mode is the recorded attach mode.
+func (s *State) Mode() Mode { return Mode(s.Meta.AttachMode) }
+
+// List names the interfaces with pinned state.
+func List() ([]string, error) {
+	ents, err := os.ReadDir(PinRoot)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Detach removes the limiter of an interface attached by a process that is
+// gone (or that left it with --keep-on-exit): unpinning the link and closing
+// it detaches the program.
+func Detach(iface string) error {
+	dir := pinDir(iface)
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("%s: %w", iface, ErrNotAttached)
+	}
+	lock, err := lockInterface(iface)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if lk, err := link.LoadPinnedLink(filepath.Join(dir, "link"), nil); err == nil {
+		if err := lk.Unpin(); err != nil {
+			lk.Close()
+			return fmt.Errorf("unpinning the link: %w", err)
+		}
+		lk.Close()
+	}
+	return removePins(dir)
+}
