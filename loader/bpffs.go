@@ -43,16 +43,22 @@ func ensureBPFFS() error {
 	return nil
 }
 
-// PrivateMountNamespace reports whether this process runs in a mount
-// namespace other than init's, as under `ip netns exec`: pins made there
-// die with the namespace, so enforcement cannot outlive the process.
+// PrivateMountNamespace reports whether pins made here die with this
+// process's mount namespace: it is not init's (as under `ip netns exec`) and
+// the bpffs at /sys/fs/bpf is not init's either. A hardened systemd unit also
+// runs in its own mount namespace, but sees the host's bpffs there, and its
+// pins persist.
 func PrivateMountNamespace() bool {
 	self, err1 := os.Readlink("/proc/self/ns/mnt")
 	init, err2 := os.Readlink("/proc/1/ns/mnt")
-	if err1 != nil || err2 != nil {
-		return false // cannot tell (e.g. no access to pid 1): do not warn
+	if err1 != nil || err2 != nil || self == init {
+		return false // the same namespace, or cannot tell: do not warn
 	}
-	return self != init
+	var here, theirs unix.Stat_t
+	if unix.Stat(BPFFS, &here) != nil || unix.Stat("/proc/1/root"+BPFFS, &theirs) != nil {
+		return true
+	}
+	return here.Dev != theirs.Dev
 }
 
 func netnsInode() (uint64, error) {

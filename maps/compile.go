@@ -279,7 +279,7 @@ func compileLevel(l policy.Level) (LevelSpec, error) {
 	var err error
 	switch l.Limit.Algorithm {
 	case policy.TokenBucket:
-		ls.Params, err = model.TokenBucketParams(l.Limit.Count, l.Limit.Per, l.Limit.Burst)
+		ls.Params, err = model.TokenBucketParams(l.Limit.Count, l.Limit.Per, l.Limit.Burst, ls.Bytes)
 		ls.ToleranceNs = ls.Params.ToleranceNs()
 	case policy.FixedWindow:
 		ls.Params, err = model.WindowParams(model.AlgFixedWindow, l.Limit.Count, l.Limit.Window)

@@ -32,6 +32,11 @@ const (
 
 	// MaxWindowCount is the largest per-window limit a window counter holds.
 	MaxWindowCount = countMask
+
+	// MaxFrameBytes bounds the cost of one packet in byte-counting limits
+	// (an XDP frame is at most a page; jumbo multi-buffer frames stay far
+	// below this), so that cost * interval never overflows 64 bits.
+	MaxFrameBytes = 1 << 17
 )
 
 // Params are one limiter level's datapath parameters (struct xdpl_level).
@@ -47,8 +52,9 @@ type State struct{ A, B uint64 }
 
 // TokenBucketParams converts "count units per per, burst units" to GCRA
 // parameters, rounding the interval down (admitting at most 2^-16 ns per unit
-// more than the exact rate) and the tolerance down.
-func TokenBucketParams(count uint64, per time.Duration, burst uint64) (Params, error) {
+// more than the exact rate) and the tolerance down. It is the authority on
+// what the datapath can represent: the policy validator asks it.
+func TokenBucketParams(count uint64, per time.Duration, burst uint64, bytes bool) (Params, error) {
 	if count == 0 || per <= 0 || burst == 0 {
 		return Params{}, fmt.Errorf("token bucket needs a positive rate and burst")
 	}
@@ -59,18 +65,33 @@ func TokenBucketParams(count uint64, per time.Duration, burst uint64) (Params, e
 	if interval.Sign() == 0 {
 		return Params{}, fmt.Errorf("rate %d per %v is beyond the datapath's resolution", count, per)
 	}
-	if !interval.IsUint64() || interval.Uint64() > math.MaxUint64>>17 {
-		return Params{}, fmt.Errorf("rate %d per %v is too slow for the datapath", count, per)
+	// cost * interval must fit 64 bits: cost is 1 for packets and up to
+	// MaxFrameBytes for bytes.
+	maxInterval := uint64(math.MaxUint64 >> 1)
+	if bytes {
+		maxInterval = math.MaxUint64 / MaxFrameBytes
+	}
+	if !interval.IsUint64() || interval.Uint64() > maxInterval {
+		slowest := "one packet per 39 hours"
+		if bytes {
+			slowest = "1 byte per 2 seconds"
+		}
+		return Params{}, fmt.Errorf("rate %d per %v is slower than the datapath holds (%s)", count, per, slowest)
 	}
 	tau := new(big.Int).SetUint64(burst)
 	tau.Mul(tau, perNs)
 	tau.Lsh(tau, TimeShift)
 	tau.Quo(tau, c)
-	if !tau.IsUint64() || tau.Uint64() > 1<<62 {
-		return Params{}, fmt.Errorf("burst %d at %d per %v spans more time than the datapath holds", burst, count, per)
+	if !tau.IsUint64() || tau.Uint64() > MaxTolerance {
+		return Params{}, fmt.Errorf("burst %d at %d per %v takes %v to refill; the datapath holds at most %v",
+			burst, count, per, time.Duration(new(big.Int).Rsh(tau, TimeShift).Uint64()), time.Duration(MaxTolerance>>TimeShift))
 	}
 	return Params{Algorithm: AlgTokenBucket, P1: interval.Uint64(), P2: tau.Uint64()}, nil
 }
+
+// MaxTolerance is the longest burst, in time units, a token bucket holds:
+// about 3.6 years, leaving room for uptime in tat without overflow.
+const MaxTolerance = 1 << 60
 
 // WindowParams gives the parameters of a fixed or sliding window.
 func WindowParams(alg uint8, limit uint64, window time.Duration) (Params, error) {

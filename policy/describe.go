@@ -1,0 +1,47 @@
+package policy
+
+import (
+	"fmt"
+	"io"
+)
+
+// Describe writes a human summary of the policy, as `xdplimit policy check`
+// prints it: what the datapath will do, in the order it does it, with every
+// limit in normalised units.
+func (p *Policy) Describe(w io.Writer) {
+	fmt.Fprintf(w, "policy %s (sha256 %x)\n", p.Path, p.SHA256[:8])
+	switch p.Mode {
+	case ModeShadow:
+		fmt.Fprintf(w, "mode: shadow (dry run: nothing is dropped; would-drops are counted)\n")
+	default:
+		fmt.Fprintf(w, "mode: %s\n", p.Mode)
+	}
+	fmt.Fprintf(w, "allow: %d %s, never limited\n", len(p.Allow), plural(len(p.Allow), "prefix", "prefixes"))
+	fmt.Fprintf(w, "deny: %d %s, always dropped\n", len(p.Deny), plural(len(p.Deny), "prefix", "prefixes"))
+	if len(p.Allow) > 0 && len(p.Deny) > 0 {
+		fmt.Fprintf(w, "  an address in both lists goes by its longest matching prefix\n")
+	}
+	fmt.Fprintf(w, "rules: %d, first match wins\n", len(p.Rules))
+	for i, r := range p.Rules {
+		fmt.Fprintf(w, "  %d. %s (line %d): %s\n", i+1, r.Name, r.Line, r.Match)
+		for j, l := range r.Levels {
+			what := "own"
+			if j > 0 {
+				what = "aggregate"
+			}
+			fmt.Fprintf(w, "     %-9s key %s: %s\n", what, l.Key, l.Limit)
+		}
+		fmt.Fprintf(w, "     over limit: %s\n", r.Action)
+	}
+	fmt.Fprintf(w, "unmatched traffic: pass\n")
+	if n := len(p.Warnings); n > 0 {
+		fmt.Fprintf(w, "%d %s\n", n, plural(n, "warning", "warnings"))
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

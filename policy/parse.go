@@ -1,0 +1,589 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+
+	"github.com/goccy/go-yaml/parser"
+	"github.com/xdplimit/xdplimit/model"
+)
+
+// maxPolicySize bounds the policy file itself; long address lists belong in
+// list files, which have their own, larger bound.
+const maxPolicySize = 1 << 20
+
+// Load reads and parses the policy file at path. It returns an ErrorList for
+// problems in the policy or the list files it names, or the error from
+// reading path itself. It never returns a partial Policy.
+func Load(path string) (*Policy, error) {
+	data, err := readBounded(path, maxPolicySize)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates a policy given as bytes. path names the file in
+// messages, and list files resolve against its directory. Problems are
+// returned as an ErrorList, sorted by position; warnings are in the Policy.
+func Parse(path string, data []byte) (*Policy, error) {
+	d := &decoder{file: path, dir: filepath.Dir(path)}
+	p := d.policy(data)
+	if len(d.errs) > 0 {
+		return nil, sortErrors(path, d.errs)
+	}
+	p.Path = path
+	p.SHA256 = sha256.Sum256(data)
+	p.Warnings = sortWarnings(path, d.warns)
+	return p, nil
+}
+
+// readBounded reads a regular file of at most limit bytes. The checks keep a
+// policy that names /dev/zero or a FIFO from hanging the loader.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return data, nil
+}
+
+// parseYAML runs the YAML parser. It turns a panic in the parser into an
+// error, so one malformed file cannot take down a running daemon that
+// reloads its policy.
+func parseYAML(data []byte) (f *ast.File, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, err = nil, fmt.Errorf("YAML parser failed: %v", r)
+		}
+	}()
+	return parser.ParseBytes(data, 0)
+}
+
+func (d *decoder) policy(data []byte) *Policy {
+	if len(data) > maxPolicySize {
+		d.errorAt(d.file, 1, 1, "", fmt.Sprintf("policy file is %d bytes, more than the limit of %d; put long address lists in list files", len(data), maxPolicySize))
+		return nil
+	}
+	if line, col := tooDeep(data); line > 0 {
+		d.errorAt(d.file, line, col, "", fmt.Sprintf("nested more than %d levels deep", flowDepthLimit))
+		return nil
+	}
+	if line, col, flag := unquotedNegation(data); line > 0 {
+		d.errorAt(d.file, line, col, "", fmt.Sprintf("write %q in quotes: YAML reads an unquoted ! as a tag", flag))
+		return nil
+	}
+	file, err := parseYAML(data)
+	if err != nil {
+		d.syntaxError(data, err)
+		return nil
+	}
+	var body ast.Node
+	for _, doc := range file.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if body != nil {
+			d.errorf(doc, "", "a policy file holds one YAML document; this is a second one")
+			return nil
+		}
+		body = doc.Body
+		for _, a := range ast.Filter(ast.AnchorType, doc) {
+			if an, ok := a.(*ast.AnchorNode); ok {
+				d.anchors = append(d.anchors, an)
+			}
+		}
+	}
+	if body == nil {
+		// An empty file is more likely a failed write than a wish to let
+		// everything through, so it is not an empty policy.
+		d.errorAt(d.file, 1, 1, "", "policy file is empty; a policy that limits nothing is `rules: []`")
+		return nil
+	}
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny")
+	if top == nil {
+		return nil
+	}
+	p := &Policy{}
+	if f, ok := top["version"]; ok {
+		if s, ok := d.scalar(f.value, "version", "1"); ok && s != "1" {
+			d.errorf(f.value, "version", "unsupported version %q; this xdplimit reads version 1", s)
+		}
+	}
+	if f, ok := top["mode"]; ok {
+		if v, ok := d.enum(f.value, "mode", "mode", modeNames); ok {
+			p.Mode = Mode(v)
+		}
+	}
+	defs := d.defaults(top["defaults"])
+	p.Rules = d.rules(top["rules"], defs, p.Mode)
+	allow := d.addrList(top["allow"], "allow")
+	deny := d.addrList(top["deny"], "deny")
+	p.Allow, p.Deny = d.checkOverlap(allow, deny)
+	return p
+}
+
+// isExtension lets top-level keys starting with x- hold anything, typically
+// anchors shared by rules, as in Compose files.
+func isExtension(key string) bool { return strings.HasPrefix(key, "x-") }
+
+// syntaxError reports a YAML parser error at its position.
+func (d *decoder) syntaxError(data []byte, err error) {
+	line, col, msg := 1, 1, err.Error()
+	if ye, ok := err.(yaml.Error); ok {
+		msg = ye.GetMessage()
+		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+			line, col = tk.Position.Line, tk.Position.Column
+		}
+	}
+	lines := strings.Split(string(data), "\n")
+	if line >= 1 && line <= len(lines) {
+		if strings.Contains(plainText(lines[line-1]), "::") {
+			msg += ` (quote IPv6 addresses inside {...}, as in "::1": YAML reads their colons as key separators)`
+		}
+	}
+	d.errorAt(d.file, line, col, "", msg)
+}
+
+// enum decodes one of names and returns its index, which is the value of
+// the Go constant of that name.
+func (d *decoder) enum(n ast.Node, path, what string, names []string) (int, bool) {
+	choices := orList(names)
+	s, ok := d.scalar(n, path, choices)
+	if !ok {
+		return 0, false
+	}
+	for i, name := range names {
+		if s == name {
+			return i, true
+		}
+	}
+	d.errorf(n, path, "unknown %s %q; use %s", what, s, choices)
+	return 0, false
+}
+
+// orList writes names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+func (d *decoder) action(n ast.Node, path string) Action {
+	v, _ := d.enum(n, path, "action", actionNames)
+	return Action(v)
+}
+
+// ruleDefaults is what a rule gets for a key or action it does not set.
+type ruleDefaults struct {
+	key     Key
+	keyNode ast.Node // where the default key was written, nil for the built-in one
+	action  Action
+}
+
+// defaultKey is the key of a rule that sets none, without defaults.key:
+// per source address, /32 for IPv4 and /64 for IPv6 (one subscriber).
+var defaultKey = Key{Kind: KeySrcIP, IPv4Prefix: 32, IPv6Prefix: 64}
+
+func (d *decoder) defaults(f field) ruleDefaults {
+	defs := ruleDefaults{key: defaultKey, action: ActionDrop}
+	if f.value == nil {
+		return defs
+	}
+	m := d.mapping(f.value, "defaults", "key", "action")
+	if k, ok := m["key"]; ok {
+		if key, ok := d.key(k.value, "defaults.key"); ok {
+			defs.key, defs.keyNode = key, k.value
+		}
+	}
+	if a, ok := m["action"]; ok {
+		defs.action = d.action(a.value, "defaults.action")
+	}
+	return defs
+}
+
+// decodedRule is a rule with what the checks across rules need.
+type decodedRule struct {
+	Rule
+	node ast.Node
+	path string
+	ok   bool // decoded without errors, so cross-rule checks can trust it
+}
+
+func (d *decoder) rules(f field, defs ruleDefaults, mode Mode) []Rule {
+	if f.value == nil {
+		return nil
+	}
+	n := d.deref(f.value, "rules")
+	if n == nil {
+		return nil
+	}
+	seq, ok := n.(*ast.SequenceNode)
+	if !ok {
+		d.errorf(n, "rules", "expected a list of rules, got %s", describeNode(n))
+		return nil
+	}
+	var decoded []decodedRule
+	names := map[string]int{} // name → line of first use
+	for i, rn := range seq.Values {
+		path := index("rules", i)
+		if i == maxRules {
+			d.errorf(rn, path, "too many rules: the datapath holds at most %d", maxRules)
+		}
+		before := len(d.errs)
+		r := d.rule(rn, path, defs, names)
+		r.ok = r.ok && len(d.errs) == before
+		if mode == ModeShadow {
+			r.Action = ActionShadow
+		}
+		decoded = append(decoded, r)
+	}
+	d.checkRules(decoded)
+	rules := make([]Rule, len(decoded))
+	for i, r := range decoded {
+		rules[i] = r.Rule
+	}
+	return rules
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9_-]{1,63}$`)
+
+func (d *decoder) rule(n ast.Node, path string, defs ruleDefaults, names map[string]int) decodedRule {
+	r := decodedRule{node: n, path: path}
+	r.Line, _ = position(n)
+	m := d.mapping(n, path, "name", "match", "key", "limit", "action", "aggregate")
+	if m == nil {
+		return r
+	}
+	if f, ok := m["name"]; ok {
+		if s, ok := d.scalar(f.value, join(path, "name"), "a rule name"); ok {
+			switch first, dup := names[s]; {
+			case !nameRE.MatchString(s):
+				d.errorf(f.value, join(path, "name"), "rule name %q must be 1 to 63 characters of a-z, 0-9, _ and -", s)
+			case dup:
+				d.errorf(f.value, join(path, "name"), "duplicate rule name %q (first used on line %d)", s, first)
+			default:
+				names[s], _ = position(f.value)
+			}
+			r.Name = s
+		}
+	} else {
+		d.errorf(n, path, "name is required")
+	}
+
+	r.Match = Match{Protocol: ProtoAny}
+	matchOK := true
+	if f, ok := m["match"]; ok {
+		r.Match, matchOK = d.match(f.value, join(path, "match"))
+	}
+
+	own := Level{Key: defs.key}
+	keyNode := defs.keyNode
+	if f, ok := m["key"]; ok {
+		own.Key, _ = d.key(f.value, join(path, "key"))
+		keyNode = f.value
+	}
+	if f, ok := m["limit"]; ok {
+		own.Limit, _ = d.limit(f.value, join(path, "limit"))
+	} else {
+		d.errorf(n, path, "limit is required, e.g. limit: {algorithm: token_bucket, rate: 1000/s, burst: 2000}")
+	}
+	r.Levels = []Level{own}
+	if matchOK {
+		d.checkKeyPorts(own.Key, r.Match.Protocol, keyNode, n, join(path, "key"))
+	}
+
+	r.Action = defs.action
+	if f, ok := m["action"]; ok {
+		r.Action = d.action(f.value, join(path, "action"))
+	}
+
+	if f, ok := m["aggregate"]; ok {
+		r.Levels = append(r.Levels, d.aggregate(f.value, join(path, "aggregate"), r.Match.Protocol, matchOK)...)
+	}
+	r.ok = matchOK
+	return r
+}
+
+// checkKeyPorts rejects a port key on packets without ports. keyNode is
+// where the key was written (the rule, an aggregate level or defaults.key);
+// when it is the built-in default there is no port in it.
+func (d *decoder) checkKeyPorts(k Key, proto Protocol, keyNode, ruleNode ast.Node, path string) {
+	if k.Kind != KeySrcIPDstPort || proto.hasPorts() {
+		return
+	}
+	at := keyNode
+	if at == nil {
+		at = ruleNode
+	}
+	d.errorf(at, path, "key %s needs protocol tcp or udp in the rule's match (protocol is %s)", k.Kind, proto)
+}
+
+func (d *decoder) aggregate(n ast.Node, path string, proto Protocol, matchOK bool) []Level {
+	n = d.deref(n, path)
+	if n == nil {
+		return nil
+	}
+	seq, ok := n.(*ast.SequenceNode)
+	if !ok {
+		d.errorf(n, path, "expected a list of levels like [{key: global, limit: {...}}], got %s", describeNode(n))
+		return nil
+	}
+	var levels []Level
+	for i, ln := range seq.Values {
+		lpath := index(path, i)
+		if i == maxAggregate {
+			d.errorf(ln, lpath, "at most %d aggregate levels: the datapath applies %d levels per rule, the rule's own and %d aggregates", maxAggregate, maxAggregate+1, maxAggregate)
+		}
+		m := d.mapping(ln, lpath, "key", "limit")
+		if m == nil {
+			continue
+		}
+		var l Level
+		if f, ok := m["key"]; ok {
+			l.Key, _ = d.key(f.value, join(lpath, "key"))
+			if matchOK {
+				d.checkKeyPorts(l.Key, proto, f.value, ln, join(lpath, "key"))
+			}
+		} else {
+			d.errorf(ln, lpath, "key is required in an aggregate level, e.g. key: global")
+		}
+		if f, ok := m["limit"]; ok {
+			l.Limit, _ = d.limit(f.value, join(lpath, "limit"))
+		} else {
+			d.errorf(ln, lpath, "limit is required in an aggregate level")
+		}
+		levels = append(levels, l)
+	}
+	return levels
+}
+
+// key decodes `global`, `src_ip`, `src_ip+dst_port` or a mapping with an
+// optional type and prefixes. Prefixes not given are 32 and 64: a key is
+// complete where it is written and inherits nothing from defaults.key.
+func (d *decoder) key(n ast.Node, path string) (Key, bool) {
+	before := len(d.errs)
+	n = d.deref(n, path)
+	if n == nil {
+		return defaultKey, false
+	}
+	k := defaultKey
+	if _, ok := n.(*ast.MappingNode); !ok {
+		s, ok := d.scalar(n, path, "a key")
+		if !ok {
+			return k, false
+		}
+		kind := slices.Index(keyKindNames, s)
+		if kind < 0 {
+			d.errorf(n, path, "unknown key %q; use src_ip, src_ip+dst_port, global or a mapping like {ipv4_prefix: 24, ipv6_prefix: 48}", s)
+			return k, false
+		}
+		k.Kind = KeyKind(kind)
+		if k.Kind == KeyGlobal {
+			k.IPv4Prefix, k.IPv6Prefix = 0, 0
+		}
+		return k, true
+	}
+	m := d.mapping(n, path, "type", "ipv4_prefix", "ipv6_prefix")
+	if f, ok := m["type"]; ok {
+		if v, ok := d.enum(f.value, join(path, "type"), "key type", keyKindNames); ok {
+			k.Kind = KeyKind(v)
+		}
+	}
+	for _, pf := range []struct {
+		name string
+		max  int
+		dst  *int
+	}{{"ipv4_prefix", 32, &k.IPv4Prefix}, {"ipv6_prefix", 128, &k.IPv6Prefix}} {
+		f, ok := m[pf.name]
+		if !ok {
+			continue
+		}
+		fpath := join(path, pf.name)
+		if k.Kind == KeyGlobal {
+			d.errorf(f.key, fpath, "key type global takes no prefix")
+			continue
+		}
+		s, ok := d.scalar(f.value, fpath, "a prefix length")
+		if !ok {
+			continue
+		}
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > pf.max {
+			d.errorf(f.value, fpath, "%s must be 1 to %d, got %q (for one bucket for everything, use key: global)", pf.name, pf.max, s)
+			continue
+		}
+		*pf.dst = v
+	}
+	if k.Kind == KeyGlobal {
+		k.IPv4Prefix, k.IPv6Prefix = 0, 0
+	}
+	return k, len(d.errs) == before
+}
+
+// limit decodes one limit and checks it against the datapath's ranges.
+func (d *decoder) limit(n ast.Node, path string) (Limit, bool) {
+	before := len(d.errs)
+	var l Limit
+	m := d.mapping(n, path, "algorithm", "rate", "burst", "packets", "bytes", "window")
+	if m == nil {
+		return l, false
+	}
+	f, ok := m["algorithm"]
+	if !ok {
+		d.errorf(n, path, "algorithm is required: token_bucket, fixed_window or sliding_window")
+		return l, false
+	}
+	alg, ok := d.enum(f.value, join(path, "algorithm"), "algorithm", algorithmNames)
+	if !ok {
+		return l, false
+	}
+	l.Algorithm = Algorithm(alg)
+	if l.Algorithm == TokenBucket {
+		d.tokenBucket(n, path, m, &l)
+	} else {
+		d.window(n, path, m, &l)
+	}
+	return l, len(d.errs) == before
+}
+
+func (d *decoder) rejectFields(path string, m map[string]field, alg Algorithm, takes string, names ...string) {
+	for _, name := range names {
+		if f, ok := m[name]; ok {
+			d.errorf(f.key, join(path, name), "%s does not take %s; it takes %s", alg, name, takes)
+		}
+	}
+}
+
+func (d *decoder) tokenBucket(n ast.Node, path string, m map[string]field, l *Limit) {
+	d.rejectFields(path, m, l.Algorithm, "rate and burst", "packets", "bytes", "window")
+	rateOK := false
+	if f, ok := m["rate"]; ok {
+		fpath := join(path, "rate")
+		if s, ok := d.scalar(f.value, fpath, "a rate like 1000/s or 8Mbit/s"); ok {
+			r, err := parseRate(s)
+			switch {
+			case err != nil:
+				d.errorf(f.value, fpath, "%v", err)
+			case r.check(s) != "":
+				d.errorf(f.value, fpath, "%s", r.check(s))
+			default:
+				l.Unit = r.unit
+				l.Count, l.Per = r.countPer()
+				rateOK = true
+			}
+		}
+	} else {
+		d.errorf(n, path, "rate is required for token_bucket, e.g. rate: 1000/s")
+	}
+	f, ok := m["burst"]
+	if !ok {
+		d.errorf(n, path, "burst is required for token_bucket: the most a key may send at once above the rate, e.g. burst: 2000 (packets) or burst: 64KB (byte rates)")
+		return
+	}
+	fpath := join(path, "burst")
+	s, ok := d.scalar(f.value, fpath, "a burst size")
+	if !ok || !rateOK {
+		return
+	}
+	var burst uint64
+	var err error
+	if l.Unit == Bytes {
+		burst, err = parseByteSize(s)
+	} else {
+		burst, err = parseCount(s)
+		if _, berr := parseByteSize(s); err != nil && berr == nil {
+			err = fmt.Errorf("burst %s is a byte size, but the rate counts packets", s)
+		}
+	}
+	switch {
+	case err != nil:
+		d.errorf(f.value, fpath, "%v", err)
+	case burst < 1 || burst > maxBurst:
+		d.errorf(f.value, fpath, "burst must be 1 to %d, got %s", uint64(maxBurst), s)
+	default:
+		// The datapath's own conversion decides what it can hold
+		// (a burst that takes years to refill cannot be).
+		if _, err := model.TokenBucketParams(l.Count, l.Per, burst, l.Unit == Bytes); err != nil {
+			d.errorf(f.value, fpath, "%v", err)
+			return
+		}
+		l.Burst = burst
+		if l.Unit == Bytes && burst < 1500 {
+			d.warnf(f.value, fpath, "burst %s is less than one 1500-byte packet; larger packets can never conform", s)
+		}
+	}
+}
+
+func (d *decoder) window(n ast.Node, path string, m map[string]field, l *Limit) {
+	d.rejectFields(path, m, l.Algorithm, "packets or bytes, and window", "rate", "burst")
+	pf, hasP := m["packets"]
+	bf, hasB := m["bytes"]
+	switch {
+	case hasP && hasB:
+		d.errorf(bf.key, join(path, "bytes"), "give packets or bytes, not both")
+	case hasP:
+		fpath := join(path, "packets")
+		if s, ok := d.scalar(pf.value, fpath, "a packet count"); ok {
+			l.Unit = Packets
+			l.Count = d.windowCount(pf.value, fpath, "packets", s, parseCount)
+		}
+	case hasB:
+		fpath := join(path, "bytes")
+		if s, ok := d.scalar(bf.value, fpath, "a byte size"); ok {
+			l.Unit = Bytes
+			l.Count = d.windowCount(bf.value, fpath, "bytes", s, parseByteSize)
+		}
+	default:
+		d.errorf(n, path, "%s needs packets or bytes, e.g. packets: 100", l.Algorithm)
+	}
+	if f, ok := m["window"]; ok {
+		fpath := join(path, "window")
+		if s, ok := d.scalar(f.value, fpath, "a duration"); ok {
+			w, err := parseWindow(s)
+			if err != nil {
+				d.errorf(f.value, fpath, "%v", err)
+			}
+			l.Window = w
+		}
+	} else {
+		d.errorf(n, path, "window is required for %s, e.g. window: 1s", l.Algorithm)
+	}
+}
+
+func (d *decoder) windowCount(n ast.Node, path, name, s string, parse func(string) (uint64, error)) uint64 {
+	c, err := parse(s)
+	switch {
+	case err != nil:
+		d.errorf(n, path, "%v", err)
+	case c < 1 || c > maxWindowCount:
+		d.errorf(n, path, "%s must be 1 to %d (2^40-1), got %s", name, uint64(maxWindowCount), s)
+	}
+	return c
+}

@@ -1,0 +1,271 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Policy is a validated, normalised policy file. Every value in it is within
+// what the datapath can represent, so the compiler that turns it into map
+// entries never has to reject anything.
+type Policy struct {
+	Path   string   // the policy file as passed to Load or Parse
+	SHA256 [32]byte // of the policy file's bytes (list files are not included)
+	Mode   Mode
+	Rules  []Rule // in file order: the first matching rule wins
+
+	// Allow and Deny are checked before any rule. They are masked,
+	// deduplicated and sorted; IPv4 (also IPv4-mapped IPv6) is 4-byte. An
+	// address in both decides by the longest matching prefix; the same prefix
+	// in both is rejected.
+	Allow, Deny []netip.Prefix
+
+	Warnings []Diagnostic // sorted by position, like errors
+}
+
+// Rule is one rule of a policy.
+type Rule struct {
+	Name string
+	Line int // line of the rule in the policy file, for messages and metrics
+	// Match selects the packets the rule applies to. All its constraints must hold.
+	Match Match
+	// Levels[0] is the rule's own key and limit; aggregate levels follow in
+	// file order. A packet conforms only if it conforms on every level.
+	Levels []Level
+	// Action is what happens to a packet over a limit. It is ActionShadow for
+	// every rule when the policy's Mode is ModeShadow.
+	Action Action
+}
+
+// Match is the set of packets a rule applies to. An empty field matches
+// anything on that dimension; the zero Match (with Protocol ProtoAny) matches
+// every IP packet.
+type Match struct {
+	Protocol           Protocol
+	SrcPorts, DstPorts []PortRange    // sorted, merged (overlapping and adjacent ranges joined); only with TCP or UDP
+	SrcCIDRs, DstCIDRs []netip.Prefix // masked, deduplicated, sorted; IPv4 as 4-byte addresses
+	TCPFlags           *TCPFlags      // nil: any flags; only with TCP
+	VLANs              []uint16       // outer 802.1Q VLAN id; sorted, deduplicated; untagged packets never match a list
+}
+
+// PortRange is an inclusive range of ports; a single port has Lo == Hi.
+type PortRange struct{ Lo, Hi uint16 }
+
+func (r PortRange) String() string {
+	if r.Lo == r.Hi {
+		return strconv.Itoa(int(r.Lo))
+	}
+	return fmt.Sprintf("%d-%d", r.Lo, r.Hi)
+}
+
+// TCP header flag bits, as they appear in byte 13 of the TCP header.
+const (
+	TCPFlagFIN uint8 = 0x01
+	TCPFlagSYN uint8 = 0x02
+	TCPFlagRST uint8 = 0x04
+	TCPFlagPSH uint8 = 0x08
+	TCPFlagACK uint8 = 0x10
+	TCPFlagURG uint8 = 0x20
+	TCPFlagECE uint8 = 0x40
+	TCPFlagCWR uint8 = 0x80
+)
+
+// tcpFlagNames is in bit order, which is also the order String prints.
+var tcpFlagNames = [8]string{"fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr"}
+
+// TCPFlags matches a packet when every bit of Set is set and every bit of
+// Clear is clear in its TCP flags byte; other bits do not matter. Set and
+// Clear never share a bit.
+type TCPFlags struct{ Set, Clear uint8 }
+
+// Matches reports whether a TCP flags byte satisfies f.
+func (f TCPFlags) Matches(flags uint8) bool {
+	return flags&f.Set == f.Set && flags&f.Clear == 0
+}
+
+// String lists the required flags, then the forbidden ones with a "!", in
+// the policy language's syntax: "syn,!ack".
+func (f TCPFlags) String() string {
+	var parts []string
+	for i, name := range tcpFlagNames {
+		if f.Set&(1<<i) != 0 {
+			parts = append(parts, name)
+		}
+	}
+	for i, name := range tcpFlagNames {
+		if f.Clear&(1<<i) != 0 {
+			parts = append(parts, "!"+name)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Level is one key and the limit applied per value of that key.
+type Level struct {
+	Key   Key
+	Limit Limit
+}
+
+// Key says which packets share a bucket.
+type Key struct {
+	Kind KeyKind
+	// IPv4Prefix (1..32) and IPv6Prefix (1..128) mask the source address
+	// before it becomes part of the key. Both are 0 for KeyGlobal.
+	IPv4Prefix, IPv6Prefix int
+}
+
+func (k Key) String() string {
+	if k.Kind == KeyGlobal {
+		return k.Kind.String()
+	}
+	return fmt.Sprintf("%s ipv4/%d ipv6/%d", k.Kind, k.IPv4Prefix, k.IPv6Prefix)
+}
+
+// Limit is a rate limit in packets or bytes.
+//
+// For TokenBucket, Count units are added per Per (the rate is the exact
+// rational Count/Per) and the bucket holds at most Burst units; Window is 0.
+// Per is a whole number of seconds: 1s whenever the rate is a whole number of
+// units per second, otherwise the smallest multiple of the unit written that
+// makes Count whole ("1M/h" is 1000000 per 1h, "1bit/s" is 1 byte per 8s).
+//
+// For FixedWindow and SlidingWindow, at most Count units pass per Window;
+// Per and Burst are 0.
+type Limit struct {
+	Algorithm Algorithm
+	Unit      Unit
+	Count     uint64
+	Per       time.Duration
+	Burst     uint64
+	Window    time.Duration
+}
+
+// String renders the limit in normalised units: "token_bucket 1000 pkt/s
+// burst 2000", "token_bucket 1000000 pkt per 1h burst 10",
+// "sliding_window 10000000 B per 1s".
+func (l Limit) String() string {
+	u := l.Unit.short()
+	if l.Algorithm == TokenBucket {
+		rate := fmt.Sprintf("%d %s per %s", l.Count, u, formatDuration(l.Per))
+		if l.Per == time.Second {
+			rate = fmt.Sprintf("%d %s/s", l.Count, u)
+		}
+		return fmt.Sprintf("%s %s burst %d", l.Algorithm, rate, l.Burst)
+	}
+	return fmt.Sprintf("%s %d %s per %s", l.Algorithm, l.Count, u, formatDuration(l.Window))
+}
+
+// formatDuration writes round durations the way a policy would: "1h" rather
+// than time.Duration's "1h0m0s".
+func formatDuration(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		unit string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if d > 0 && d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.unit
+		}
+	}
+	return d.String()
+}
+
+// Mode applies to the whole policy. The zero Mode is ModeEnforce.
+type Mode uint8
+
+const (
+	ModeEnforce Mode = iota // over-limit packets get their rule's action
+	ModeShadow              // dry run: nothing is dropped, not even deny; would-drops are counted
+)
+
+var modeNames = []string{"enforce", "shadow"}
+
+func (m Mode) String() string { return enumString(int(m), modeNames) }
+
+// Action is what happens to a packet over a limit. The zero Action is ActionDrop.
+type Action uint8
+
+const (
+	ActionDrop   Action = iota // drop and count
+	ActionShadow               // count as a would-drop and let it pass
+)
+
+var actionNames = []string{"drop", "shadow"}
+
+func (a Action) String() string { return enumString(int(a), actionNames) }
+
+// Protocol is an IP protocol number, or ProtoAny.
+type Protocol int
+
+const (
+	ProtoAny    Protocol = -1
+	ProtoICMP   Protocol = 1
+	ProtoTCP    Protocol = 6
+	ProtoUDP    Protocol = 17
+	ProtoICMPv6 Protocol = 58
+)
+
+var protocolNames = map[Protocol]string{
+	ProtoAny: "any", ProtoICMP: "icmp", ProtoTCP: "tcp", ProtoUDP: "udp", ProtoICMPv6: "icmpv6",
+}
+
+func (p Protocol) String() string {
+	if s, ok := protocolNames[p]; ok {
+		return s
+	}
+	return fmt.Sprintf("Protocol(%d)", int(p))
+}
+
+// hasPorts reports whether packets of p carry ports a rule can match or key on.
+func (p Protocol) hasPorts() bool { return p == ProtoTCP || p == ProtoUDP }
+
+// KeyKind says what a bucket is per. The zero KeyKind is KeySrcIP.
+type KeyKind uint8
+
+const (
+	KeySrcIP        KeyKind = iota // per source address, masked to the key's prefix
+	KeySrcIPDstPort                // per masked source address and destination port
+	KeyGlobal                      // one bucket for everything the rule matches
+)
+
+var keyKindNames = []string{"src_ip", "src_ip+dst_port", "global"}
+
+func (k KeyKind) String() string { return enumString(int(k), keyKindNames) }
+
+// Algorithm is a rate limiting algorithm. The zero Algorithm is TokenBucket.
+type Algorithm uint8
+
+const (
+	TokenBucket   Algorithm = iota // refills at a rate, holds at most a burst
+	FixedWindow                    // at most Count per window, the counter resets at each window start
+	SlidingWindow                  // at most Count in any window-long interval (as the datapath approximates it)
+)
+
+var algorithmNames = []string{"token_bucket", "fixed_window", "sliding_window"}
+
+func (a Algorithm) String() string { return enumString(int(a), algorithmNames) }
+
+// Unit is what a limit counts. The zero Unit is Packets.
+type Unit uint8
+
+const (
+	Packets Unit = iota
+	Bytes
+)
+
+func (u Unit) String() string { return enumString(int(u), []string{"packets", "bytes"}) }
+
+func (u Unit) short() string { return enumString(int(u), []string{"pkt", "B"}) }
+
+// enumString names enum value v. The name lists are in the order of the
+// constants, and the parser reads names with the same lists. Out of range
+// values (only reachable by converting an arbitrary integer) print as their
+// number.
+func enumString(v int, names []string) string {
+	if v >= 0 && v < len(names) {
+		return names[v]
+	}
+	return "invalid(" + strconv.Itoa(v) + ")"
+}
