@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/metrics"
 )
 
 type attachFlags struct {
@@ -22,6 +24,7 @@ type attachFlags struct {
 	keep       bool
 	maxSources uint32
 	clock      string
+	metrics    string
 }
 
 func (f *attachFlags) register(cmd *cobra.Command) {
@@ -31,6 +34,8 @@ func (f *attachFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.keep, "keep-on-exit", false, "leave the limiter attached and pinned when this process exits")
 	cmd.Flags().Uint32Var(&f.maxSources, "max-sources", 1<<20, "size of the per-source state table (entries)")
 	cmd.Flags().StringVar(&f.clock, "clock", "coarse", "datapath clock: coarse (cheap; fine clock only where a limit needs it) or ktime")
+	cmd.Flags().StringVar(&f.metrics, "metrics-addr", metrics.DefaultAddr,
+		"serve /metrics and /healthz here (\"\" to disable); anything but loopback is an explicit choice")
 }
 
 func parseClock(s string) (maps.Clock, error) {
@@ -61,11 +66,39 @@ that state (counters and every source's bucket) without a gap.`,
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Listen before attaching: a taken port fails before the
+			// interface is touched.
+			var ln net.Listener
+			if f.metrics != "" {
+				var err error
+				if ln, err = net.Listen("tcp", f.metrics); err != nil {
+					return fmt.Errorf("--metrics-addr: %w", err)
+				}
+			}
 			a, err := attach(ctx, args[0], f, log)
 			if err != nil {
+				if ln != nil {
+					ln.Close()
+				}
 				return err
 			}
-			return serve(ctx, a, f, log)
+			exp := metrics.New(log)
+			served := make(chan error, 1)
+			srvCtx, stopServing := context.WithCancel(context.Background())
+			if ln != nil {
+				if err := exp.AddAttachment(a); err != nil {
+					log.Warn("metrics unavailable", "err", err)
+				}
+				go func() { served <- exp.ServeListener(srvCtx, ln) }()
+				log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+			} else {
+				served <- nil
+			}
+			return serve(ctx, a, f, log, exp, func() error {
+				// In-flight scrapes finish before the maps close.
+				stopServing()
+				return <-served
+			})
 		},
 	}
 	f.register(cmd)
@@ -106,7 +139,8 @@ func attach(_ context.Context, iface string, f attachFlags, log *slog.Logger) (*
 }
 
 // serve runs until a termination signal, reloading on SIGHUP.
-func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.Logger) error {
+func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.Logger,
+	exp *metrics.Exporter, stopMetrics func() error) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -114,12 +148,17 @@ func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.L
 	for {
 		select {
 		case <-hup:
-			if err := reloadFrom(a, path); err != nil {
+			err := reloadFrom(a, path)
+			exp.ReloadResult(a.Interface, err)
+			if err != nil {
 				log.Error("reload failed; the previous policy stays in force", "policy", path, "err", err)
 			} else {
 				log.Info("reloaded", "policy", path)
 			}
 		case <-ctx.Done():
+			if err := stopMetrics(); err != nil {
+				log.Warn("metrics server", "err", err)
+			}
 			if f.keep {
 				log.Info("exiting; the limiter stays attached (--keep-on-exit)", "interface", a.Interface)
 				return a.Close()

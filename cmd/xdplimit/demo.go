@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -21,14 +23,16 @@ import (
 	"github.com/xdplimit/xdplimit/examples"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/metrics"
 	"github.com/xdplimit/xdplimit/pktgen"
 	"github.com/xdplimit/xdplimit/policy"
 )
 
 func newDemoCmd() *cobra.Command {
 	var (
-		duration time.Duration
-		sources  uint32
+		duration    time.Duration
+		sources     uint32
+		metricsAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -43,11 +47,12 @@ between the two namespaces.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runDemo(ctx, cmd.OutOrStdout(), duration, sources)
+			return runDemo(ctx, cmd.OutOrStdout(), duration, sources, metricsAddr)
 		},
 	}
 	cmd.Flags().DurationVar(&duration, "duration", 8*time.Second, "how long to flood")
 	cmd.Flags().Uint32Var(&sources, "sources", 8, "number of flooding source addresses")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", metrics.DefaultAddr, "serve the demo limiter's /metrics here (\"\" to disable)")
 	return cmd
 }
 
@@ -59,7 +64,7 @@ type demoLab struct {
 	txAddr, rxAddr netip.Prefix
 }
 
-func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint32) (err error) {
+func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint32, metricsAddr string) (err error) {
 	if os.Geteuid() != 0 {
 		return errors.New("the demo creates namespaces and attaches XDP: run it as root (sudo make demo)")
 	}
@@ -109,6 +114,27 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 	pol.Describe(w)
 	fmt.Fprintln(w)
 
+	// The exporter listens in this process's (the host's) namespace.
+	metricsURL := ""
+	if metricsAddr != "" {
+		ln, err := net.Listen("tcp", metricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		exp := metrics.New(nil)
+		if err := exp.AddAttachment(a); err != nil {
+			ln.Close()
+			return err
+		}
+		srvCtx, stopServing := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- exp.ServeListener(srvCtx, ln) }()
+		// Runs before the detach above: no scrape reads closed maps.
+		defer func() { stopServing(); <-served }()
+		metricsURL = "http://" + ln.Addr().String() + "/metrics"
+		fmt.Fprintf(w, "Prometheus metrics: %s (try: curl -s %s | grep ^xdplimit_packets)\n", metricsURL, metricsURL)
+	}
+
 	g, err := pktgen.Open(pktgen.Config{Timeout: duration + 30*time.Second, Sources: pktgen.Sources{
 		Mode: pktgen.Sequential, First: netip.MustParseAddr("198.18.0.100"), Count: nsrc}})
 	if err != nil {
@@ -139,6 +165,7 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	prev, prevAt := snapshot(a.Limiter), time.Now()
+	startAt := prevAt
 	for {
 		select {
 		case s := <-done:
@@ -148,9 +175,13 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 			fmt.Fprintf(w, "\ngenerator: %v\n", s.res)
 			fmt.Fprintln(w, "\nfinal counters:")
 			printTotals(w, a.Limiter)
+			if metricsURL != "" {
+				return printScrape(w, metricsURL)
+			}
 			return nil
 		case <-tick.C:
 			cur, now := snapshot(a.Limiter), time.Now()
+			fmt.Fprintf(w, "t=%2.0fs\n", now.Sub(startAt).Seconds())
 			printRates(w, prev, cur, now.Sub(prevAt))
 			prev, prevAt = cur, now
 		}
@@ -166,6 +197,26 @@ func snapshot(l *maps.Limiter) demoSnapshot {
 	return demoSnapshot{rules: rs}
 }
 
+// printScrape shows what Prometheus would scrape: the per-rule counters.
+func printScrape(w io.Writer, url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return fmt.Errorf("scraping %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nscraped %s:\n", url)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "xdplimit_packets_total{") {
+			fmt.Fprintln(w, "  "+line)
+		}
+	}
+	return nil
+}
+
 func printRates(w io.Writer, prev, cur demoSnapshot, d time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	for i, r := range cur.rules {
@@ -176,7 +227,7 @@ func printRates(w io.Writer, prev, cur demoSnapshot, d time.Duration) {
 		rate := func(v maps.Verdict) float64 {
 			return float64(r.Verdicts[v].Packets-p.Verdicts[v].Packets) / d.Seconds()
 		}
-		fmt.Fprintf(tw, "%s\tpass %.0f pkt/s\tdrop %.0f pkt/s\t\n", r.Name, rate(maps.VerdictPass), rate(maps.VerdictDrop))
+		fmt.Fprintf(tw, "  %s\tpass %.0f pkt/s\tdrop %.0f pkt/s\t\n", r.Name, rate(maps.VerdictPass), rate(maps.VerdictDrop))
 	}
 	tw.Flush()
 }

@@ -1,0 +1,207 @@
+package metrics
+
+import (
+	"cmp"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+const namespace = "xdplimit"
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
+}
+
+// The collector's families. Every label is bounded: interfaces, rules in
+// force (at most maps.MaxRules each), verdicts, levels. Nothing is labelled
+// by source address.
+var (
+	packetsDesc = desc("packets_total",
+		"Packets by interface, rule and verdict (pass, drop, shadow_drop). Rules starting with an underscore are "+
+			"not policy rules: _allow and _deny are the allow and deny lists, _unmatched is IP traffic no rule "+
+			"matched, _malformed and _non_ip are passed without inspection.",
+		"interface", "rule", "verdict")
+	bytesDesc = desc("bytes_total",
+		"Bytes (Ethernet frame length, without FCS) by interface, rule and verdict, as xdplimit_packets_total.",
+		"interface", "rule", "verdict")
+	levelDropsDesc = desc("level_drops_total",
+		"Packets refused by each limiter level of a rule: level 0 is the rule's own limit, then its aggregate "+
+			"levels in policy order. Includes refusals that shadow mode passed.",
+		"interface", "rule", "level")
+	trackedDesc = desc("tracked_sources",
+		"Entries in the per-source state table (one per source and limiter level), estimated without walking "+
+			"the table as min(xdplimit_source_inserts_total, capacity): exact until the table first fills, then "+
+			"an upper bound (the kernel's LRU may evict slightly early).",
+		"interface")
+	capacityDesc = desc("source_table_capacity",
+		"Size of the per-source state table (LRU hash) in entries.", "interface")
+	insertsDesc = desc("source_inserts_total",
+		"Entries the datapath created in the source table (new sources, per limiter level) since its maps were created.",
+		"interface")
+	evictionsDesc = desc("source_table_evictions_total",
+		"Entries pushed out of the full source table by LRU eviction, estimated as "+
+			"max(0, xdplimit_source_inserts_total - capacity): a lower bound. A rising rate means sources are "+
+			"forgotten (and get a fresh burst) before their limit would have refilled: enlarge --max-sources.",
+		"interface")
+	insertFailDesc = desc("source_table_insert_failures_total",
+		"Packets refused because the source table could not take their entry (dropped: the limiter fails closed).",
+		"interface")
+	contendedDesc = desc("contended_updates_total",
+		"Packets refused after every compare-and-swap attempt on their state entry lost to other CPUs.",
+		"interface")
+	policyInfoDesc = desc("policy_info",
+		"The policy in force: its file's SHA-256 (1 per interface).", "interface", "sha256")
+	programInfoDesc = desc("program_info",
+		"The XDP program enforcing on the interface: attach mode (native, generic) and kernel program id.",
+		"interface", "mode", "prog_id")
+	attachTimeDesc = desc("attach_time_seconds",
+		"Unix time the limiter's maps were created on the interface (an adopting attach keeps it): the start of "+
+			"every counter.", "interface")
+	upDesc = desc("up",
+		"1 when the interface's maps were read at this scrape, 0 when reading them failed (see /healthz).",
+		"interface")
+)
+
+var allDescs = []*prometheus.Desc{
+	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, insertsDesc, evictionsDesc,
+	insertFailDesc, contendedDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
+}
+
+// target is one interface the collector reads.
+type target struct {
+	iface  string
+	l      *maps.Limiter
+	progID ebpf.ProgramID
+}
+
+// collector reads the maps of every registered interface at scrape time.
+type collector struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	targets map[string]*target
+	lastErr map[string]string // per interface, to log a failure once, not every scrape
+}
+
+func newCollector(log *slog.Logger) *collector {
+	return &collector{log: log, targets: map[string]*target{}, lastErr: map[string]string{}}
+}
+
+func (c *collector) add(t *target) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.targets[t.iface]; ok {
+		return errors.New("interface " + t.iface + " is already registered")
+	}
+	c.targets[t.iface] = t
+	return nil
+}
+
+func (c *collector) remove(iface string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.targets, iface)
+	delete(c.lastErr, iface)
+}
+
+// list returns the targets sorted by interface.
+func (c *collector) list() []*target {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*target, 0, len(c.targets))
+	for _, t := range c.targets {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *target) int { return cmp.Compare(a.iface, b.iface) })
+	return out
+}
+
+func (c *collector) noteErr(iface string, err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	c.mu.Lock()
+	prev := c.lastErr[iface]
+	c.lastErr[iface] = msg
+	c.mu.Unlock()
+	switch {
+	case msg != "" && msg != prev:
+		c.log.Warn("metrics: cannot read the limiter's maps", "interface", iface, "err", err)
+	case msg == "" && prev != "":
+		c.log.Info("metrics: the limiter's maps are readable again", "interface", iface)
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, t := range c.list() {
+		s, err := Read(t.iface, t.l)
+		c.noteErr(t.iface, err)
+		if err != nil {
+			ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 0, t.iface)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, 1, t.iface)
+		collectSnapshot(ch, s, t.progID)
+	}
+}
+
+func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.ProgramID) {
+	iface := s.Interface
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, se := range s.Series() {
+		counter(packetsDesc, se.Value.Packets, iface, se.Rule, se.Verdict.String())
+		counter(bytesDesc, se.Value.Bytes, iface, se.Rule, se.Verdict.String())
+	}
+	for _, r := range s.Rules {
+		for level, n := range r.LevelDrops {
+			counter(levelDropsDesc, n, iface, r.Name, strconv.Itoa(level))
+		}
+	}
+	gauge(trackedDesc, float64(s.TrackedSources()), iface)
+	gauge(capacityDesc, float64(s.Capacity), iface)
+	counter(insertsDesc, s.Inserts(), iface)
+	counter(evictionsDesc, s.Evictions(), iface)
+	counter(insertFailDesc, s.Counters[maps.CounterInsertFail].Packets, iface)
+	counter(contendedDesc, s.Counters[maps.CounterCASExhausted].Packets, iface)
+	gauge(policyInfoDesc, 1, iface, policySHA(s.Meta))
+	gauge(programInfoDesc, 1, iface, modeLabel(s.Meta.AttachMode), strconv.FormatUint(uint64(progID), 10))
+	if ns := s.Meta.AttachedUnixNs; ns != 0 {
+		gauge(attachTimeDesc, float64(ns)/1e9, iface)
+	}
+}
+
+func policySHA(m maps.Meta) string { return hex.EncodeToString(m.PolicySha256[:]) }
+
+// modeLabel names the recorded attach mode; "none" for maps no attach
+// recorded (a limiter loaded but not attached, as in tests).
+func modeLabel(m uint32) string {
+	switch mode := loader.Mode(m); mode {
+	case loader.ModeNative, loader.ModeGeneric:
+		return mode.String()
+	}
+	return "none"
+}

@@ -1,0 +1,368 @@
+package metrics_test
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/metrics"
+)
+
+const collectorPolicy = `
+rules:
+  - name: dns
+    match: {protocol: udp, dst_ports: [53]}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 2}
+    aggregate:
+      - key: global
+        limit: {algorithm: token_bucket, rate: 1/s, burst: 3}
+  - name: syn
+    match: {protocol: tcp}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
+    action: shadow
+allow: [192.0.2.0/24]
+deny: [198.51.100.0/24]
+`
+
+// TestCollector drives crafted packets through the real program and checks
+// every series the collector derives from the counters, exactly.
+func TestCollector(t *testing.T) {
+	l, p := load(t, 1<<16, collectorPolicy)
+
+	dnsA, dnsB := udp4("203.0.113.1", 53), udp4("203.0.113.2", 53)
+	syn := tcpSyn4("203.0.113.3")
+	allow, deny := udp4("192.0.2.1", 53), udp4("198.51.100.1", 53)
+	unmatched := udp4("203.0.113.4", 80)
+	arp := make([]byte, 60)
+	arp[12], arp[13] = 0x08, 0x06
+	malformed := udp4("203.0.113.5", 53)[:14+12] // IPv4 header cut short
+
+	for _, c := range []struct {
+		frame []byte
+		want  []uint32
+	}{
+		// A's own bucket (burst 2) admits two, refuses the third (level 0).
+		{dnsA, []uint32{xdpPass, xdpPass, xdpDrop}},
+		// B's own bucket admits both, the global one (burst 3) only the
+		// first: level 1 refuses the second.
+		{dnsB, []uint32{xdpPass, xdpDrop}},
+		// Shadow: refused twice, passed anyway.
+		{syn, []uint32{xdpPass, xdpPass, xdpPass}},
+		{allow, []uint32{xdpPass}},
+		{deny, []uint32{xdpDrop, xdpDrop}},
+		{unmatched, []uint32{xdpPass}},
+		{arp, []uint32{xdpPass}},
+		{malformed, []uint32{xdpPass}},
+	} {
+		for i, want := range c.want {
+			if got := run(t, l, c.frame); got != want {
+				t.Fatalf("frame %x packet %d: verdict %d, want %d", c.frame[:4], i, got, want)
+			}
+		}
+	}
+
+	e := metrics.New(nil)
+	if err := e.Add("test0", l, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Add("test0", l, 0); err == nil {
+		t.Error("adding an interface twice: no error")
+	}
+	all := scrape(t, e.Registry())
+
+	info, err := l.Program().Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	progID, _ := info.ID()
+	n := func(f []byte, k int) float64 { return float64(len(f) * k) }
+	series := func(name, rule, verdict string) string {
+		return fmt.Sprintf(`%s{interface="test0",rule=%q,verdict=%q}`, name, rule, verdict)
+	}
+	want := map[string]map[string]float64{
+		"xdplimit_packets_total": {
+			series("xdplimit_packets_total", "dns", "pass"):          3,
+			series("xdplimit_packets_total", "dns", "drop"):          2,
+			series("xdplimit_packets_total", "dns", "shadow_drop"):   0,
+			series("xdplimit_packets_total", "syn", "pass"):          1,
+			series("xdplimit_packets_total", "syn", "drop"):          0,
+			series("xdplimit_packets_total", "syn", "shadow_drop"):   2,
+			series("xdplimit_packets_total", "_allow", "pass"):       1,
+			series("xdplimit_packets_total", "_deny", "drop"):        2,
+			series("xdplimit_packets_total", "_deny", "shadow_drop"): 0,
+			series("xdplimit_packets_total", "_unmatched", "pass"):   1,
+			series("xdplimit_packets_total", "_malformed", "pass"):   1,
+			series("xdplimit_packets_total", "_non_ip", "pass"):      1,
+		},
+		"xdplimit_bytes_total": {
+			series("xdplimit_bytes_total", "dns", "pass"):          n(dnsA, 2) + n(dnsB, 1),
+			series("xdplimit_bytes_total", "dns", "drop"):          n(dnsA, 1) + n(dnsB, 1),
+			series("xdplimit_bytes_total", "dns", "shadow_drop"):   0,
+			series("xdplimit_bytes_total", "syn", "pass"):          n(syn, 1),
+			series("xdplimit_bytes_total", "syn", "drop"):          0,
+			series("xdplimit_bytes_total", "syn", "shadow_drop"):   n(syn, 2),
+			series("xdplimit_bytes_total", "_allow", "pass"):       n(allow, 1),
+			series("xdplimit_bytes_total", "_deny", "drop"):        n(deny, 2),
+			series("xdplimit_bytes_total", "_deny", "shadow_drop"): 0,
+			series("xdplimit_bytes_total", "_unmatched", "pass"):   n(unmatched, 1),
+			series("xdplimit_bytes_total", "_malformed", "pass"):   n(malformed, 1),
+			series("xdplimit_bytes_total", "_non_ip", "pass"):      n(arp, 1),
+		},
+		"xdplimit_level_drops_total": {
+			`xdplimit_level_drops_total{interface="test0",level="0",rule="dns"}`: 1,
+			`xdplimit_level_drops_total{interface="test0",level="1",rule="dns"}`: 1,
+			`xdplimit_level_drops_total{interface="test0",level="0",rule="syn"}`: 2,
+		},
+		// New entries: A's own and the global one, B's own, the SYN
+		// source's own; the refused third packet of A creates nothing.
+		"xdplimit_source_inserts_total":               {`xdplimit_source_inserts_total{interface="test0"}`: 4},
+		"xdplimit_tracked_sources":                    {`xdplimit_tracked_sources{interface="test0"}`: 4},
+		"xdplimit_source_table_evictions_total":       {`xdplimit_source_table_evictions_total{interface="test0"}`: 0},
+		"xdplimit_source_table_capacity":              {`xdplimit_source_table_capacity{interface="test0"}`: 1 << 16},
+		"xdplimit_source_table_insert_failures_total": {`xdplimit_source_table_insert_failures_total{interface="test0"}`: 0},
+		"xdplimit_contended_updates_total":            {`xdplimit_contended_updates_total{interface="test0"}`: 0},
+		"xdplimit_policy_info": {
+			fmt.Sprintf(`xdplimit_policy_info{interface="test0",sha256=%q}`, hex.EncodeToString(p.SHA256[:])): 1,
+		},
+		"xdplimit_program_info": {
+			fmt.Sprintf(`xdplimit_program_info{interface="test0",mode="none",prog_id="%d"}`, progID): 1,
+		},
+		"xdplimit_up": {`xdplimit_up{interface="test0"}`: 1},
+		"xdplimit_policy_reloads_total": {
+			`xdplimit_policy_reloads_total{interface="test0",result="success"}`: 0,
+			`xdplimit_policy_reloads_total{interface="test0",result="failure"}`: 0,
+		},
+	}
+	for name, w := range want {
+		got := family(all, name)
+		for k, v := range w {
+			if g, ok := got[k]; !ok {
+				t.Errorf("missing %s", k)
+			} else if g != v {
+				t.Errorf("%s = %v, want %v", k, g, v)
+			}
+		}
+		for k, v := range got {
+			if _, ok := w[k]; !ok {
+				t.Errorf("unexpected series %s = %v", k, v)
+			}
+		}
+	}
+	// Maps created by maps.Load, not attached: no attach time recorded.
+	if got := family(all, "xdplimit_attach_time_seconds"); len(got) != 0 {
+		t.Errorf("attach time of an unattached limiter: %v", got)
+	}
+	for _, name := range []string{"go_goroutines", "process_open_fds"} {
+		if len(family(all, name)) == 0 {
+			t.Errorf("no %s: Go or process collector missing", name)
+		}
+	}
+
+	e.ReloadResult("test0", nil)
+	e.ReloadResult("test0", nil)
+	e.ReloadResult("test0", errors.New("bad policy"))
+	all = scrape(t, e.Registry())
+	for k, v := range map[string]float64{
+		`xdplimit_policy_reloads_total{interface="test0",result="success"}`: 2,
+		`xdplimit_policy_reloads_total{interface="test0",result="failure"}`: 1,
+	} {
+		if all[k] != v {
+			t.Errorf("%s = %v, want %v", k, all[k], v)
+		}
+	}
+
+	e.Remove("test0")
+	for k := range scrape(t, e.Registry()) {
+		if strings.Contains(k, `interface="test0"`) {
+			t.Errorf("after Remove: %s", k)
+		}
+	}
+}
+
+// TestReloadKeepsCounters: a reload keeps the counters of rules it keeps,
+// drops the series of rules it removes, and starts new rules at zero.
+func TestReloadKeepsCounters(t *testing.T) {
+	l, _ := load(t, 1<<16, collectorPolicy)
+	for range 3 {
+		run(t, l, udp4("203.0.113.1", 53))
+	}
+	img, _ := compile(t, `
+rules:
+  - name: dns
+    match: {protocol: udp, dst_ports: [53]}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 2}
+    aggregate:
+      - key: global
+        limit: {algorithm: token_bucket, rate: 1/s, burst: 3}
+  - name: ntp
+    match: {protocol: udp, dst_ports: [123]}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 2}
+`)
+	if err := l.Apply(img); err != nil {
+		t.Fatal(err)
+	}
+	e := metrics.New(nil)
+	if err := e.Add("test0", l, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := family(scrape(t, e.Registry()), "xdplimit_packets_total")
+	for k, v := range map[string]float64{
+		`xdplimit_packets_total{interface="test0",rule="dns",verdict="pass"}`:   2,
+		`xdplimit_packets_total{interface="test0",rule="dns",verdict="drop"}`:   1,
+		`xdplimit_packets_total{interface="test0",rule="ntp",verdict="pass"}`:   0,
+		`xdplimit_packets_total{interface="test0",rule="ntp",verdict="drop"}`:   0,
+		`xdplimit_packets_total{interface="test0",rule="_deny",verdict="drop"}`: 0,
+	} {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, `rule="syn"`) {
+			t.Errorf("removed rule still exported: %s", k)
+		}
+	}
+}
+
+// TestTableEstimates fills a small table past its capacity and checks the
+// derived tracked-sources and eviction series against the insert count,
+// then compares the estimate with a walk of the table.
+func TestTableEstimates(t *testing.T) {
+	const capacity, sources = 256, 300
+	l, _ := load(t, capacity, `
+rules:
+  - name: all
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 5}
+`)
+	for i := range sources {
+		run(t, l, udp4(fmt.Sprintf("203.0.%d.%d", 113+i/256, i%256), 53))
+	}
+	e := metrics.New(nil)
+	if err := e.Add("test0", l, 0); err != nil {
+		t.Fatal(err)
+	}
+	all := scrape(t, e.Registry())
+	for k, v := range map[string]float64{
+		`xdplimit_source_inserts_total{interface="test0"}`:                    sources,
+		`xdplimit_tracked_sources{interface="test0"}`:                         capacity,
+		`xdplimit_source_table_capacity{interface="test0"}`:                   capacity,
+		`xdplimit_source_table_evictions_total{interface="test0"}`:            sources - capacity,
+		`xdplimit_source_table_insert_failures_total{interface="test0"}`:      0,
+		`xdplimit_packets_total{interface="test0",rule="all",verdict="pass"}`: sources,
+	} {
+		if all[k] != v {
+			t.Errorf("%s = %v, want %v", k, all[k], v)
+		}
+	}
+	walked, err := l.TrackedSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("capacity %d, %d inserts: estimate %v tracked, the walk finds %d", capacity, sources,
+		all[`xdplimit_tracked_sources{interface="test0"}`], walked)
+	if walked > capacity {
+		t.Errorf("walk found %d entries in a table of %d", walked, capacity)
+	}
+}
+
+// serve runs e on a loopback port until the test ends; get fetches a path.
+func serve(t *testing.T, e *metrics.Exporter) (get func(path string) (int, string), stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.ServeListener(ctx, ln) }()
+	base := "http://" + ln.Addr().String()
+	get = func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	stop = func() error {
+		cancel()
+		select {
+		case err := <-served:
+			return err
+		case <-time.After(10 * time.Second):
+			return errors.New("ServeListener did not return after cancel")
+		}
+	}
+	return get, stop
+}
+
+// TestHealthz checks /healthz and /metrics with a readable interface and
+// after its maps are gone.
+func TestHealthz(t *testing.T) {
+	l, _ := load(t, 1024, collectorPolicy)
+	e := metrics.New(nil)
+	get, stop := serve(t, e)
+	defer stop()
+	if err := e.Add("test0", l, 0); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("healthy: %d %q", code, body)
+	}
+	code, body := get("/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `xdplimit_up{interface="test0"} 1`) {
+		t.Errorf("/metrics: %d, xdplimit_up missing:\n%s", code, body)
+	}
+	l.Close() // the maps' descriptors are gone: unreadable
+	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "test0") {
+		t.Errorf("unreadable maps: %d %q", code, body)
+	}
+	code, body = get("/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `xdplimit_up{interface="test0"} 0`) {
+		t.Errorf("/metrics with unreadable maps: %d, want xdplimit_up 0:\n%s", code, body)
+	}
+	if strings.Contains(body, `xdplimit_packets_total{interface="test0"`) {
+		t.Error("counters exported for an interface whose maps cannot be read")
+	}
+}
+
+// TestServeShutdown: with no interface /healthz is 503, and the server
+// stops when its context is cancelled.
+func TestServeShutdown(t *testing.T) {
+	e := metrics.New(nil)
+	get, stop := serve(t, e)
+	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no interface") {
+		t.Errorf("no interface: %d %q", code, body)
+	}
+	if code, _ := get("/metrics"); code != http.StatusOK {
+		t.Errorf("/metrics: %d", code)
+	}
+	if code, _ := get("/nosuch"); code != http.StatusNotFound {
+		t.Errorf("/nosuch: %d", code)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("ServeListener after cancel: %v", err)
+	}
+}
+
+// TestServeAddrInUse: a taken address is an error at once, not a hang.
+func TestServeAddrInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = metrics.New(nil).Serve(context.Background(), ln.Addr().String())
+	if err == nil {
+		t.Fatal("no error serving on a taken address")
+	}
+}

@@ -1,0 +1,96 @@
+package metrics
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// Rule label values for the traffic no policy rule decides. Policy rule names
+// match [a-z0-9][a-z0-9_-]*, so a leading underscore can never clash.
+const (
+	RuleAllow     = "_allow"     // the allow list: passed without limiting
+	RuleDeny      = "_deny"      // the deny list: dropped (shadow_drop in shadow mode)
+	RuleUnmatched = "_unmatched" // IP traffic no rule matched: passed
+	RuleMalformed = "_malformed" // IP headers the parser refused: passed
+	RuleNonIP     = "_non_ip"    // neither IPv4 nor IPv6 (ARP, LLDP, ...): passed
+)
+
+// Snapshot is one reading of an interface's counters. Reading it costs a
+// fixed number of map lookups (a few per rule in force); it never walks the
+// source table.
+type Snapshot struct {
+	Interface string
+	Time      time.Time
+	Meta      maps.Meta
+	Rules     []maps.RuleStat // the rules in force, in policy order
+	Counters  map[maps.Counter]maps.CounterValue
+	Capacity  uint32 // entries of the source table
+}
+
+// Read takes a snapshot of the limiter l serving iface.
+func Read(iface string, l *maps.Limiter) (Snapshot, error) {
+	s := Snapshot{Interface: iface, Capacity: l.SourcesCapacity()}
+	var err error
+	if s.Meta, err = l.Meta(); err != nil {
+		return s, fmt.Errorf("%s: reading the metadata map: %w", iface, err)
+	}
+	if s.Counters, err = l.Counters(); err != nil {
+		return s, fmt.Errorf("%s: %w", iface, err)
+	}
+	if s.Rules, err = l.RuleStats(); err != nil {
+		return s, fmt.Errorf("%s: reading the rule counters: %w", iface, err)
+	}
+	s.Time = time.Now()
+	return s, nil
+}
+
+// Series is one (rule, verdict) pair of xdplimit_packets_total and
+// xdplimit_bytes_total.
+type Series struct {
+	Rule    string
+	Verdict maps.Verdict
+	Value   maps.CounterValue
+}
+
+// Series lists every (rule, verdict) counter of the snapshot: the three
+// verdicts of each rule in force, in policy order, then the reserved rules.
+func (s Snapshot) Series() []Series {
+	out := make([]Series, 0, 3*len(s.Rules)+6)
+	for _, r := range s.Rules {
+		for _, v := range []maps.Verdict{maps.VerdictPass, maps.VerdictDrop, maps.VerdictShadow} {
+			out = append(out, Series{r.Name, v, r.Verdicts[v]})
+		}
+	}
+	c := s.Counters
+	return append(out,
+		Series{RuleAllow, maps.VerdictPass, c[maps.CounterAllow]},
+		Series{RuleDeny, maps.VerdictDrop, c[maps.CounterDeny]},
+		Series{RuleDeny, maps.VerdictShadow, c[maps.CounterDenyShadow]},
+		Series{RuleUnmatched, maps.VerdictPass, c[maps.CounterUnmatched]},
+		Series{RuleMalformed, maps.VerdictPass, c[maps.CounterMalformed]},
+		Series{RuleNonIP, maps.VerdictPass, c[maps.CounterNonIP]},
+	)
+}
+
+// Inserts is the number of entries the datapath created in the source table
+// since its maps were created (one per new source and limiter level; an
+// adopting attach keeps the count).
+func (s Snapshot) Inserts() uint64 { return s.Counters[maps.CounterNewSource].Packets }
+
+// TrackedSources estimates the entries in the source table without walking
+// it: min(inserts, capacity). Nothing deletes entries but LRU eviction, so
+// this is exact until the table first fills, and an upper bound after that:
+// the kernel's LRU can evict slightly before the table is full (entries
+// parked on other CPUs' free lists).
+func (s Snapshot) TrackedSources() uint64 { return min(s.Inserts(), uint64(s.Capacity)) }
+
+// Evictions estimates the entries LRU eviction has pushed out:
+// max(0, inserts - capacity), a lower bound for the same reason.
+func (s Snapshot) Evictions() uint64 {
+	if n := s.Inserts(); n > uint64(s.Capacity) {
+		return n - uint64(s.Capacity)
+	}
+	return 0
+}

@@ -1,0 +1,165 @@
+package metrics
+
+import (
+	"bufio"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// TopSourcesUnavailable is what `xdplimit top` prints in place of the top
+// dropped sources until the datapath samples dropped packets: finding them
+// by walking the source table every second is exactly what top must not do.
+const TopSourcesUnavailable = "top dropped sources: unavailable: the datapath does not sample dropped sources yet " +
+	"(per-source rates need that sampler; walking the state table each second is not an option)"
+
+// Rate is a counter's change per second.
+type Rate struct{ Packets, Bytes float64 }
+
+// RuleRates is one line of `xdplimit top`: a rule (or a reserved rule such
+// as _deny) with its counters and their rates between two snapshots.
+type RuleRates struct {
+	Rule   string
+	Totals [3]maps.CounterValue // by maps.Verdict
+	Rates  [3]Rate              // by maps.Verdict
+}
+
+// Rates compares two snapshots of one interface, taken dt = cur.Time -
+// prev.Time apart, rule by rule in cur's order. A rule absent from prev, or
+// whose counters went back (removed and added again by reloads in between),
+// counts from zero: a new rule's counters start at zero.
+func Rates(prev, cur Snapshot) []RuleRates {
+	dt := cur.Time.Sub(prev.Time).Seconds()
+	type key struct {
+		rule string
+		v    maps.Verdict
+	}
+	before := map[key]maps.CounterValue{}
+	for _, s := range prev.Series() {
+		before[key{s.Rule, s.Verdict}] = s.Value
+	}
+	var out []RuleRates
+	index := map[string]int{}
+	for _, s := range cur.Series() {
+		i, ok := index[s.Rule]
+		if !ok {
+			i = len(out)
+			index[s.Rule] = i
+			out = append(out, RuleRates{Rule: s.Rule})
+		}
+		r := &out[i]
+		r.Totals[s.Verdict] = s.Value
+		d := s.Value
+		if b, ok := before[key{s.Rule, s.Verdict}]; ok && b.Packets <= d.Packets && b.Bytes <= d.Bytes {
+			d.Packets -= b.Packets
+			d.Bytes -= b.Bytes
+		}
+		if dt > 0 {
+			r.Rates[s.Verdict] = Rate{float64(d.Packets) / dt, float64(d.Bytes) / dt}
+		}
+	}
+	return out
+}
+
+// WriteTop writes one frame of `xdplimit top`: per-rule pass, drop and
+// shadow-drop rates between prev and cur, totals, and the state table's
+// pressure. Plain text, no escape sequences.
+func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID) error {
+	bw := bufio.NewWriter(w)
+	dt := cur.Time.Sub(prev.Time)
+	m := cur.Meta
+	fmt.Fprintf(bw, "xdplimit top %s  %s  interval %.2fs  %s mode, program %d\n", cur.Interface,
+		cur.Time.Format("2006-01-02 15:04:05"), dt.Seconds(), modeLabel(m.AttachMode), progID)
+	sha := hex.EncodeToString(m.PolicySha256[:])
+	fmt.Fprintf(bw, "policy %s (sha256 %s)\n\n", orDash(maps.PolicyPath(m)), sha[:16])
+
+	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "RULE\tPASS/s\tDROP/s\tSHADOW/s\tPASS bit/s\tDROP bit/s\tDROP %\tPASSED\tDROPPED\tSHADOW\t")
+	var sum RuleRates
+	sum.Rule = "total"
+	rows := Rates(prev, cur)
+	for _, r := range rows {
+		for v := range r.Totals {
+			sum.Totals[v].Packets += r.Totals[v].Packets
+			sum.Totals[v].Bytes += r.Totals[v].Bytes
+			sum.Rates[v].Packets += r.Rates[v].Packets
+			sum.Rates[v].Bytes += r.Rates[v].Bytes
+		}
+	}
+	for _, r := range append(rows, sum) {
+		p, d, s := r.Rates[maps.VerdictPass], r.Rates[maps.VerdictDrop], r.Rates[maps.VerdictShadow]
+		share := "-"
+		if all := p.Packets + d.Packets + s.Packets; all > 0 {
+			share = fmt.Sprintf("%.1f%%", 100*d.Packets/all)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n", r.Rule,
+			si(p.Packets), si(d.Packets), si(s.Packets), si(8*p.Bytes), si(8*d.Bytes), share,
+			r.Totals[maps.VerdictPass].Packets, r.Totals[maps.VerdictDrop].Packets, r.Totals[maps.VerdictShadow].Packets)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	per := func(c maps.Counter) string {
+		return si(perSecond(prev.Counters[c].Packets, cur.Counters[c].Packets, dt)) + "/s"
+	}
+	fill := 0.0
+	if cur.Capacity > 0 {
+		fill = 100 * float64(cur.TrackedSources()) / float64(cur.Capacity)
+	}
+	fmt.Fprintf(bw, "\nstate table: ~%s of %s entries (%.1f%%), inserts %s, evictions ~%s/s, insert failures %s, contended %s\n",
+		si(float64(cur.TrackedSources())), si(float64(cur.Capacity)), fill, per(maps.CounterNewSource),
+		si(perSecond(prev.Evictions(), cur.Evictions(), dt)), per(maps.CounterInsertFail), per(maps.CounterCASExhausted))
+	fmt.Fprintf(bw, "%s\n", TopSourcesUnavailable)
+	return bw.Flush()
+}
+
+func perSecond(before, after uint64, dt time.Duration) float64 {
+	if dt <= 0 {
+		return 0
+	}
+	if after < before {
+		before = 0
+	}
+	return float64(after-before) / dt.Seconds()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// si formats a rate with an SI suffix and three significant digits.
+func si(v float64) string {
+	if v < 0 || math.IsNaN(v) {
+		return "-"
+	}
+	if v < 1000 {
+		if v != 0 && v < 10 && v != math.Trunc(v) {
+			return fmt.Sprintf("%.1f", v)
+		}
+		return fmt.Sprintf("%.0f", v)
+	}
+	for _, u := range []string{"k", "M", "G", "T"} {
+		v /= 1000
+		if v < 1000 || u == "T" {
+			switch {
+			case v < 10:
+				return fmt.Sprintf("%.2f%s", v, u)
+			case v < 100:
+				return fmt.Sprintf("%.1f%s", v, u)
+			}
+			return fmt.Sprintf("%.0f%s", v, u)
+		}
+	}
+	panic("unreachable")
+}

@@ -1,0 +1,89 @@
+package metrics_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/metrics"
+)
+
+func snap(at time.Duration, inserts uint64, rules ...maps.RuleStat) metrics.Snapshot {
+	return metrics.Snapshot{
+		Interface: "eth0",
+		Time:      time.Unix(1700000000, 0).Add(at),
+		Rules:     rules,
+		Capacity:  1000,
+		Counters: map[maps.Counter]maps.CounterValue{
+			maps.CounterNewSource: {Packets: inserts},
+			maps.CounterDeny:      {Packets: uint64(at / time.Millisecond), Bytes: 60 * uint64(at/time.Millisecond)},
+		},
+	}
+}
+
+func rule(name string, pass, drop uint64) maps.RuleStat {
+	var r maps.RuleStat
+	r.Name = name
+	r.Verdicts[maps.VerdictPass] = maps.CounterValue{Packets: pass, Bytes: 100 * pass}
+	r.Verdicts[maps.VerdictDrop] = maps.CounterValue{Packets: drop, Bytes: 100 * drop}
+	return r
+}
+
+func TestRates(t *testing.T) {
+	prev := snap(0, 900, rule("dns", 100, 1000), rule("gone", 5, 5), rule("reset", 500, 500))
+	// Two seconds later: "new" appeared, "gone" went, "reset" was removed
+	// and added again (its counters started over).
+	cur := snap(2*time.Second, 1300, rule("dns", 300, 5000), rule("new", 10, 4), rule("reset", 6, 2))
+	got := map[string]metrics.RuleRates{}
+	var order []string
+	for _, r := range metrics.Rates(prev, cur) {
+		got[r.Rule] = r
+		order = append(order, r.Rule)
+	}
+	if want := "dns new reset _allow _deny _unmatched _malformed _non_ip"; strings.Join(order, " ") != want {
+		t.Errorf("rows %v, want %s", order, want)
+	}
+	for _, c := range []struct {
+		rule       string
+		pass, drop float64
+	}{
+		{"dns", 100, 2000},
+		{"new", 5, 2},
+		{"reset", 3, 1},
+		{"_deny", 0, 1000}, // 2000 in 2 s
+	} {
+		r := got[c.rule]
+		if r.Rates[maps.VerdictPass].Packets != c.pass || r.Rates[maps.VerdictDrop].Packets != c.drop {
+			t.Errorf("%s: pass %v/s drop %v/s, want %v and %v", c.rule,
+				r.Rates[maps.VerdictPass].Packets, r.Rates[maps.VerdictDrop].Packets, c.pass, c.drop)
+		}
+	}
+	if b := got["dns"].Rates[maps.VerdictDrop].Bytes; b != 200000 {
+		t.Errorf("dns drop bytes/s %v, want 200000", b)
+	}
+
+	var out strings.Builder
+	if err := metrics.WriteTop(&out, prev, cur, 42); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	t.Log("\n" + text)
+	for _, re := range []string{
+		`xdplimit top eth0 .* interval 2\.00s  none mode, program 42`,
+		`(?m)^ +dns +100 +2\.00k +0 +80\.0k +1\.60M +95\.2% +300 +5000 +0$`,
+		`(?m)^ +_deny +0 +1\.00k +0 +0 +480k +100\.0% +0 +2000 +0$`,
+		`(?m)^ +_allow +0 +0 +0 +0 +0 +- +0 +0 +0$`,
+		`(?m)^ +total +108 +3\.00k `,
+		`state table: ~1\.00k of 1\.00k entries \(100\.0%\), inserts 200/s, evictions ~150/s`,
+		regexp.QuoteMeta(metrics.TopSourcesUnavailable),
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("output does not match %s", re)
+		}
+	}
+	if strings.Contains(text, "\x1b") {
+		t.Error("escape sequence in the plain-text frame")
+	}
+}
