@@ -1,0 +1,89 @@
+package pktgen
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// DispatcherHold keeps an XDP program registered in the kernel's XDP
+// dispatcher; see HoldDispatcher.
+type DispatcherHold struct {
+	ns   *os.File
+	link link.Link
+}
+
+// HoldDispatcher makes BPF_PROG_TEST_RUN calls of an XDP program with
+// Repeat > 1 cheap. Each such call registers the program in the kernel's
+// XDP dispatcher before running and unregisters it afterwards
+// (bpf_prog_change_xdp in net/bpf/test_run.c); each change rewrites the
+// dispatcher and waits for an RCU grace period, 10-25 ms per call here,
+// measured. A program already attached to a device in native mode stays
+// registered, and the test run then skips both updates: a call of 65,536
+// live frames went from 39 ms to 11 ms.
+//
+// The hold attaches prog natively to one end of a veth pair, both ends
+// down, in a private network namespace that no traffic ever reaches. The
+// namespace is anonymous and kept only by an fd: Close, or the process's
+// exit, destroys it with the pair.
+func HoldDispatcher(prog *ebpf.Program) (*DispatcherHold, error) {
+	h := &DispatcherHold{}
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread moved to the private namespace ends
+		// with this goroutine.
+		runtime.LockOSThread()
+		errc <- h.setup(prog)
+	}()
+	if err := <-errc; err != nil {
+		h.Close()
+		return nil, fmt.Errorf("pktgen: hold XDP dispatcher: %w", err)
+	}
+	return h, nil
+}
+
+func (h *DispatcherHold) setup(prog *ebpf.Program) error {
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	var err error
+	if h.ns, err = os.Open("/proc/thread-self/ns/net"); err != nil {
+		return err
+	}
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	la := netlink.NewLinkAttrs()
+	la.Name = "xdplhold0"
+	if err := nl.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "xdplhold1", PeerTxQLen: -1}); err != nil {
+		return fmt.Errorf("create veth: %w", err)
+	}
+	dev, err := nl.LinkByName(la.Name)
+	if err != nil {
+		return err
+	}
+	h.link, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: dev.Attrs().Index, Flags: link.XDPDriverMode})
+	return err
+}
+
+// Close unregisters the program and destroys the private namespace.
+func (h *DispatcherHold) Close() error {
+	var errs []error
+	if h.link != nil {
+		errs = append(errs, h.link.Close())
+		h.link = nil
+	}
+	if h.ns != nil {
+		errs = append(errs, h.ns.Close())
+		h.ns = nil
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,346 @@
+package pktgen
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+)
+
+// Proto is the transport protocol of a Frame.
+type Proto uint8
+
+const (
+	ProtoUDP  Proto = Proto(layers.IPProtocolUDP)
+	ProtoTCP  Proto = Proto(layers.IPProtocolTCP)
+	ProtoICMP Proto = 1 // ICMP for IPv4, ICMPv6 (58) for IPv6
+)
+
+// TCPFlags are the TCP header flag bits, valued as on the wire (byte 13), so
+// tests can compare them with what a BPF parser extracts.
+type TCPFlags uint8
+
+const (
+	TCPFin TCPFlags = 1 << iota
+	TCPSyn
+	TCPRst
+	TCPPsh
+	TCPAck
+	TCPUrg
+	TCPEce
+	TCPCwr
+)
+
+// VLAN is one 802.1Q or 802.1ad tag.
+type VLAN struct {
+	// TPID is the tag's EtherType: 0x8100 (802.1Q, the default) or 0x88a8
+	// (802.1ad, the outer tag of QinQ).
+	TPID     uint16
+	ID       uint16 // 12 bits
+	Priority uint8  // 3 bits
+}
+
+// ExtHeader is an IPv6 extension header Frame can insert.
+type ExtHeader uint8
+
+const (
+	ExtHopByHop ExtHeader = ExtHeader(layers.IPProtocolIPv6HopByHop) // 8 bytes, one PadN option
+	ExtRouting  ExtHeader = ExtHeader(layers.IPProtocolIPv6Routing)  // 8 bytes, type 0, segments left 0
+	ExtDestOpts ExtHeader = ExtHeader(layers.IPProtocolIPv6Destination)
+)
+
+// Fragment makes a Frame an IP fragment: the IPv4 header's MF flag and
+// offset, or an IPv6 fragment header after the other extension headers.
+// A fragment with Offset > 0 carries only payload bytes, no transport header.
+type Fragment struct {
+	Offset uint16 // in bytes; a multiple of 8
+	More   bool
+	ID     uint32 // IPv4 uses the low 16 bits
+}
+
+// Default MAC addresses: locally administered, so they never clash with a
+// real device. Frames sent to a veth must carry its peer's MAC (SetMACs),
+// or the receiving stack drops them as PACKET_OTHERHOST.
+var (
+	DefaultSrcMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x01}
+	DefaultDstMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
+)
+
+// Frame describes an Ethernet frame. Src and Dst choose IPv4 or IPv6; zero
+// fields take the defaults named in their comments. Build serialises it
+// with gopacket, with correct lengths and checksums (for a first fragment
+// the transport checksum covers only the bytes present). Like a real NIC's,
+// frames are padded to the 60-byte Ethernet minimum; slice a frame for a
+// truncated variant.
+type Frame struct {
+	SrcMAC, DstMAC net.HardwareAddr // DefaultSrcMAC, DefaultDstMAC
+	VLANs          []VLAN           // outermost first
+	Src, Dst       netip.Addr
+	TTL            uint8 // or hop limit; 64
+	Proto          Proto // ProtoUDP
+	SrcPort        uint16
+	DstPort        uint16
+	TCPFlags       TCPFlags // TCPSyn when Proto is ProtoTCP and this is 0
+	// IPv4Options adds that many 4-byte words of NOP options (0..10), for
+	// parsers that must honour the IHL.
+	IPv4Options int
+	Ext         []ExtHeader // IPv6 extension headers, in order
+	Frag        *Fragment
+	// Payload is the number of bytes after the transport header (filled
+	// with a counting pattern), or after the IP and extension headers for a
+	// non-first fragment.
+	Payload int
+}
+
+// Build serialises the frame.
+func (f Frame) Build() ([]byte, error) {
+	if !f.Src.IsValid() || !f.Dst.IsValid() {
+		return nil, errors.New("pktgen: frame needs Src and Dst")
+	}
+	src, dst := f.Src.Unmap(), f.Dst.Unmap()
+	if src.Is4() != dst.Is4() {
+		return nil, fmt.Errorf("pktgen: Src %v and Dst %v are of different families", f.Src, f.Dst)
+	}
+	if f.Payload < 0 || f.IPv4Options < 0 || f.IPv4Options > 10 {
+		return nil, fmt.Errorf("pktgen: bad sizes (payload %d, options %d)", f.Payload, f.IPv4Options)
+	}
+	if f.Frag != nil && f.Frag.Offset%8 != 0 {
+		return nil, fmt.Errorf("pktgen: fragment offset %d is not a multiple of 8", f.Frag.Offset)
+	}
+	if src.Is4() && len(f.Ext) > 0 {
+		return nil, errors.New("pktgen: extension headers on an IPv4 frame")
+	}
+	srcMAC, dstMAC := f.SrcMAC, f.DstMAC
+	if srcMAC == nil {
+		srcMAC = DefaultSrcMAC
+	}
+	if dstMAC == nil {
+		dstMAC = DefaultDstMAC
+	}
+	ttl := f.TTL
+	if ttl == 0 {
+		ttl = 64
+	}
+
+	var ls []gopacket.SerializableLayer
+	l3Type := layers.EthernetTypeIPv4
+	if src.Is6() {
+		l3Type = layers.EthernetTypeIPv6
+	}
+	eth := &layers.Ethernet{SrcMAC: srcMAC, DstMAC: dstMAC, EthernetType: l3Type}
+	ls = append(ls, eth)
+	next := &eth.EthernetType
+	for _, v := range f.VLANs {
+		tpid := layers.EthernetType(v.TPID)
+		if tpid == 0 {
+			tpid = layers.EthernetTypeDot1Q
+		}
+		*next = tpid
+		tag := &layers.Dot1Q{Priority: v.Priority, VLANIdentifier: v.ID, Type: l3Type}
+		ls = append(ls, tag)
+		next = &tag.Type
+	}
+
+	l4Proto := layers.IPProtocol(f.Proto)
+	if f.Proto == 0 {
+		l4Proto = layers.IPProtocolUDP
+	}
+	if f.Proto == ProtoICMP && src.Is6() {
+		l4Proto = layers.IPProtocolICMPv6
+	}
+
+	var ip gopacket.NetworkLayer
+	if src.Is4() {
+		ip4 := &layers.IPv4{
+			Version: 4, TTL: ttl, Protocol: l4Proto,
+			SrcIP: src.AsSlice(), DstIP: dst.AsSlice(),
+		}
+		for i := 0; i < 4*f.IPv4Options; i++ { // NOP is one byte
+			ip4.Options = append(ip4.Options, layers.IPv4Option{OptionType: 1, OptionLength: 1})
+		}
+		if f.Frag != nil {
+			ip4.Id = uint16(f.Frag.ID)
+			ip4.FragOffset = f.Frag.Offset / 8
+			if f.Frag.More {
+				ip4.Flags = layers.IPv4MoreFragments
+			}
+		}
+		ls = append(ls, ip4)
+		ip = ip4
+	} else {
+		ip6 := &layers.IPv6{
+			Version: 6, HopLimit: ttl,
+			SrcIP: src.AsSlice(), DstIP: dst.AsSlice(),
+		}
+		ls = append(ls, ip6)
+		ip = ip6
+		nextHdr := &ip6.NextHeader
+		padN := func() []*layers.IPv6HopByHopOption {
+			// One PadN option filling the header to 8 bytes: gopacket
+			// pads an empty option list to 4 bytes, an invalid length.
+			return []*layers.IPv6HopByHopOption{{OptionType: 1, OptionLength: 4, OptionData: make([]byte, 4)}}
+		}
+		for i, e := range f.Ext {
+			*nextHdr = layers.IPProtocol(e)
+			switch e {
+			case ExtHopByHop:
+				if i != 0 {
+					return nil, errors.New("pktgen: hop-by-hop must be the first extension header")
+				}
+				h := &layers.IPv6HopByHop{Options: padN()}
+				ip6.HopByHop = h // IPv6.SerializeTo writes it
+				nextHdr = &h.NextHeader
+			case ExtDestOpts:
+				opts := padN()
+				h := &layers.IPv6Destination{Options: []*layers.IPv6DestinationOption{(*layers.IPv6DestinationOption)(opts[0])}}
+				ls = append(ls, h)
+				nextHdr = &h.NextHeader
+			case ExtRouting:
+				h := &layers.IPv6Routing{Reserved: make([]byte, 4)}
+				ls = append(ls, h)
+				nextHdr = &h.NextHeader
+			default:
+				return nil, fmt.Errorf("pktgen: unsupported extension header %d", e)
+			}
+		}
+		if f.Frag != nil {
+			*nextHdr = layers.IPProtocolIPv6Fragment
+			h := &layers.IPv6Fragment{
+				FragmentOffset: f.Frag.Offset / 8,
+				MoreFragments:  f.Frag.More,
+				Identification: f.Frag.ID,
+			}
+			ls = append(ls, h)
+			nextHdr = &h.NextHeader
+		}
+		*nextHdr = l4Proto
+	}
+
+	payload := make([]byte, f.Payload)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	if f.Frag == nil || f.Frag.Offset == 0 {
+		l4, err := transport(f, l4Proto, ip)
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l4...)
+	}
+	ls = append(ls, gopacket.Payload(payload))
+
+	buf := gopacket.NewSerializeBuffer()
+	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
+	if err := gopacket.SerializeLayers(buf, opts, ls...); err != nil {
+		return nil, fmt.Errorf("pktgen: serialise: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func transport(f Frame, proto layers.IPProtocol, ip gopacket.NetworkLayer) ([]gopacket.SerializableLayer, error) {
+	switch proto {
+	case layers.IPProtocolUDP:
+		udp := &layers.UDP{SrcPort: layers.UDPPort(f.SrcPort), DstPort: layers.UDPPort(f.DstPort)}
+		if err := udp.SetNetworkLayerForChecksum(ip); err != nil {
+			return nil, err
+		}
+		return []gopacket.SerializableLayer{udp}, nil
+	case layers.IPProtocolTCP:
+		flags := f.TCPFlags
+		if flags == 0 {
+			flags = TCPSyn
+		}
+		tcp := &layers.TCP{
+			SrcPort: layers.TCPPort(f.SrcPort), DstPort: layers.TCPPort(f.DstPort),
+			Seq: 1, Window: 65535,
+			FIN: flags&TCPFin != 0, SYN: flags&TCPSyn != 0, RST: flags&TCPRst != 0,
+			PSH: flags&TCPPsh != 0, ACK: flags&TCPAck != 0, URG: flags&TCPUrg != 0,
+			ECE: flags&TCPEce != 0, CWR: flags&TCPCwr != 0,
+		}
+		if tcp.ACK {
+			tcp.Ack = 1
+		}
+		if err := tcp.SetNetworkLayerForChecksum(ip); err != nil {
+			return nil, err
+		}
+		return []gopacket.SerializableLayer{tcp}, nil
+	case layers.IPProtocolICMPv4:
+		return []gopacket.SerializableLayer{&layers.ICMPv4{
+			TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0),
+			Id:       f.SrcPort, Seq: 1,
+		}}, nil
+	case layers.IPProtocolICMPv6:
+		icmp := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeEchoRequest, 0)}
+		if err := icmp.SetNetworkLayerForChecksum(ip); err != nil {
+			return nil, err
+		}
+		return []gopacket.SerializableLayer{icmp, &layers.ICMPv6Echo{Identifier: f.SrcPort, SeqNumber: 1}}, nil
+	}
+	return nil, fmt.Errorf("pktgen: unsupported protocol %d", proto)
+}
+
+// MustBuild is Build for fixtures: it panics on an invalid description,
+// like regexp.MustCompile.
+func (f Frame) MustBuild() []byte {
+	b, err := f.Build()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func mustFamily(want4 bool, addrs ...netip.Addr) {
+	for _, a := range addrs {
+		if a.Unmap().Is4() != want4 {
+			panic(fmt.Sprintf("pktgen: %v is not an IPv%d address", a, map[bool]int{true: 4, false: 6}[want4]))
+		}
+	}
+}
+
+// UDP4 builds an untagged IPv4/UDP frame with payload bytes of payload.
+// With payload 18 the frame is 60 bytes, 64 on the wire with the FCS.
+func UDP4(src, dst netip.Addr, sport, dport uint16, payload int) []byte {
+	mustFamily(true, src, dst)
+	return Frame{Src: src, Dst: dst, SrcPort: sport, DstPort: dport, Payload: payload}.MustBuild()
+}
+
+// UDP6 builds an untagged IPv6/UDP frame.
+func UDP6(src, dst netip.Addr, sport, dport uint16, payload int) []byte {
+	mustFamily(false, src, dst)
+	return Frame{Src: src, Dst: dst, SrcPort: sport, DstPort: dport, Payload: payload}.MustBuild()
+}
+
+// TCP4 builds an untagged IPv4/TCP segment with the given flags.
+func TCP4(src, dst netip.Addr, sport, dport uint16, flags TCPFlags, payload int) []byte {
+	mustFamily(true, src, dst)
+	return Frame{Src: src, Dst: dst, Proto: ProtoTCP, SrcPort: sport, DstPort: dport, TCPFlags: flags, Payload: payload}.MustBuild()
+}
+
+// TCP6 builds an untagged IPv6/TCP segment with the given flags.
+func TCP6(src, dst netip.Addr, sport, dport uint16, flags TCPFlags, payload int) []byte {
+	mustFamily(false, src, dst)
+	return Frame{Src: src, Dst: dst, Proto: ProtoTCP, SrcPort: sport, DstPort: dport, TCPFlags: flags, Payload: payload}.MustBuild()
+}
+
+// ICMP4 builds an untagged ICMP echo request.
+func ICMP4(src, dst netip.Addr, payload int) []byte {
+	mustFamily(true, src, dst)
+	return Frame{Src: src, Dst: dst, Proto: ProtoICMP, Payload: payload}.MustBuild()
+}
+
+// ICMP6 builds an untagged ICMPv6 echo request.
+func ICMP6(src, dst netip.Addr, payload int) []byte {
+	mustFamily(false, src, dst)
+	return Frame{Src: src, Dst: dst, Proto: ProtoICMP, Payload: payload}.MustBuild()
+}
+
+// SetMACs overwrites a frame's Ethernet addresses in place (no checksum
+// covers them) and returns it.
+func SetMACs(frame []byte, src, dst net.HardwareAddr) []byte {
+	copy(frame[0:6], dst)
+	copy(frame[6:12], src)
+	return frame
+}
