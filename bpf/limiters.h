@@ -10,6 +10,9 @@
  * operation; a test replays random traces through both and requires identical
  * verdicts. Change both together.
  *
+ * With commit == 0 an algorithm only decides (reads, never writes): the
+ * first of the two phases in which a rule's levels are evaluated.
+ *
  * Return: 1 admit, 0 over limit, -1 still contended after XDPL_CAS_TRIES.
  */
 #ifndef XDPLIMIT_LIMITERS_H
@@ -26,7 +29,7 @@
  * another CPU may have read a later clock and stored a tat ahead of ours, and
  * an unsigned difference would wrap into a huge refill. */
 static __always_inline int xdpl_token_bucket(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
-					     __u64 cost)
+					     __u64 cost, int commit)
 {
 	__u64 t = now << XDPL_TIME_SHIFT;
 	__u64 inc = (cost * l->p1) >> (XDPL_FP_SHIFT - XDPL_TIME_SHIFT);
@@ -38,6 +41,8 @@ static __always_inline int xdpl_token_bucket(struct xdpl_state *s, struct xdpl_l
 
 		if (next - t > tau)
 			return 0;
+		if (!commit)
+			return 1;
 		if (__sync_val_compare_and_swap(&s->a, tat, next) == tat)
 			return 1;
 	}
@@ -60,7 +65,7 @@ static __always_inline __u64 xdpl_win_count(__u64 word)
  * window last opened, which tells a stale entry (idle for 2^24 windows) from
  * a current one with the same sequence bits. */
 static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
-					     __u64 cost)
+					     __u64 cost, int commit)
 {
 	__u64 w = l->p1, limit = l->p2;
 	__u64 idx = now / w;
@@ -86,6 +91,8 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
 		}
 		if (cnt + cost > limit)
 			return 0;
+		if (!commit)
+			return 1;
 		if (__sync_val_compare_and_swap(&s->a, old, (seq << XDPL_WIN_COUNT_BITS) | (cnt + cost)) ==
 		    old) {
 			if (seq == (idx & XDPL_WIN_SEQ_MASK) && cnt == 0)
@@ -102,7 +109,7 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
  * and odd windows; the current one is updated by CAS, the previous one only
  * read. */
 static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl_level *l,
-					       __u64 now, __u64 cost)
+					       __u64 now, __u64 cost, int commit)
 {
 	__u64 w = l->p1, limit = l->p2;
 	__u64 idx = now / w;
@@ -130,6 +137,8 @@ static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl
 
 		if (est + ccnt + cost > limit)
 			return 0;
+		if (!commit)
+			return 1;
 		if (__sync_val_compare_and_swap(cur, cw, (seq << XDPL_WIN_COUNT_BITS) | (ccnt + cost)) == cw)
 			return 1;
 	}
@@ -137,15 +146,15 @@ static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl
 }
 
 static __always_inline int xdpl_apply(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
-				      __u64 cost)
+				      __u64 cost, int commit)
 {
 	switch (l->algorithm) {
 	case XDPL_ALG_TOKEN_BUCKET:
-		return xdpl_token_bucket(s, l, now, cost);
+		return xdpl_token_bucket(s, l, now, cost, commit);
 	case XDPL_ALG_FIXED_WINDOW:
-		return xdpl_fixed_window(s, l, now, cost);
+		return xdpl_fixed_window(s, l, now, cost, commit);
 	case XDPL_ALG_SLIDING_WINDOW:
-		return xdpl_sliding_window(s, l, now, cost);
+		return xdpl_sliding_window(s, l, now, cost, commit);
 	}
 	return 0;
 }

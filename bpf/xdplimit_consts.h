@@ -99,6 +99,10 @@ enum xdpl_const {
 	/* Compare-and-swap attempts before a packet is dropped as contended. */
 	XDPL_CAS_TRIES = 4,
 	XDPL_MAX_IPV6_EXT = 6,
+
+	/* Sampled drops for top: a per-CPU ring. */
+	XDPL_DROP_RING = 256,
+	XDPL_SAMPLE_DENY = 0xffff, /* slot of samples from the deny list */
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

@@ -101,6 +101,13 @@ struct {
 	__type(value, struct xdpl_counter);
 } xdpl_counters SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_drop_ring);
+} xdpl_drops SEC(".maps");
+
 /* Injected time (XDPL_CLOCK_MAP), in ns. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -17,7 +17,7 @@ struct xdpl_level {
 	__u8 algorithm; /* XDPL_ALG_* */
 	__u8 flags;     /* XDPL_LF_* */
 	__u8 key_kind;  /* XDPL_KEY_* */
-	__u8 pad0;
+	__u8 origin;    /* the level's index in the policy (0 = the rule's own) */
 	/* State entries are keyed by state_id: it changes when the level's
 	 * parameters change, so a changed limit starts fresh while unchanged
 	 * rules keep their buckets across a reload. */
@@ -93,7 +93,23 @@ struct xdpl_counter {
 
 struct xdpl_rule_stats {
 	struct xdpl_counter v[XDPL_NVERDICTS];
-	__u64 level_drops[XDPL_MAX_LEVELS];
+	__u64 level_drops[XDPL_MAX_LEVELS]; /* by origin: the level in policy order */
+};
+
+/* A sampled dropped packet, for `xdplimit top`. */
+struct xdpl_drop_sample {
+	__be32 addr[4];
+	__u8 family;
+	__u8 verdict; /* XDPL_V_DROP or XDPL_V_SHADOW */
+	__u16 slot;   /* rule counter slot, or XDPL_SAMPLE_DENY */
+	__u32 len;
+};
+
+/* Per-CPU ring of sampled drops; the reader takes what was written since
+ * its last read (at most XDPL_DROP_RING). */
+struct xdpl_drop_ring {
+	__u64 written;
+	struct xdpl_drop_sample s[XDPL_DROP_RING];
 };
 
 struct xdpl_name {

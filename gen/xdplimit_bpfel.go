@@ -81,6 +81,8 @@ const (
 	XdplimitXdplConstXDPL_WEIGHT_SHIFT       XdplimitXdplConst = 16
 	XdplimitXdplConstXDPL_CAS_TRIES          XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_MAX_IPV6EXT        XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_DROP_RING          XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_SAMPLE_DENY        XdplimitXdplConst = 65535
 )
 
 type XdplimitXdplControl struct {
@@ -94,6 +96,21 @@ type XdplimitXdplCounter struct {
 	_       structs.HostLayout
 	Packets uint64
 	Bytes   uint64
+}
+
+type XdplimitXdplDropRing struct {
+	_       structs.HostLayout
+	Written uint64
+	S       [256]XdplimitXdplDropSample
+}
+
+type XdplimitXdplDropSample struct {
+	_       structs.HostLayout
+	Addr    [4]uint32
+	Family  uint8
+	Verdict uint8
+	Slot    uint16
+	Len     uint32
 }
 
 type XdplimitXdplGenCfg struct {
@@ -118,7 +135,7 @@ type XdplimitXdplLevel struct {
 	Algorithm uint8
 	Flags     uint8
 	KeyKind   uint8
-	Pad0      uint8
+	Origin    uint8
 	StateId   uint32
 	Mask4     uint32
 	Mask6     [4]uint32
@@ -194,6 +211,7 @@ const (
 	XdplimitMapXdplCounters    = "xdpl_counters"
 	XdplimitMapXdplCtl         = "xdpl_ctl"
 	XdplimitMapXdplDport       = "xdpl_dport"
+	XdplimitMapXdplDrops       = "xdpl_drops"
 	XdplimitMapXdplDst4        = "xdpl_dst4"
 	XdplimitMapXdplDst6        = "xdpl_dst6"
 	XdplimitMapXdplMeta        = "xdpl_meta"
@@ -208,10 +226,14 @@ const (
 	XdplimitMapXdplTcpf        = "xdpl_tcpf"
 	XdplimitMapXdplVlan        = "xdpl_vlan"
 	XdplimitProgXdplMain       = "xdpl_main"
+	XdplimitVarXdplBenchBase   = "xdpl_bench_base"
+	XdplimitVarXdplBenchRotate = "xdpl_bench_rotate"
 	XdplimitVarXdplClockMode   = "xdpl_clock_mode"
+	XdplimitVarXdplSampleMask  = "xdpl_sample_mask"
 	XdplimitVarXdplUnusedConst = "xdpl_unused_const"
 	XdplimitVarXdplUnusedMeta  = "xdpl_unused_meta"
 	XdplimitVarXdplUnusedName  = "xdpl_unused_name"
+	XdplimitVarXdplUnusedRing  = "xdpl_unused_ring"
 )
 
 // LoadXdplimit returns the embedded CollectionSpec for Xdplimit.
@@ -269,6 +291,7 @@ type XdplimitMapSpecs struct {
 	XdplCounters *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl      *ebpf.MapSpec `ebpf:"xdpl_ctl"`
 	XdplDport    *ebpf.MapSpec `ebpf:"xdpl_dport"`
+	XdplDrops    *ebpf.MapSpec `ebpf:"xdpl_drops"`
 	XdplDst4     *ebpf.MapSpec `ebpf:"xdpl_dst4"`
 	XdplDst6     *ebpf.MapSpec `ebpf:"xdpl_dst6"`
 	XdplMeta     *ebpf.MapSpec `ebpf:"xdpl_meta"`
@@ -288,10 +311,14 @@ type XdplimitMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitVariableSpecs struct {
+	XdplBenchBase   *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
+	XdplBenchRotate *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode   *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
+	XdplSampleMask  *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
 	XdplUnusedConst *ebpf.VariableSpec `ebpf:"xdpl_unused_const"`
 	XdplUnusedMeta  *ebpf.VariableSpec `ebpf:"xdpl_unused_meta"`
 	XdplUnusedName  *ebpf.VariableSpec `ebpf:"xdpl_unused_name"`
+	XdplUnusedRing  *ebpf.VariableSpec `ebpf:"xdpl_unused_ring"`
 }
 
 // XdplimitObjects contains all objects after they have been loaded into the kernel.
@@ -320,6 +347,7 @@ type XdplimitMaps struct {
 	XdplCounters *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl      *ebpf.Map `ebpf:"xdpl_ctl"`
 	XdplDport    *ebpf.Map `ebpf:"xdpl_dport"`
+	XdplDrops    *ebpf.Map `ebpf:"xdpl_drops"`
 	XdplDst4     *ebpf.Map `ebpf:"xdpl_dst4"`
 	XdplDst6     *ebpf.Map `ebpf:"xdpl_dst6"`
 	XdplMeta     *ebpf.Map `ebpf:"xdpl_meta"`
@@ -343,6 +371,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplCounters,
 		m.XdplCtl,
 		m.XdplDport,
+		m.XdplDrops,
 		m.XdplDst4,
 		m.XdplDst6,
 		m.XdplMeta,
@@ -363,10 +392,14 @@ func (m *XdplimitMaps) Close() error {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitVariables struct {
+	XdplBenchBase   *ebpf.Variable `ebpf:"xdpl_bench_base"`
+	XdplBenchRotate *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode   *ebpf.Variable `ebpf:"xdpl_clock_mode"`
+	XdplSampleMask  *ebpf.Variable `ebpf:"xdpl_sample_mask"`
 	XdplUnusedConst *ebpf.Variable `ebpf:"xdpl_unused_const"`
 	XdplUnusedMeta  *ebpf.Variable `ebpf:"xdpl_unused_meta"`
 	XdplUnusedName  *ebpf.Variable `ebpf:"xdpl_unused_name"`
+	XdplUnusedRing  *ebpf.Variable `ebpf:"xdpl_unused_ring"`
 }
 
 // XdplimitPrograms contains all programs after they have been loaded into the kernel.

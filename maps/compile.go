@@ -22,6 +22,9 @@ type LevelSpec struct {
 	V4Prefix    int
 	V6Prefix    int
 	ToleranceNs uint64 // token bucket burst as time; windows: the window
+	// Origin is the level's index in the policy (0 = the rule's own
+	// limit); Levels are in evaluation order, which differs.
+	Origin int
 }
 
 // RuleSpec is one compiled rule.
@@ -253,9 +256,24 @@ func compileRule(r policy.Rule) (RuleSpec, error) {
 			}
 			return rs, fmt.Errorf("aggregate[%d]: %w", i-1, err)
 		}
+		ls.Origin = i
 		rs.Levels = append(rs.Levels, ls)
 	}
+	// Evaluate the levels that reject a flood cheapest first: a global
+	// bucket is one hot entry, a short prefix few entries; the per-source
+	// table, where a spoofed flood would insert, comes last.
+	slices.SortStableFunc(rs.Levels, func(a, b LevelSpec) int { return a.rank() - b.rank() })
 	return rs, nil
+}
+
+func (ls LevelSpec) rank() int {
+	switch ls.KeyKind {
+	case keyGlobal:
+		return 0
+	case keySrc:
+		return 1 + ls.V4Prefix
+	}
+	return 64 + ls.V4Prefix
 }
 
 func compileLevel(l policy.Level) (LevelSpec, error) {

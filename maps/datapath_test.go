@@ -577,7 +577,10 @@ func TestAccuracyAcrossCPUs(t *testing.T) {
 				ratio = pass / want
 				t.Logf("offered %.0f packets from 2 CPUs over %v (%.1f Mpps; each CPU running %.0f%% of it), admitted %.0f, expected %.0f: ratio %.4f",
 					pass+drop, wall, (pass+drop)/wall.Seconds()/1e6, 100*busy, pass, want, ratio)
-				if busy >= 0.9 {
+				// Gaps shorter than the 50 ms bursts lose no refill:
+				// runs with the threads on CPU at least half the time
+				// are measured 0.97-1.00 even next to a qemu guest.
+				if busy >= 0.5 {
 					break
 				}
 				if attempt == 3 {
@@ -632,4 +635,127 @@ func flood(l *maps.Limiter, pkt []byte, repeat int) (int64, int64, float64, erro
 	s, e := min(begin[0], begin[1]), max(end[0], end[1])
 	busy := float64(min(ran[0], ran[1])) / float64(e-s)
 	return s, e, busy, nil
+}
+
+func loadWith(t *testing.T, opts maps.Options, yaml string) *maps.Limiter {
+	t.Helper()
+	requireBPF(t)
+	p, err := policy.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("policy: %v", err)
+	}
+	img, err := maps.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.MaxSources == 0 {
+		opts.MaxSources = 1 << 16
+	}
+	l, err := maps.Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.Apply(img); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Aggregate levels are checked before the per-source table and nothing is
+// charged for a refused packet: a source over its own limit does not spend
+// the global budget, and a flood refused globally creates no per-source
+// entries.
+func TestAggregateLevels(t *testing.T) {
+	l := load(t, maps.ClockMap, `
+rules:
+  - name: r
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 2}
+    aggregate:
+      - key: global
+        limit: {algorithm: token_bucket, rate: 1/s, burst: 5}
+`)
+	heavy := udp4("192.0.2.1").bytes(t)
+	// The heavy source gets its own 2; its 8 refused packets cost the
+	// global bucket nothing, so 3 other sources still get the rest.
+	if got := letters(repeatRun(t, l, heavy, 10)); got != "PPDDDDDDDD" {
+		t.Fatalf("heavy source: %s", got)
+	}
+	var others []uint32
+	for i := 2; i < 8; i++ {
+		others = append(others, run(t, l, udp4(fmt.Sprintf("192.0.2.%d", i)).bytes(t), t0))
+	}
+	if got := letters(others); got != "PPPDDD" {
+		t.Errorf("other sources after the heavy one: %s, want the global bucket's remaining 3", got)
+	}
+	stats, _ := l.RuleStats()
+	// Level drops are reported in policy order: 0 = own, 1 = the global.
+	if d := stats[0].LevelDrops; d[0] != 8 || d[1] != 3 {
+		t.Errorf("level drops %v, want [8 3]", d)
+	}
+	cs, _ := l.Counters()
+	// 1 global entry + 4 per-source entries (sources refused by the global
+	// level never got one).
+	if n := cs[maps.CounterNewSource].Packets; n != 5 {
+		t.Errorf("%d state entries created, want 5", n)
+	}
+}
+
+func repeatRun(t *testing.T, l *maps.Limiter, pkt []byte, n int) []uint32 {
+	var v []uint32
+	for i := 0; i < n; i++ {
+		v = append(v, run(t, l, pkt, t0))
+	}
+	return v
+}
+
+func TestDropRingSamples(t *testing.T) {
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, SampleOneIn: 1}, `
+rules:
+  - name: r
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
+deny: [198.51.100.0/24]
+`)
+	_, _, cursor, err := l.DropRing(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeatRun(t, l, udp4("192.0.2.7").bytes(t), 4)  // 1 pass, 3 drops
+	repeatRun(t, l, udp6("2001:db8::7").bytes(t), 3) // 1 pass, 2 drops
+	repeatRun(t, l, udp4("198.51.100.9").bytes(t), 2)
+	samples, written, _, err := l.DropRing(cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySource := map[string]int{}
+	for _, s := range samples {
+		bySource[s.Source.String()]++
+		if s.Deny != (s.Source.String() == "198.51.100.9") {
+			t.Errorf("sample %+v: deny flag wrong", s)
+		}
+	}
+	if written != 7 || bySource["192.0.2.7"] != 3 || bySource["2001:db8::7"] != 2 || bySource["198.51.100.9"] != 2 {
+		t.Errorf("written %d, samples by source %v", written, bySource)
+	}
+	names, err := l.SlotNames()
+	if err != nil || names[samples[0].Slot] != "r" {
+		t.Errorf("slot names %v (%v)", names, err)
+	}
+}
+
+// The benchmark rotation makes every re-run of one buffer a new source.
+func TestBenchRotation(t *testing.T) {
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, BenchRotate: 1 << 10, BenchBase: netip.MustParseAddr("10.0.0.0")}, `
+rules:
+  - name: r
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
+`)
+	if _, err := l.Program().Run(&ebpf.RunOptions{Data: udp4("10.0.0.0").bytes(t), Repeat: 1 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := l.Counters()
+	stats, _ := l.RuleStats()
+	if n := cs[maps.CounterNewSource].Packets; n != 1<<10 || stats[0].Verdicts[maps.VerdictPass].Packets != 1<<10 {
+		t.Errorf("%d new sources and %d passes over 1024 runs, want 1024 each (a full-period walk)", n, stats[0].Verdicts[maps.VerdictPass].Packets)
+	}
 }

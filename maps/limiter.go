@@ -1,6 +1,7 @@
 package maps
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -22,6 +23,14 @@ type Options struct {
 	// Pinned maps to reuse instead of creating new ones (adopting the
 	// state of a running limiter), by map name.
 	Pinned map[string]*ebpf.Map
+	// SampleOneIn samples one in this many dropped packets for top (a
+	// power of two; 0 means 64).
+	SampleOneIn uint32
+	// BenchRotate (benchmarks only) makes the program rewrite the IPv4
+	// source of each test-run buffer to the next of BenchRotate addresses
+	// from BenchBase (a power of two; 0 = off).
+	BenchRotate uint32
+	BenchBase   netip.Addr
 }
 
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
@@ -39,7 +48,7 @@ var MapNames = []string{
 	gen.XdplimitMapXdplNames, gen.XdplimitMapXdplProto, gen.XdplimitMapXdplRules,
 	gen.XdplimitMapXdplSources, gen.XdplimitMapXdplSport, gen.XdplimitMapXdplSrc4,
 	gen.XdplimitMapXdplSrc6, gen.XdplimitMapXdplStats, gen.XdplimitMapXdplTcpf,
-	gen.XdplimitMapXdplVlan,
+	gen.XdplimitMapXdplVlan, gen.XdplimitMapXdplDrops,
 }
 
 // SourcesMap is the name of the state table.
@@ -70,8 +79,8 @@ func Load(opts Options) (*Limiter, error) {
 			spec.Maps[SourcesMap].MaxEntries = info.MaxEntries
 		}
 	}
-	if err := spec.Variables["xdpl_clock_mode"].Set(uint32(opts.Clock)); err != nil {
-		return nil, fmt.Errorf("setting the clock: %w", err)
+	if err := setConstants(spec, opts); err != nil {
+		return nil, err
 	}
 	l := &Limiter{clock: opts.Clock, tickNs: CoarseTick()}
 	err = spec.LoadAndAssign(&l.objs, &ebpf.CollectionOptions{MapReplacements: opts.Pinned})
@@ -106,6 +115,32 @@ func Load(opts Options) (*Limiter, error) {
 	return l, nil
 }
 
+func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
+	sample := opts.SampleOneIn
+	if sample == 0 {
+		sample = 64
+	}
+	if sample&(sample-1) != 0 || opts.BenchRotate&(opts.BenchRotate-1) != 0 {
+		return fmt.Errorf("sample rate 1/%d and bench rotation %d must be powers of two", sample, opts.BenchRotate)
+	}
+	var base uint32
+	if opts.BenchBase.Is4() {
+		b := opts.BenchBase.As4()
+		base = binary.NativeEndian.Uint32(b[:])
+	}
+	for name, v := range map[string]uint32{
+		"xdpl_clock_mode":   uint32(opts.Clock),
+		"xdpl_sample_mask":  sample - 1,
+		"xdpl_bench_rotate": opts.BenchRotate,
+		"xdpl_bench_base":   base,
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // Program is the XDP program.
 func (l *Limiter) Program() *ebpf.Program { return l.objs.XdplMain }
 
@@ -125,7 +160,7 @@ func (l *Limiter) Map(name string) *ebpf.Map {
 		gen.XdplimitMapXdplSources: m.XdplSources, gen.XdplimitMapXdplSport: m.XdplSport,
 		gen.XdplimitMapXdplSrc4: m.XdplSrc4, gen.XdplimitMapXdplSrc6: m.XdplSrc6,
 		gen.XdplimitMapXdplStats: m.XdplStats, gen.XdplimitMapXdplTcpf: m.XdplTcpf,
-		gen.XdplimitMapXdplVlan: m.XdplVlan,
+		gen.XdplimitMapXdplVlan: m.XdplVlan, gen.XdplimitMapXdplDrops: m.XdplDrops,
 	}[name]
 }
 
@@ -330,9 +365,14 @@ func (l *Limiter) Apply(img *Image) error {
 				lv.Mask4 = prefixMask4(ls.V4Prefix)
 				lv.Mask6 = prefixMask6(ls.V6Prefix)
 			}
-			if had && k < len(o.levels) && sameLimit(o.levels[k], *lv) {
-				lv.StateId = o.levels[k].StateId
-			} else {
+			lv.Origin = uint8(ls.Origin)
+			lv.StateId = 0
+			for _, ol := range o.levels {
+				if had && ol.Origin == lv.Origin && sameLimit(ol, *lv) {
+					lv.StateId = ol.StateId
+				}
+			}
+			if lv.StateId == 0 {
 				lv.StateId = meta.NextStateId
 				meta.NextStateId++
 			}
@@ -581,4 +621,77 @@ func OpenPinned(pinned map[string]*ebpf.Map) (*Limiter, error) {
 	}
 	l.clock = Clock(meta.ClockMode)
 	return l, nil
+}
+
+// DropSample is one sampled dropped packet.
+type DropSample struct {
+	Source  netip.Addr
+	Verdict Verdict
+	// Slot is the counter slot of the rule that dropped it; Deny marks the
+	// deny list.
+	Slot  uint32
+	Deny  bool
+	Bytes uint32
+}
+
+// DropRing reads the per-CPU rings of sampled drops. cursor is what the
+// previous call returned (nil the first time); samples are those written
+// since, at most the ring's size per CPU, with the number of samples each
+// CPU wrote in the interval (more than returned when a ring wrapped).
+func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint64, next []uint64, err error) {
+	var rings []gen.XdplimitXdplDropRing
+	if err := l.objs.XdplDrops.Lookup(uint32(0), &rings); err != nil {
+		return nil, 0, nil, err
+	}
+	const size = uint64(gen.XdplimitXdplConstXDPL_DROP_RING)
+	next = make([]uint64, len(rings))
+	for cpu, r := range rings {
+		next[cpu] = r.Written
+		var from uint64
+		if cpu < len(cursor) {
+			from = cursor[cpu]
+		}
+		if r.Written < from { // the maps were recreated
+			from = 0
+		}
+		written += r.Written - from
+		if r.Written-from > size {
+			from = r.Written - size
+		}
+		for i := from; i < r.Written; i++ {
+			s := r.S[i%size]
+			d := DropSample{Verdict: Verdict(s.Verdict), Slot: uint32(s.Slot), Bytes: s.Len,
+				Deny: uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_DENY)}
+			var b [16]byte
+			for k, w := range s.Addr {
+				binary.NativeEndian.PutUint32(b[k*4:], w)
+			}
+			if s.Family == 4 {
+				d.Source = netip.AddrFrom4([4]byte(b[:4]))
+			} else {
+				d.Source = netip.AddrFrom16(b)
+			}
+			samples = append(samples, d)
+		}
+	}
+	return samples, written, next, nil
+}
+
+// SlotNames maps counter slots to the names of the rules in force.
+func (l *Limiter) SlotNames() (map[uint32]string, error) {
+	g, ctl, err := l.active()
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint32]string{}
+	for i := 0; i < int(ctl.Gen[g].Nrules) && i < MaxRules; i++ {
+		r, err := l.rule(g, i)
+		if err != nil {
+			return nil, err
+		}
+		if out[r.CounterSlot], err = l.name(r.CounterSlot); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/netip"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -14,11 +16,73 @@ import (
 	"github.com/xdplimit/xdplimit/maps"
 )
 
-// TopSourcesUnavailable is what `xdplimit top` prints in place of the top
-// dropped sources until the datapath samples dropped packets: finding them
-// by walking the source table every second is exactly what top must not do.
-const TopSourcesUnavailable = "top dropped sources: unavailable: the datapath does not sample dropped sources yet " +
-	"(per-source rates need that sampler; walking the state table each second is not an option)"
+// SourceRate is a source's estimated drop rate from the sampled drops.
+type SourceRate struct {
+	Source      netip.Addr
+	Rule        string // the rule that dropped most of its samples, or _deny
+	DropsPerSec float64
+	Samples     int
+}
+
+// TopSources estimates the k sources dropped most, from the drops the
+// datapath sampled in an interval: each sample stands for totalDrops /
+// len(samples) drops, whatever the sampling rate and however often a ring
+// wrapped. Finding them by walking the state table each second is what top
+// must not do.
+func TopSources(samples []maps.DropSample, names map[uint32]string, totalDrops uint64, dt time.Duration, k int) []SourceRate {
+	if len(samples) == 0 || dt <= 0 {
+		return nil
+	}
+	weight := float64(totalDrops) / float64(len(samples)) / dt.Seconds()
+	type agg struct {
+		n     int
+		rules map[string]int
+	}
+	by := map[netip.Addr]*agg{}
+	for _, s := range samples {
+		a := by[s.Source]
+		if a == nil {
+			a = &agg{rules: map[string]int{}}
+			by[s.Source] = a
+		}
+		a.n++
+		rule := names[s.Slot]
+		if s.Deny {
+			rule = "_deny"
+		}
+		a.rules[rule]++
+	}
+	out := make([]SourceRate, 0, len(by))
+	for src, a := range by {
+		best, bestN := "", 0
+		for r, n := range a.rules {
+			if n > bestN || (n == bestN && r < best) {
+				best, bestN = r, n
+			}
+		}
+		out = append(out, SourceRate{Source: src, Rule: best, DropsPerSec: float64(a.n) * weight, Samples: a.n})
+	}
+	slices.SortFunc(out, func(a, b SourceRate) int {
+		if a.Samples != b.Samples {
+			return b.Samples - a.Samples
+		}
+		return a.Source.Compare(b.Source)
+	})
+	if len(out) > k {
+		out = out[:k]
+	}
+	return out
+}
+
+// TotalDrops is the number of dropped and shadow-dropped packets between
+// two snapshots, over every rule and the deny list: what samples stand for.
+func TotalDrops(prev, cur Snapshot) uint64 {
+	var n float64
+	for _, r := range Rates(prev, cur) {
+		n += (r.Rates[maps.VerdictDrop].Packets + r.Rates[maps.VerdictShadow].Packets) * cur.Time.Sub(prev.Time).Seconds()
+	}
+	return uint64(math.Round(n))
+}
 
 // Rate is a counter's change per second.
 type Rate struct{ Packets, Bytes float64 }
@@ -71,7 +135,7 @@ func Rates(prev, cur Snapshot) []RuleRates {
 // WriteTop writes one frame of `xdplimit top`: per-rule pass, drop and
 // shadow-drop rates between prev and cur, totals, and the state table's
 // pressure. Plain text, no escape sequences.
-func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID) error {
+func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID, sources []SourceRate) error {
 	bw := bufio.NewWriter(w)
 	dt := cur.Time.Sub(prev.Time)
 	m := cur.Meta
@@ -117,7 +181,19 @@ func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID) error {
 	fmt.Fprintf(bw, "\nstate table: ~%s of %s entries (%.1f%%), inserts %s, evictions ~%s/s, insert failures %s, contended %s\n",
 		si(float64(cur.TrackedSources())), si(float64(cur.Capacity)), fill, per(maps.CounterNewSource),
 		si(perSecond(prev.Evictions(), cur.Evictions(), dt)), per(maps.CounterInsertFail), per(maps.CounterCASExhausted))
-	fmt.Fprintf(bw, "%s\n", TopSourcesUnavailable)
+	fmt.Fprintf(bw, "\ntop dropped sources (estimated from sampled drops):\n")
+	if len(sources) == 0 {
+		fmt.Fprintf(bw, "  none dropped in this interval\n")
+		return bw.Flush()
+	}
+	tw = tabwriter.NewWriter(bw, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "SOURCE\tRULE\tDROP/s\tSAMPLES\t")
+	for _, s := range sources {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t\n", s.Source, s.Rule, si(s.DropsPerSec), s.Samples)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	return bw.Flush()
 }
 

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
@@ -65,7 +66,13 @@ func TestRates(t *testing.T) {
 	}
 
 	var out strings.Builder
-	if err := metrics.WriteTop(&out, prev, cur, 42); err != nil {
+	srcs := metrics.TopSources([]maps.DropSample{
+		{Source: netip.MustParseAddr("192.0.2.1"), Slot: 3},
+		{Source: netip.MustParseAddr("192.0.2.1"), Slot: 3},
+		{Source: netip.MustParseAddr("192.0.2.1"), Slot: 3},
+		{Source: netip.MustParseAddr("198.51.100.9"), Deny: true, Slot: 0xffff},
+	}, map[uint32]string{3: "dns"}, metrics.TotalDrops(prev, cur), 2*time.Second, 10)
+	if err := metrics.WriteTop(&out, prev, cur, 42, srcs); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -77,7 +84,9 @@ func TestRates(t *testing.T) {
 		`(?m)^ +_allow +0 +0 +0 +0 +0 +- +0 +0 +0$`,
 		`(?m)^ +total +108 +3\.00k `,
 		`state table: ~1\.00k of 1\.00k entries \(100\.0%\), inserts 200/s, evictions ~150/s`,
-		regexp.QuoteMeta(metrics.TopSourcesUnavailable),
+		// 7000 drops over 2 s, 4 samples: each stands for 875/s.
+		`(?m)^ +192\.0\.2\.1 +dns +2\.62k +3$`,
+		`(?m)^ +198\.51\.100\.9 +_deny +875 +1$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			t.Errorf("output does not match %s", re)

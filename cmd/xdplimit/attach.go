@@ -129,12 +129,10 @@ func attach(_ context.Context, iface string, f attachFlags, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	how := "attached"
-	if a.Adopted {
-		how = "adopted the running limiter"
-	}
-	log.Info(how, "interface", iface, "mode", a.Mode, "policy", path, "rules", len(p.Image.Rules),
-		"clock", a.Limiter.Clock(), "max_sources", a.Limiter.SourcesCapacity())
+	// adopted=true: took over the pinned limiter of an earlier attach,
+	// its counters and buckets, without an enforcement gap.
+	log.Info("attached", "interface", iface, "mode", a.Mode, "adopted", a.Adopted, "policy", path,
+		"rules", len(p.Image.Rules), "clock", a.Limiter.Clock(), "max_sources", a.Limiter.SourcesCapacity())
 	return a, nil
 }
 

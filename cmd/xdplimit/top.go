@@ -48,6 +48,9 @@ On a terminal the view is redrawn in place (ANSI clear); otherwise, and with
 	return cmd
 }
 
+// topSources is how many dropped sources top lists.
+const topSources = 10
+
 func runTop(ctx context.Context, w io.Writer, iface string, interval time.Duration, once, clear bool) error {
 	s, err := loader.Open(iface)
 	if err != nil {
@@ -55,6 +58,10 @@ func runTop(ctx context.Context, w io.Writer, iface string, interval time.Durati
 	}
 	defer s.Close()
 	prev, err := metrics.Read(iface, s.Limiter)
+	if err != nil {
+		return err
+	}
+	_, _, cursor, err := s.Limiter.DropRing(nil)
 	if err != nil {
 		return err
 	}
@@ -75,7 +82,17 @@ func runTop(ctx context.Context, w io.Writer, iface string, interval time.Durati
 		if clear {
 			frame.WriteString("\x1b[H\x1b[2J") // home, clear screen
 		}
-		if err := metrics.WriteTop(&frame, prev, cur, s.ProgramID); err != nil {
+		samples, _, next, err := s.Limiter.DropRing(cursor)
+		if err != nil {
+			return err
+		}
+		cursor = next
+		names, err := s.Limiter.SlotNames()
+		if err != nil {
+			return err
+		}
+		top := metrics.TopSources(samples, names, metrics.TotalDrops(prev, cur), cur.Time.Sub(prev.Time), topSources)
+		if err := metrics.WriteTop(&frame, prev, cur, s.ProgramID, top); err != nil {
 			return err
 		}
 		if !clear && !once {

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"debug/elf"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// testBinary is one test executable to run inside the VM.
+type testBinary struct {
+	Name string // base name, used in /tests/ and in the sentinel lines
+	Path string // on the host
+	// PkgDir, if set, is the package's source directory on the host. Its
+	// testdata/ goes into the VM and the binary runs from there, as under go
+	// test, which runs test binaries in the package directory.
+	PkgDir string
+}
+
+// initramfsSpec is everything that goes into the test initramfs.
+type initramfsSpec struct {
+	Busybox     string   // host path of a static busybox
+	Applets     []string // busybox --list-full: paths to link to it
+	Release     string   // kernel release, for /lib/modules/<release>
+	Modules     []string // host paths, in insmod order
+	Tests       []testBinary
+	TestArgs    []string // appended to every test binary's arguments
+	TestTimeout time.Duration
+	Env         []string // KEY=VALUE, exported to the tests
+	Marker      string   // sentinel prefix, unique per run
+}
+
+// validName keeps test names safe to embed unquoted in the init script and to
+// parse back out of sentinel lines.
+var validName = regexp.MustCompile(`^[A-Za-z0-9._+-]+$`)
+
+// checkStaticBinary rejects what cannot run in the initramfs: there is no
+// dynamic loader or libc in it, so a cgo-linked test binary would die with a
+// confusing "not found" from the shell.
+func checkStaticBinary(p string) error {
+	f, err := elf.Open(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_X86_64 {
+		return fmt.Errorf("%s: built for %v, the VM is x86-64", p, f.Machine)
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return fmt.Errorf("%s: not an executable (%v)", p, f.Type)
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s: dynamically linked, the VM has no libc: build it with CGO_ENABLED=0", p)
+		}
+	}
+	return nil
+}
+
+// findBusybox returns the host's static busybox and the paths of its applets.
+func findBusybox() (string, []string, error) {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		return "", nil, fmt.Errorf("busybox not found (Debian package busybox-static): %w", err)
+	}
+	if err := checkStaticBinary(bb); err != nil {
+		return "", nil, fmt.Errorf("%w (install busybox-static, not busybox)", err)
+	}
+	out, err := exec.Command(bb, "--list-full").Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("busybox --list-full: %w", err)
+	}
+	return bb, strings.Fields(string(out)), nil
+}
+
+// writeBase adds what every initramfs here needs: busybox with a link per
+// applet, created in the archive because "busybox --install" needs /proc,
+// and /dev/console, which the kernel opens for init's stdio before init runs.
+func writeBase(c *cpioWriter, busybox string, applets []string) error {
+	for _, d := range []string{"dev", "proc", "sys", "tmp", "root", "run", "etc"} {
+		if err := c.mkdirAll(d); err != nil {
+			return err
+		}
+	}
+	if err := c.charDev("dev/console", 0o600, 5, 1); err != nil {
+		return err
+	}
+	if err := c.charDev("dev/null", 0o666, 1, 3); err != nil {
+		return err
+	}
+	if err := c.hostFile("bin/busybox", 0o755, busybox); err != nil {
+		return err
+	}
+	seen := map[string]bool{"bin/busybox": true}
+	for _, a := range applets {
+		a = strings.Trim(path.Clean(a), "/")
+		if seen[a] || a == "." {
+			continue
+		}
+		seen[a] = true
+		if err := c.symlink(a, "/bin/busybox"); err != nil {
+			return err
+		}
+	}
+	// Go's net and os/user packages read these; tests that resolve
+	// "localhost" or look up uid 0 should not fail for want of them.
+	etc := map[string]string{
+		"etc/hosts":  "127.0.0.1 localhost\n::1 localhost\n",
+		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
+		"etc/group":  "root:x:0:\n",
+	}
+	for _, name := range []string{"etc/hosts", "etc/passwd", "etc/group"} {
+		if err := c.bytesFile(name, 0o644, []byte(etc[name])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeGzipCPIO creates file dst holding a gzip-compressed newc archive whose
+// entries fill writes.
+func writeGzipCPIO(dst string, fill func(*cpioWriter) error) error {
+	f, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// BestSpeed: the archive is rebuilt on every run and is mostly Go test
+	// binaries; higher levels save little and cost seconds per run (measured
+	// in the report), and the emulated kernel decompresses both alike.
+	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(zw, 1<<20)
+	c := newCPIOWriter(bw)
+	if err := fill(c); err != nil {
+		return err
+	}
+	if err := c.close(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// buildTestInitramfs writes the initramfs that runs the tests.
+func buildTestInitramfs(dst string, s initramfsSpec) error {
+	return writeGzipCPIO(dst, func(c *cpioWriter) error {
+		if err := writeBase(c, s.Busybox, s.Applets); err != nil {
+			return err
+		}
+		for _, m := range s.Modules {
+			if err := c.hostFile(path.Join("lib/modules", s.Release, filepath.Base(m)), 0o644, m); err != nil {
+				return err
+			}
+		}
+		for _, t := range s.Tests {
+			if err := c.hostFile("tests/"+t.Name, 0o755, t.Path); err != nil {
+				return err
+			}
+			if t.PkgDir != "" {
+				if err := addTestdata(c, t); err != nil {
+					return err
+				}
+			}
+		}
+		return c.bytesFile("init", 0o755, []byte(initScript(s)))
+	})
+}
+
+// addTestdata copies <PkgDir>/testdata into the package's working directory
+// in the VM, /tests/<name>.d. Symbolic links are followed: the link targets
+// may lie outside testdata and would dangle in the VM.
+func addTestdata(c *cpioWriter, t testBinary) error {
+	workDir := "tests/" + t.Name + ".d"
+	if err := c.mkdirAll(workDir); err != nil {
+		return err
+	}
+	root := filepath.Join(t.PkgDir, "testdata")
+	if _, err := os.Stat(root); os.IsNotExist(err) {
+		return nil
+	}
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(t.PkgDir, p)
+		if err != nil {
+			return err
+		}
+		dst := path.Join(workDir, filepath.ToSlash(rel))
+		st, err := os.Stat(p) // follows symlinks
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.IsDir():
+			if d.Type()&fs.ModeSymlink != 0 {
+				return fmt.Errorf("%s: symlinked directories in testdata are not supported", p)
+			}
+			return c.mkdirAll(dst)
+		case st.Mode().IsRegular():
+			return c.hostFile(dst, uint32(st.Mode().Perm()), p)
+		default:
+			return fmt.Errorf("%s: only files and directories can go into the VM", p)
+		}
+	})
+}
+
+// buildProbeInitramfs writes the initramfs of the KVM probe: an init that only
+// prints the marker and powers off, so a boot that reaches userspace at all
+// is told apart from one that hangs.
+func buildProbeInitramfs(dst, busybox string, applets []string, marker string) error {
+	return writeGzipCPIO(dst, func(c *cpioWriter) error {
+		if err := writeBase(c, busybox, applets); err != nil {
+			return err
+		}
+		script := "#!/bin/sh\necho " + shQuote(marker+" PROBE-OK") + "\npoweroff -f\n"
+		return c.bytesFile("init", 0o755, []byte(script))
+	})
+}
+
+// shQuote quotes s for a POSIX shell.
+func shQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// initScript is PID 1 of the test VM. Every state the runner acts on is
+// reported as a sentinel line (marker + keyword); the runner trusts nothing
+// else, so a VM that dies half way is a failure, never a silent pass.
+func initScript(s initramfsSpec) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	w("#!/bin/sh")
+	w("# PID 1 of the xdplimit test VM, generated by test/vm/qemu for one run.")
+	w("export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root TMPDIR=/tmp")
+	w("M=%s", shQuote(s.Marker))
+	w("setup_failed=0")
+	w("# A failed setup step fails the whole run even when the tests then pass:")
+	w("# they would have run in a different environment than the one asked for.")
+	w(`must() { "$@" || { echo "$M SETUP-FAIL $*"; setup_failed=1; }; }`)
+	w("must mount -t proc proc /proc")
+	w("must mount -t sysfs sysfs /sys")
+	w("must mount -t devtmpfs devtmpfs /dev")
+	w("mkdir -p /dev/pts /dev/shm")
+	w("must mount -t devpts devpts /dev/pts")
+	w("must mount -t tmpfs -o mode=1777 tmpfs /dev/shm")
+	w("must mount -t tmpfs -o mode=1777 tmpfs /tmp")
+	w("must mount -t bpf -o mode=700 bpf /sys/fs/bpf")
+	w("must mount -t tracefs tracefs /sys/kernel/tracing")
+	w("must mount -t debugfs debugfs /sys/kernel/debug")
+	w("must mount -t cgroup2 cgroup2 /sys/fs/cgroup")
+	w("must ip link set lo up")
+	for _, m := range s.Modules {
+		w("must insmod %s", shQuote(path.Join("/lib/modules", s.Release, filepath.Base(m))))
+	}
+	w(`echo "$M BOOT uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r)"`)
+	// CI=true makes the project's tests fail instead of skipping when a
+	// prerequisite (bpffs, veth, root) is missing: in the VM it never should be.
+	env := append([]string{"CI=true", "XDPLIMIT_IN_VM=1", "XDPLIMIT_VM_KERNEL=" + s.Release}, s.Env...)
+	for _, kv := range env {
+		w("export %s", shQuote(kv))
+	}
+	w("failed=0")
+	w(`run() {`)
+	w(`	name=$1; shift`)
+	w(`	dir=/tests/$name.d`)
+	w(`	[ -d "$dir" ] || { dir=/tmp/run/$name; mkdir -p "$dir"; }`)
+	w(`	cd "$dir"`)
+	w(`	echo "$M START name=$name"`)
+	w(`	"$@" </dev/null`)
+	w(`	rc=$?`)
+	w(`	cd /`)
+	w(`	echo "$M RESULT name=$name exit=$rc"`)
+	w(`	[ "$rc" -eq 0 ] || failed=$((failed + 1))`)
+	w(`}`)
+	for _, t := range s.Tests {
+		args := []string{"/tests/" + t.Name, "-test.v", "-test.timeout", s.TestTimeout.String()}
+		args = append(args, s.TestArgs...)
+		for i := range args {
+			args[i] = shQuote(args[i])
+		}
+		w("run %s %s", t.Name, strings.Join(args, " "))
+	}
+	w(`echo "$M DONE total=%d failed=$failed setup_failed=$setup_failed"`, len(s.Tests))
+	w("sync")
+	// If poweroff fails, init exits and the kernel panics; panic=-1 and qemu's
+	// -no-reboot turn that into a qemu exit as well.
+	w("poweroff -f")
+	return b.String()
+}
