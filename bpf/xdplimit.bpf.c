@@ -25,6 +25,7 @@ const enum xdpl_const *xdpl_unused_const __attribute__((unused));
 const struct xdpl_name *xdpl_unused_name __attribute__((unused));
 const struct xdpl_metadata *xdpl_unused_meta __attribute__((unused));
 const struct xdpl_drop_ring *xdpl_unused_ring __attribute__((unused));
+const struct xdpl_decision *xdpl_unused_decision __attribute__((unused));
 
 static __always_inline void xdpl_count(__u32 idx, __u64 bytes)
 {
@@ -45,6 +46,9 @@ volatile const __u32 xdpl_bench_rotate = 0;
 volatile const __be32 xdpl_bench_base = 0;
 /* Sample one in (mask + 1) dropped packets into xdpl_drops for top. */
 volatile const __u32 xdpl_sample_mask = 63;
+/* Record every packet's decision in xdpl_decision (pcap replay). */
+volatile const __u32 xdpl_record = 0;
+
 
 static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 {
@@ -97,6 +101,34 @@ static __always_inline void xdpl_key_of(struct xdpl_level *l, struct xdpl_pkt *p
 	}
 	if (l->key_kind == XDPL_KEY_SRC_DPORT && p->ports == XDPL_PORTS_OK)
 		k->port = p->dport;
+}
+
+static __always_inline void xdpl_decided(__u32 why, __u32 verdict, struct xdpl_rule *r, int idx,
+					 int refused, struct xdpl_pkt *p)
+{
+	if (!xdpl_record)
+		return;
+	__u32 zero = 0;
+	struct xdpl_decision *d = bpf_map_lookup_elem(&xdpl_last, &zero);
+
+	if (!d)
+		return;
+	d->why = why;
+	d->verdict = verdict;
+	d->rule = idx;
+	d->level = -1;
+	__builtin_memset(&d->key, 0, sizeof(d->key));
+	if (!r)
+		return;
+	int li = refused >= 0 ? refused : 0;
+
+	if (li < XDPL_MAX_LEVELS) {
+		struct xdpl_level *l = &r->levels[li];
+
+		xdpl_key_of(l, p, &d->key);
+		if (refused >= 0)
+			d->level = l->origin;
+	}
 }
 
 /* Creates the empty state entry of a level (which every algorithm reads as
@@ -183,10 +215,12 @@ int xdpl_main(struct xdp_md *ctx)
 
 	if (pr == XDPL_PARSE_NOT_IP) {
 		xdpl_count(XDPL_C_NON_IP, p.len);
+		xdpl_decided(XDPL_WHY_NON_IP, XDPL_V_PASS, NULL, -1, -1, &p);
 		return XDP_PASS;
 	}
 	if (pr != XDPL_PARSE_OK) {
 		xdpl_count(XDPL_C_MALFORMED, p.len);
+		xdpl_decided(XDPL_WHY_MALFORMED, XDPL_V_PASS, NULL, -1, -1, &p);
 		return XDP_PASS;
 	}
 
@@ -204,16 +238,19 @@ int xdpl_main(struct xdp_md *ctx)
 
 		if (acl == XDPL_ACL_ALLOW) {
 			xdpl_count(XDPL_C_ALLOW, p.len);
+			xdpl_decided(XDPL_WHY_ALLOW, XDPL_V_PASS, NULL, -1, -1, &p);
 			return XDP_PASS;
 		}
 		if (acl == XDPL_ACL_DENY) {
 			if (gflags & XDPL_GF_SHADOW) {
 				xdpl_count(XDPL_C_DENY_SHADOW, p.len);
 				xdpl_sample(&p, XDPL_V_SHADOW, XDPL_SAMPLE_DENY);
+				xdpl_decided(XDPL_WHY_DENY, XDPL_V_SHADOW, NULL, -1, -1, &p);
 				return XDP_PASS;
 			}
 			xdpl_count(XDPL_C_DENY, p.len);
 			xdpl_sample(&p, XDPL_V_DROP, XDPL_SAMPLE_DENY);
+			xdpl_decided(XDPL_WHY_DENY, XDPL_V_DROP, NULL, -1, -1, &p);
 			return XDP_DROP;
 		}
 	}
@@ -222,6 +259,7 @@ int xdpl_main(struct xdp_md *ctx)
 
 	if (idx < 0) {
 		xdpl_count(XDPL_C_UNMATCHED, p.len);
+		xdpl_decided(XDPL_WHY_UNMATCHED, XDPL_V_PASS, NULL, -1, -1, &p);
 		return XDP_PASS;
 	}
 	__u32 rk = gen * XDPL_MAX_RULES + idx;
@@ -250,5 +288,6 @@ int xdpl_main(struct xdp_md *ctx)
 	}
 	if (verdict != XDPL_V_PASS)
 		xdpl_sample(&p, verdict, slot);
+	xdpl_decided(XDPL_WHY_RULE, verdict, r, idx, refused, &p);
 	return verdict == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
 }

@@ -103,6 +103,14 @@ enum xdpl_const {
 	/* Sampled drops for top: a per-CPU ring. */
 	XDPL_DROP_RING = 256,
 	XDPL_SAMPLE_DENY = 0xffff, /* slot of samples from the deny list */
+
+	/* What decided a packet (replay --explain). */
+	XDPL_WHY_NON_IP = 1,
+	XDPL_WHY_MALFORMED = 2,
+	XDPL_WHY_ALLOW = 3,
+	XDPL_WHY_DENY = 4,
+	XDPL_WHY_UNMATCHED = 5,
+	XDPL_WHY_RULE = 6,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

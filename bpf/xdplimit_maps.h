@@ -108,6 +108,13 @@ struct {
 	__type(value, struct xdpl_drop_ring);
 } xdpl_drops SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_decision);
+} xdpl_last SEC(".maps");
+
 /* Injected time (XDPL_CLOCK_MAP), in ns. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -96,6 +96,16 @@ struct xdpl_rule_stats {
 	__u64 level_drops[XDPL_MAX_LEVELS]; /* by origin: the level in policy order */
 };
 
+/* The last packet's decision, recorded only when xdpl_record is set (pcap
+ * replay under BPF_PROG_TEST_RUN). */
+struct xdpl_decision {
+	__u32 why;     /* XDPL_WHY_* */
+	__u32 verdict; /* XDPL_V_* */
+	__s32 rule;    /* rule index in the policy, or -1 */
+	__s32 level;   /* refusing level (policy order), or -1 */
+	struct xdpl_key key; /* the refusing level's key, or the first level's */
+};
+
 /* A sampled dropped packet, for `xdplimit top`. */
 struct xdpl_drop_sample {
 	__be32 addr[4];

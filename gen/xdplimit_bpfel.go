@@ -83,6 +83,12 @@ const (
 	XdplimitXdplConstXDPL_MAX_IPV6EXT        XdplimitXdplConst = 6
 	XdplimitXdplConstXDPL_DROP_RING          XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_SAMPLE_DENY        XdplimitXdplConst = 65535
+	XdplimitXdplConstXDPL_WHY_NON_IP         XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_WHY_MALFORMED      XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_WHY_ALLOW          XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_WHY_DENY           XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_WHY_UNMATCHED      XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_WHY_RULE           XdplimitXdplConst = 6
 )
 
 type XdplimitXdplControl struct {
@@ -96,6 +102,15 @@ type XdplimitXdplCounter struct {
 	_       structs.HostLayout
 	Packets uint64
 	Bytes   uint64
+}
+
+type XdplimitXdplDecision struct {
+	_       structs.HostLayout
+	Why     uint32
+	Verdict uint32
+	Rule    int32
+	Level   int32
+	Key     XdplimitXdplKey
 }
 
 type XdplimitXdplDropRing struct {
@@ -205,35 +220,38 @@ type XdplimitXdplState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	XdplimitMapXdplAcl4        = "xdpl_acl4"
-	XdplimitMapXdplAcl6        = "xdpl_acl6"
-	XdplimitMapXdplClock       = "xdpl_clock"
-	XdplimitMapXdplCounters    = "xdpl_counters"
-	XdplimitMapXdplCtl         = "xdpl_ctl"
-	XdplimitMapXdplDport       = "xdpl_dport"
-	XdplimitMapXdplDrops       = "xdpl_drops"
-	XdplimitMapXdplDst4        = "xdpl_dst4"
-	XdplimitMapXdplDst6        = "xdpl_dst6"
-	XdplimitMapXdplMeta        = "xdpl_meta"
-	XdplimitMapXdplNames       = "xdpl_names"
-	XdplimitMapXdplProto       = "xdpl_proto"
-	XdplimitMapXdplRules       = "xdpl_rules"
-	XdplimitMapXdplSources     = "xdpl_sources"
-	XdplimitMapXdplSport       = "xdpl_sport"
-	XdplimitMapXdplSrc4        = "xdpl_src4"
-	XdplimitMapXdplSrc6        = "xdpl_src6"
-	XdplimitMapXdplStats       = "xdpl_stats"
-	XdplimitMapXdplTcpf        = "xdpl_tcpf"
-	XdplimitMapXdplVlan        = "xdpl_vlan"
-	XdplimitProgXdplMain       = "xdpl_main"
-	XdplimitVarXdplBenchBase   = "xdpl_bench_base"
-	XdplimitVarXdplBenchRotate = "xdpl_bench_rotate"
-	XdplimitVarXdplClockMode   = "xdpl_clock_mode"
-	XdplimitVarXdplSampleMask  = "xdpl_sample_mask"
-	XdplimitVarXdplUnusedConst = "xdpl_unused_const"
-	XdplimitVarXdplUnusedMeta  = "xdpl_unused_meta"
-	XdplimitVarXdplUnusedName  = "xdpl_unused_name"
-	XdplimitVarXdplUnusedRing  = "xdpl_unused_ring"
+	XdplimitMapXdplAcl4           = "xdpl_acl4"
+	XdplimitMapXdplAcl6           = "xdpl_acl6"
+	XdplimitMapXdplClock          = "xdpl_clock"
+	XdplimitMapXdplCounters       = "xdpl_counters"
+	XdplimitMapXdplCtl            = "xdpl_ctl"
+	XdplimitMapXdplDport          = "xdpl_dport"
+	XdplimitMapXdplDrops          = "xdpl_drops"
+	XdplimitMapXdplDst4           = "xdpl_dst4"
+	XdplimitMapXdplDst6           = "xdpl_dst6"
+	XdplimitMapXdplLast           = "xdpl_last"
+	XdplimitMapXdplMeta           = "xdpl_meta"
+	XdplimitMapXdplNames          = "xdpl_names"
+	XdplimitMapXdplProto          = "xdpl_proto"
+	XdplimitMapXdplRules          = "xdpl_rules"
+	XdplimitMapXdplSources        = "xdpl_sources"
+	XdplimitMapXdplSport          = "xdpl_sport"
+	XdplimitMapXdplSrc4           = "xdpl_src4"
+	XdplimitMapXdplSrc6           = "xdpl_src6"
+	XdplimitMapXdplStats          = "xdpl_stats"
+	XdplimitMapXdplTcpf           = "xdpl_tcpf"
+	XdplimitMapXdplVlan           = "xdpl_vlan"
+	XdplimitProgXdplMain          = "xdpl_main"
+	XdplimitVarXdplBenchBase      = "xdpl_bench_base"
+	XdplimitVarXdplBenchRotate    = "xdpl_bench_rotate"
+	XdplimitVarXdplClockMode      = "xdpl_clock_mode"
+	XdplimitVarXdplRecord         = "xdpl_record"
+	XdplimitVarXdplSampleMask     = "xdpl_sample_mask"
+	XdplimitVarXdplUnusedConst    = "xdpl_unused_const"
+	XdplimitVarXdplUnusedDecision = "xdpl_unused_decision"
+	XdplimitVarXdplUnusedMeta     = "xdpl_unused_meta"
+	XdplimitVarXdplUnusedName     = "xdpl_unused_name"
+	XdplimitVarXdplUnusedRing     = "xdpl_unused_ring"
 )
 
 // LoadXdplimit returns the embedded CollectionSpec for Xdplimit.
@@ -294,6 +312,7 @@ type XdplimitMapSpecs struct {
 	XdplDrops    *ebpf.MapSpec `ebpf:"xdpl_drops"`
 	XdplDst4     *ebpf.MapSpec `ebpf:"xdpl_dst4"`
 	XdplDst6     *ebpf.MapSpec `ebpf:"xdpl_dst6"`
+	XdplLast     *ebpf.MapSpec `ebpf:"xdpl_last"`
 	XdplMeta     *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames    *ebpf.MapSpec `ebpf:"xdpl_names"`
 	XdplProto    *ebpf.MapSpec `ebpf:"xdpl_proto"`
@@ -311,14 +330,16 @@ type XdplimitMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitVariableSpecs struct {
-	XdplBenchBase   *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
-	XdplBenchRotate *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
-	XdplClockMode   *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
-	XdplSampleMask  *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
-	XdplUnusedConst *ebpf.VariableSpec `ebpf:"xdpl_unused_const"`
-	XdplUnusedMeta  *ebpf.VariableSpec `ebpf:"xdpl_unused_meta"`
-	XdplUnusedName  *ebpf.VariableSpec `ebpf:"xdpl_unused_name"`
-	XdplUnusedRing  *ebpf.VariableSpec `ebpf:"xdpl_unused_ring"`
+	XdplBenchBase      *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
+	XdplBenchRotate    *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
+	XdplClockMode      *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
+	XdplRecord         *ebpf.VariableSpec `ebpf:"xdpl_record"`
+	XdplSampleMask     *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
+	XdplUnusedConst    *ebpf.VariableSpec `ebpf:"xdpl_unused_const"`
+	XdplUnusedDecision *ebpf.VariableSpec `ebpf:"xdpl_unused_decision"`
+	XdplUnusedMeta     *ebpf.VariableSpec `ebpf:"xdpl_unused_meta"`
+	XdplUnusedName     *ebpf.VariableSpec `ebpf:"xdpl_unused_name"`
+	XdplUnusedRing     *ebpf.VariableSpec `ebpf:"xdpl_unused_ring"`
 }
 
 // XdplimitObjects contains all objects after they have been loaded into the kernel.
@@ -350,6 +371,7 @@ type XdplimitMaps struct {
 	XdplDrops    *ebpf.Map `ebpf:"xdpl_drops"`
 	XdplDst4     *ebpf.Map `ebpf:"xdpl_dst4"`
 	XdplDst6     *ebpf.Map `ebpf:"xdpl_dst6"`
+	XdplLast     *ebpf.Map `ebpf:"xdpl_last"`
 	XdplMeta     *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames    *ebpf.Map `ebpf:"xdpl_names"`
 	XdplProto    *ebpf.Map `ebpf:"xdpl_proto"`
@@ -374,6 +396,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplDrops,
 		m.XdplDst4,
 		m.XdplDst6,
+		m.XdplLast,
 		m.XdplMeta,
 		m.XdplNames,
 		m.XdplProto,
@@ -392,14 +415,16 @@ func (m *XdplimitMaps) Close() error {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitVariables struct {
-	XdplBenchBase   *ebpf.Variable `ebpf:"xdpl_bench_base"`
-	XdplBenchRotate *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
-	XdplClockMode   *ebpf.Variable `ebpf:"xdpl_clock_mode"`
-	XdplSampleMask  *ebpf.Variable `ebpf:"xdpl_sample_mask"`
-	XdplUnusedConst *ebpf.Variable `ebpf:"xdpl_unused_const"`
-	XdplUnusedMeta  *ebpf.Variable `ebpf:"xdpl_unused_meta"`
-	XdplUnusedName  *ebpf.Variable `ebpf:"xdpl_unused_name"`
-	XdplUnusedRing  *ebpf.Variable `ebpf:"xdpl_unused_ring"`
+	XdplBenchBase      *ebpf.Variable `ebpf:"xdpl_bench_base"`
+	XdplBenchRotate    *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
+	XdplClockMode      *ebpf.Variable `ebpf:"xdpl_clock_mode"`
+	XdplRecord         *ebpf.Variable `ebpf:"xdpl_record"`
+	XdplSampleMask     *ebpf.Variable `ebpf:"xdpl_sample_mask"`
+	XdplUnusedConst    *ebpf.Variable `ebpf:"xdpl_unused_const"`
+	XdplUnusedDecision *ebpf.Variable `ebpf:"xdpl_unused_decision"`
+	XdplUnusedMeta     *ebpf.Variable `ebpf:"xdpl_unused_meta"`
+	XdplUnusedName     *ebpf.Variable `ebpf:"xdpl_unused_name"`
+	XdplUnusedRing     *ebpf.Variable `ebpf:"xdpl_unused_ring"`
 }
 
 // XdplimitPrograms contains all programs after they have been loaded into the kernel.

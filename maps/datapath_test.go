@@ -720,7 +720,7 @@ deny: [198.51.100.0/24]
 	if err != nil {
 		t.Fatal(err)
 	}
-	repeatRun(t, l, udp4("192.0.2.7").bytes(t), 4)  // 1 pass, 3 drops
+	repeatRun(t, l, udp4("192.0.2.7").bytes(t), 4)   // 1 pass, 3 drops
 	repeatRun(t, l, udp6("2001:db8::7").bytes(t), 3) // 1 pass, 2 drops
 	repeatRun(t, l, udp4("198.51.100.9").bytes(t), 2)
 	samples, written, _, err := l.DropRing(cursor)
@@ -757,5 +757,40 @@ rules:
 	stats, _ := l.RuleStats()
 	if n := cs[maps.CounterNewSource].Packets; n != 1<<10 || stats[0].Verdicts[maps.VerdictPass].Packets != 1<<10 {
 		t.Errorf("%d new sources and %d passes over 1024 runs, want 1024 each (a full-period walk)", n, stats[0].Verdicts[maps.VerdictPass].Packets)
+	}
+}
+
+func TestDecisionRecord(t *testing.T) {
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, Record: true}, `
+rules:
+  - name: dns
+    match: {protocol: udp, dst_ports: [53]}
+    key: {ipv4_prefix: 24, ipv6_prefix: 64}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
+    aggregate:
+      - key: global
+        limit: {algorithm: token_bucket, rate: 1/s, burst: 100}
+deny: [198.51.100.0/24]
+`)
+	for _, c := range []struct {
+		pkt  []byte
+		want maps.Decision
+	}{
+		{udp4("192.0.2.77").bytes(t), maps.Decision{Why: maps.WhyRule, Verdict: maps.VerdictPass, Rule: 0, Level: -1}}, // admitted: the key is the first evaluated level's, the global one
+
+		{udp4("192.0.2.78").bytes(t), maps.Decision{Why: maps.WhyRule, Verdict: maps.VerdictDrop, Rule: 0, Level: 0,
+			Source: netip.MustParseAddr("192.0.2.0")}}, // same /24: its own limit refused it
+		{udp4("198.51.100.1").bytes(t), maps.Decision{Why: maps.WhyDeny, Verdict: maps.VerdictDrop, Rule: -1, Level: -1}},
+		{func() []byte { f := udp4("192.0.2.1"); f.dport = 80; return f.bytes(t) }(),
+			maps.Decision{Why: maps.WhyUnmatched, Verdict: maps.VerdictPass, Rule: -1, Level: -1}},
+	} {
+		run(t, l, c.pkt, t0)
+		got, err := l.LastDecision()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("decision %+v, want %+v", got, c.want)
+		}
 	}
 }

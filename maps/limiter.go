@@ -31,6 +31,9 @@ type Options struct {
 	// from BenchBase (a power of two; 0 = off).
 	BenchRotate uint32
 	BenchBase   netip.Addr
+	// Record makes the program record each packet's decision, read with
+	// LastDecision (pcap replay; costs a map write per packet).
+	Record bool
 }
 
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
@@ -48,7 +51,7 @@ var MapNames = []string{
 	gen.XdplimitMapXdplNames, gen.XdplimitMapXdplProto, gen.XdplimitMapXdplRules,
 	gen.XdplimitMapXdplSources, gen.XdplimitMapXdplSport, gen.XdplimitMapXdplSrc4,
 	gen.XdplimitMapXdplSrc6, gen.XdplimitMapXdplStats, gen.XdplimitMapXdplTcpf,
-	gen.XdplimitMapXdplVlan, gen.XdplimitMapXdplDrops,
+	gen.XdplimitMapXdplVlan, gen.XdplimitMapXdplDrops, gen.XdplimitMapXdplLast,
 }
 
 // SourcesMap is the name of the state table.
@@ -133,12 +136,20 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		"xdpl_sample_mask":  sample - 1,
 		"xdpl_bench_rotate": opts.BenchRotate,
 		"xdpl_bench_base":   base,
+		"xdpl_record":       b2u(opts.Record),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Program is the XDP program.
@@ -161,6 +172,7 @@ func (l *Limiter) Map(name string) *ebpf.Map {
 		gen.XdplimitMapXdplSrc4: m.XdplSrc4, gen.XdplimitMapXdplSrc6: m.XdplSrc6,
 		gen.XdplimitMapXdplStats: m.XdplStats, gen.XdplimitMapXdplTcpf: m.XdplTcpf,
 		gen.XdplimitMapXdplVlan: m.XdplVlan, gen.XdplimitMapXdplDrops: m.XdplDrops,
+		gen.XdplimitMapXdplLast: m.XdplLast,
 	}[name]
 }
 
@@ -692,6 +704,69 @@ func (l *Limiter) SlotNames() (map[uint32]string, error) {
 		if out[r.CounterSlot], err = l.name(r.CounterSlot); err != nil {
 			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// Why says what decided a packet.
+type Why uint32
+
+const (
+	WhyNonIP     = Why(gen.XdplimitXdplConstXDPL_WHY_NON_IP)
+	WhyMalformed = Why(gen.XdplimitXdplConstXDPL_WHY_MALFORMED)
+	WhyAllow     = Why(gen.XdplimitXdplConstXDPL_WHY_ALLOW)
+	WhyDeny      = Why(gen.XdplimitXdplConstXDPL_WHY_DENY)
+	WhyUnmatched = Why(gen.XdplimitXdplConstXDPL_WHY_UNMATCHED)
+	WhyRule      = Why(gen.XdplimitXdplConstXDPL_WHY_RULE)
+)
+
+func (w Why) String() string {
+	switch w {
+	case WhyNonIP:
+		return "non-IP"
+	case WhyMalformed:
+		return "malformed"
+	case WhyAllow:
+		return "allow list"
+	case WhyDeny:
+		return "deny list"
+	case WhyUnmatched:
+		return "unmatched"
+	case WhyRule:
+		return "rule"
+	}
+	return fmt.Sprintf("why(%d)", uint32(w))
+}
+
+// Decision is what the program recorded for the last packet (Options.Record).
+type Decision struct {
+	Why     Why
+	Verdict Verdict
+	Rule    int // index in the policy, -1 when no rule decided
+	Level   int // refusing level in policy order (0 = own limit), -1 if none refused
+	// Key is the state key of the refusing level (or the rule's first
+	// evaluated level when it admitted): the masked source, and the
+	// destination port for src_ip+dst_port keys; invalid for global keys.
+	Source netip.Addr // the source masked to the level's prefix
+	Port   uint16
+}
+
+// LastDecision reads the decision recorded for the last packet.
+func (l *Limiter) LastDecision() (Decision, error) {
+	var d gen.XdplimitXdplDecision
+	if err := l.objs.XdplLast.Lookup(uint32(0), &d); err != nil {
+		return Decision{}, err
+	}
+	out := Decision{Why: Why(d.Why), Verdict: Verdict(d.Verdict), Rule: int(d.Rule), Level: int(d.Level), Port: d.Key.Port}
+	var b [16]byte
+	for k, w := range d.Key.Addr {
+		binary.NativeEndian.PutUint32(b[k*4:], w)
+	}
+	switch d.Key.Family {
+	case 4:
+		out.Source = netip.AddrFrom4([4]byte(b[:4]))
+	case 6:
+		out.Source = netip.AddrFrom16(b)
 	}
 	return out, nil
 }
