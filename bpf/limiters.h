@@ -145,9 +145,15 @@ static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl
 	return -1;
 }
 
-static __always_inline int xdpl_apply(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
-				      __u64 cost, int commit)
+/* A global (non-static, not inlined) function: the verifier checks it once,
+ * on its own, instead of once per path through the rule's four levels in
+ * both phases, which with the admission sketch exceeded its 1M-instruction
+ * budget. Its pointer arguments are plain memory of the pointed-to size. */
+__attribute__((noinline)) int xdpl_apply(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
+					 __u64 cost, int commit)
 {
+	if (!s || !l)
+		return 0;
 	switch (l->algorithm) {
 	case XDPL_ALG_TOKEN_BUCKET:
 		return xdpl_token_bucket(s, l, now, cost, commit);

@@ -46,8 +46,18 @@ volatile const __u32 xdpl_bench_rotate = 0;
 volatile const __be32 xdpl_bench_base = 0;
 /* Sample one in (mask + 1) dropped packets into xdpl_drops for top. */
 volatile const __u32 xdpl_sample_mask = 63;
-/* Record every packet's decision in xdpl_decision (pcap replay). */
+/* Record every packet's decision in xdpl_last (pcap replay). */
 volatile const __u32 xdpl_record = 0;
+/* A key missing from the state table gets an entry only once this CPU's
+ * sketch has seen it this many times in the current epoch; before that its
+ * packets are admitted at that level without an entry (aggregate levels
+ * still apply). A spoofed source that sends one packet never costs an
+ * insert. An untracked key passes at most track_after - 1 packets per CPU
+ * per epoch; the control plane turns the sketch off (XDPL_LF_TRACK_FIRST)
+ * on levels whose limit is below that. 1 turns it off everywhere. */
+volatile const __u32 xdpl_track_after = 2;
+/* Random per load, so that an attacker cannot aim sources at one cell. */
+volatile const __u64 xdpl_sketch_seed = 0;
 
 
 static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
@@ -131,6 +141,52 @@ static __always_inline void xdpl_decided(__u32 why, __u32 verdict, struct xdpl_r
 	}
 }
 
+static __always_inline __u64 xdpl_mix(__u64 h)
+{
+	/* murmur3's fmix64 */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+/* Counts the key in this CPU's sketch; returns its estimated count in the
+ * current epoch, this packet included. Count-min never underestimates, so a
+ * source that really sent track_after packets is always tracked; a collision
+ * only tracks a source early. */
+static __always_inline __u32 xdpl_sketch_count(struct xdpl_key *k, __u64 now)
+{
+	__u32 zero = 0;
+	struct xdpl_sketch *sk = bpf_map_lookup_elem(&xdpl_sketch_map, &zero);
+
+	if (!sk)
+		return xdpl_track_after;
+	__u64 h = xdpl_sketch_seed ^ ((__u64)k->state_id << 32 | (__u64)k->port << 8 | k->family);
+
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		h = xdpl_mix(h ^ k->addr[i]);
+	__u32 epoch = (now >> XDPL_SKETCH_EPOCH_SHIFT) & 0xffff;
+	__u32 est = 0xffff;
+
+#pragma unroll
+	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
+		__u32 *c = &sk->c[r][(h >> (r * 32)) & (XDPL_SKETCH_WIDTH - 1)];
+		__u32 v = *c;
+		__u32 n = (v >> 16) == epoch ? (v & 0xffff) : 0;
+
+		if (n < 0xffff)
+			n++;
+		/* Per-CPU: no other writer, no atomics needed. */
+		*c = epoch << 16 | n;
+		if (n < est)
+			est = n;
+	}
+	return est;
+}
+
 /* Creates the empty state entry of a level (which every algorithm reads as
  * "nothing consumed"). Inserting with BPF_NOEXIST and looking up again means
  * two CPUs racing on a new source share one entry. */
@@ -149,6 +205,73 @@ static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_level *l
 	return bpf_map_lookup_elem(&xdpl_sources, &k);
 }
 
+/* xdpl_check_level's answer for an admitting level without a state entry
+ * that the sketch did not count (a global key, or the sketch off). */
+#define XDPL_NO_ENTRY 0x10000
+
+/* Phase one for one level: decides without writing any state. Returns -1
+ * when the level refuses the packet; 0 when it admits it and the key has an
+ * entry; else, for a key without one, its sketch count (this packet
+ * included) or XDPL_NO_ENTRY. A global function, verified once on its own:
+ * the verifier explores the rule's levels without re-walking the
+ * algorithms, the sketch and the table for every path. */
+__attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
+{
+	if (!l || !p)
+		return -1;
+	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+	struct xdpl_state fresh = {};
+	struct xdpl_key k;
+
+	xdpl_key_of(l, p, &k);
+	struct xdpl_state *s = bpf_map_lookup_elem(&xdpl_sources, &k);
+
+	if (s)
+		return xdpl_apply(s, l, now, cost, 0) > 0 ? 0 : -1;
+	if (xdpl_apply(&fresh, l, now, cost, 0) <= 0)
+		return -1;
+	if (l->key_kind != XDPL_KEY_GLOBAL && !(l->flags & XDPL_LF_TRACK_FIRST) && xdpl_track_after > 1)
+		return xdpl_sketch_count(&k, now);
+	return XDPL_NO_ENTRY;
+}
+
+/* Phase two for one level: charges the packet. seen is phase one's answer.
+ * Returns 1 when charged (or admitted untracked), 0 when the level refuses
+ * after all (another CPU got there in between, or no entry could be made). */
+__attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now, __u32 seen)
+{
+	if (!l || !p)
+		return 0;
+	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+	struct xdpl_key k;
+
+	xdpl_key_of(l, p, &k);
+	struct xdpl_state *s = bpf_map_lookup_elem(&xdpl_sources, &k);
+
+	if (!s) {
+		__u32 counted = seen != XDPL_NO_ENTRY ? seen : 0;
+
+		if (counted && counted < xdpl_track_after) {
+			/* Not heavy yet: admitted here without an entry. */
+			xdpl_count(XDPL_C_UNTRACKED, p->len);
+			return 1;
+		}
+		/* The packets the sketch let through before are not charged:
+		 * count-min overestimates on collisions, and charging its
+		 * estimate would refuse a new source's first packet. */
+		s = xdpl_state_insert(l, p);
+		/* No entry even after an insert: refuse rather than admit
+		 * untracked traffic (fail closed; counted as insert failure). */
+		if (!s)
+			return 0;
+	}
+	int ok = xdpl_apply(s, l, now, cost, 1);
+
+	if (ok < 0)
+		xdpl_count(XDPL_C_CAS_EXHAUSTED, 0);
+	return ok > 0;
+}
+
 /* Evaluates the rule's levels in two phases. First every level decides
  * without writing, in order (the control plane puts the cheap shared
  * aggregates first): a refusal costs no state change anywhere, so a flooding
@@ -160,7 +283,7 @@ static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_level *l
 static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p)
 {
 	struct xdpl_clk clk = {};
-	struct xdpl_state *st[XDPL_MAX_LEVELS] = {};
+	__u32 seen[XDPL_MAX_LEVELS] = {};
 	__u32 n = r->nlevels;
 
 #pragma unroll
@@ -168,34 +291,19 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p)
 		if (i >= n)
 			break;
 		struct xdpl_level *l = &r->levels[i];
-		__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
-		struct xdpl_key k;
+		int c = xdpl_check_level(l, p, xdpl_now(&clk, l->flags));
 
-		xdpl_key_of(l, p, &k);
-		struct xdpl_state *s = bpf_map_lookup_elem(&xdpl_sources, &k);
-		struct xdpl_state fresh = {};
-
-		st[i] = s;
-		if (xdpl_apply(s ? s : &fresh, l, xdpl_now(&clk, l->flags), cost, 0) <= 0)
+		if (c < 0)
 			return i;
+		seen[i] = c;
 	}
 #pragma unroll
 	for (int i = 0; i < XDPL_MAX_LEVELS; i++) {
 		if (i >= n)
 			break;
 		struct xdpl_level *l = &r->levels[i];
-		__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
-		struct xdpl_state *s = st[i] ? st[i] : xdpl_state_insert(l, p);
 
-		/* No entry even after an insert: refuse rather than admit
-		 * untracked traffic (fail closed; counted as insert failure). */
-		if (!s)
-			return i;
-		int ok = xdpl_apply(s, l, xdpl_now(&clk, l->flags), cost, 1);
-
-		if (ok < 0)
-			xdpl_count(XDPL_C_CAS_EXHAUSTED, 0);
-		if (ok <= 0)
+		if (!xdpl_commit_level(l, p, xdpl_now(&clk, l->flags), seen[i]))
 			return i;
 	}
 	return -1;

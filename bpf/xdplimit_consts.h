@@ -54,6 +54,9 @@ enum xdpl_const {
 	/* Level flags. */
 	XDPL_LF_BYTES = 1 << 0,      /* cost is the frame length, not 1 */
 	XDPL_LF_FINE_CLOCK = 1 << 1, /* coarse clock too coarse for this level */
+	/* Create the entry at a key's first packet: the level's limit is below
+	 * what an untracked key may pass (see xdpl_track_after). */
+	XDPL_LF_TRACK_FIRST = 1 << 2,
 
 	XDPL_KEY_SRC = 0,       /* source address masked to a prefix */
 	XDPL_KEY_SRC_DPORT = 1, /* ... and destination port */
@@ -79,7 +82,8 @@ enum xdpl_const {
 	XDPL_C_NEW_SOURCE = 6,
 	XDPL_C_INSERT_FAIL = 7,
 	XDPL_C_CAS_EXHAUSTED = 8,
-	XDPL_NCOUNTERS = 9,
+	XDPL_C_UNTRACKED = 9, /* admitted at a level without a state entry (sketch: not heavy yet) */
+	XDPL_NCOUNTERS = 10,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -99,6 +103,12 @@ enum xdpl_const {
 	/* Compare-and-swap attempts before a packet is dropped as contended. */
 	XDPL_CAS_TRIES = 4,
 	XDPL_MAX_IPV6_EXT = 6,
+
+	/* Admission sketch: a per-CPU count-min sketch of keys missing from
+	 * the state table; counters are tagged with a short epoch. */
+	XDPL_SKETCH_ROWS = 2,
+	XDPL_SKETCH_WIDTH = 2048,
+	XDPL_SKETCH_EPOCH_SHIFT = 24, /* ns >> 24: epochs of 16.8 ms */
 
 	/* Sampled drops for top: a per-CPU ring. */
 	XDPL_DROP_RING = 256,

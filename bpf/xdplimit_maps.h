@@ -115,6 +115,13 @@ struct {
 	__type(value, struct xdpl_decision);
 } xdpl_last SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_sketch);
+} xdpl_sketch_map SEC(".maps");
+
 /* Injected time (XDPL_CLOCK_MAP), in ns. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -51,6 +51,7 @@ const (
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW XdplimitXdplConst = 3
 	XdplimitXdplConstXDPL_LF_BYTES           XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_LF_FINE_CLOCK      XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_LF_TRACK_FIRST     XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_KEY_SRC            XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_KEY_SRC_DPORT      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_KEY_GLOBAL         XdplimitXdplConst = 2
@@ -70,7 +71,8 @@ const (
 	XdplimitXdplConstXDPL_C_NEW_SOURCE       XdplimitXdplConst = 6
 	XdplimitXdplConstXDPL_C_INSERT_FAIL      XdplimitXdplConst = 7
 	XdplimitXdplConstXDPL_C_CAS_EXHAUSTED    XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_NCOUNTERS          XdplimitXdplConst = 9
+	XdplimitXdplConstXDPL_C_UNTRACKED        XdplimitXdplConst = 9
+	XdplimitXdplConstXDPL_NCOUNTERS          XdplimitXdplConst = 10
 	XdplimitXdplConstXDPL_CLOCK_KTIME        XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CLOCK_COARSE       XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_CLOCK_MAP          XdplimitXdplConst = 2
@@ -81,6 +83,9 @@ const (
 	XdplimitXdplConstXDPL_WEIGHT_SHIFT       XdplimitXdplConst = 16
 	XdplimitXdplConstXDPL_CAS_TRIES          XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_MAX_IPV6EXT        XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_SKETCH_ROWS        XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_SKETCH_WIDTH       XdplimitXdplConst = 2048
+	XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT XdplimitXdplConst = 24
 	XdplimitXdplConstXDPL_DROP_RING          XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_SAMPLE_DENY        XdplimitXdplConst = 65535
 	XdplimitXdplConstXDPL_WHY_NON_IP         XdplimitXdplConst = 1
@@ -210,6 +215,11 @@ type XdplimitXdplRuleStats struct {
 	LevelDrops [4]uint64
 }
 
+type XdplimitXdplSketch struct {
+	_ structs.HostLayout
+	C [2][2048]uint32
+}
+
 type XdplimitXdplState struct {
 	_ structs.HostLayout
 	A uint64
@@ -234,6 +244,7 @@ const (
 	XdplimitMapXdplNames          = "xdpl_names"
 	XdplimitMapXdplProto          = "xdpl_proto"
 	XdplimitMapXdplRules          = "xdpl_rules"
+	XdplimitMapXdplSketchMap      = "xdpl_sketch_map"
 	XdplimitMapXdplSources        = "xdpl_sources"
 	XdplimitMapXdplSport          = "xdpl_sport"
 	XdplimitMapXdplSrc4           = "xdpl_src4"
@@ -247,6 +258,8 @@ const (
 	XdplimitVarXdplClockMode      = "xdpl_clock_mode"
 	XdplimitVarXdplRecord         = "xdpl_record"
 	XdplimitVarXdplSampleMask     = "xdpl_sample_mask"
+	XdplimitVarXdplSketchSeed     = "xdpl_sketch_seed"
+	XdplimitVarXdplTrackAfter     = "xdpl_track_after"
 	XdplimitVarXdplUnusedConst    = "xdpl_unused_const"
 	XdplimitVarXdplUnusedDecision = "xdpl_unused_decision"
 	XdplimitVarXdplUnusedMeta     = "xdpl_unused_meta"
@@ -303,27 +316,28 @@ type XdplimitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitMapSpecs struct {
-	XdplAcl4     *ebpf.MapSpec `ebpf:"xdpl_acl4"`
-	XdplAcl6     *ebpf.MapSpec `ebpf:"xdpl_acl6"`
-	XdplClock    *ebpf.MapSpec `ebpf:"xdpl_clock"`
-	XdplCounters *ebpf.MapSpec `ebpf:"xdpl_counters"`
-	XdplCtl      *ebpf.MapSpec `ebpf:"xdpl_ctl"`
-	XdplDport    *ebpf.MapSpec `ebpf:"xdpl_dport"`
-	XdplDrops    *ebpf.MapSpec `ebpf:"xdpl_drops"`
-	XdplDst4     *ebpf.MapSpec `ebpf:"xdpl_dst4"`
-	XdplDst6     *ebpf.MapSpec `ebpf:"xdpl_dst6"`
-	XdplLast     *ebpf.MapSpec `ebpf:"xdpl_last"`
-	XdplMeta     *ebpf.MapSpec `ebpf:"xdpl_meta"`
-	XdplNames    *ebpf.MapSpec `ebpf:"xdpl_names"`
-	XdplProto    *ebpf.MapSpec `ebpf:"xdpl_proto"`
-	XdplRules    *ebpf.MapSpec `ebpf:"xdpl_rules"`
-	XdplSources  *ebpf.MapSpec `ebpf:"xdpl_sources"`
-	XdplSport    *ebpf.MapSpec `ebpf:"xdpl_sport"`
-	XdplSrc4     *ebpf.MapSpec `ebpf:"xdpl_src4"`
-	XdplSrc6     *ebpf.MapSpec `ebpf:"xdpl_src6"`
-	XdplStats    *ebpf.MapSpec `ebpf:"xdpl_stats"`
-	XdplTcpf     *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
-	XdplVlan     *ebpf.MapSpec `ebpf:"xdpl_vlan"`
+	XdplAcl4      *ebpf.MapSpec `ebpf:"xdpl_acl4"`
+	XdplAcl6      *ebpf.MapSpec `ebpf:"xdpl_acl6"`
+	XdplClock     *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplCounters  *ebpf.MapSpec `ebpf:"xdpl_counters"`
+	XdplCtl       *ebpf.MapSpec `ebpf:"xdpl_ctl"`
+	XdplDport     *ebpf.MapSpec `ebpf:"xdpl_dport"`
+	XdplDrops     *ebpf.MapSpec `ebpf:"xdpl_drops"`
+	XdplDst4      *ebpf.MapSpec `ebpf:"xdpl_dst4"`
+	XdplDst6      *ebpf.MapSpec `ebpf:"xdpl_dst6"`
+	XdplLast      *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplMeta      *ebpf.MapSpec `ebpf:"xdpl_meta"`
+	XdplNames     *ebpf.MapSpec `ebpf:"xdpl_names"`
+	XdplProto     *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplRules     *ebpf.MapSpec `ebpf:"xdpl_rules"`
+	XdplSketchMap *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
+	XdplSources   *ebpf.MapSpec `ebpf:"xdpl_sources"`
+	XdplSport     *ebpf.MapSpec `ebpf:"xdpl_sport"`
+	XdplSrc4      *ebpf.MapSpec `ebpf:"xdpl_src4"`
+	XdplSrc6      *ebpf.MapSpec `ebpf:"xdpl_src6"`
+	XdplStats     *ebpf.MapSpec `ebpf:"xdpl_stats"`
+	XdplTcpf      *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
+	XdplVlan      *ebpf.MapSpec `ebpf:"xdpl_vlan"`
 }
 
 // XdplimitVariableSpecs contains global variables before they are loaded into the kernel.
@@ -335,6 +349,8 @@ type XdplimitVariableSpecs struct {
 	XdplClockMode      *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplRecord         *ebpf.VariableSpec `ebpf:"xdpl_record"`
 	XdplSampleMask     *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
+	XdplSketchSeed     *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
+	XdplTrackAfter     *ebpf.VariableSpec `ebpf:"xdpl_track_after"`
 	XdplUnusedConst    *ebpf.VariableSpec `ebpf:"xdpl_unused_const"`
 	XdplUnusedDecision *ebpf.VariableSpec `ebpf:"xdpl_unused_decision"`
 	XdplUnusedMeta     *ebpf.VariableSpec `ebpf:"xdpl_unused_meta"`
@@ -362,27 +378,28 @@ func (o *XdplimitObjects) Close() error {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitMaps struct {
-	XdplAcl4     *ebpf.Map `ebpf:"xdpl_acl4"`
-	XdplAcl6     *ebpf.Map `ebpf:"xdpl_acl6"`
-	XdplClock    *ebpf.Map `ebpf:"xdpl_clock"`
-	XdplCounters *ebpf.Map `ebpf:"xdpl_counters"`
-	XdplCtl      *ebpf.Map `ebpf:"xdpl_ctl"`
-	XdplDport    *ebpf.Map `ebpf:"xdpl_dport"`
-	XdplDrops    *ebpf.Map `ebpf:"xdpl_drops"`
-	XdplDst4     *ebpf.Map `ebpf:"xdpl_dst4"`
-	XdplDst6     *ebpf.Map `ebpf:"xdpl_dst6"`
-	XdplLast     *ebpf.Map `ebpf:"xdpl_last"`
-	XdplMeta     *ebpf.Map `ebpf:"xdpl_meta"`
-	XdplNames    *ebpf.Map `ebpf:"xdpl_names"`
-	XdplProto    *ebpf.Map `ebpf:"xdpl_proto"`
-	XdplRules    *ebpf.Map `ebpf:"xdpl_rules"`
-	XdplSources  *ebpf.Map `ebpf:"xdpl_sources"`
-	XdplSport    *ebpf.Map `ebpf:"xdpl_sport"`
-	XdplSrc4     *ebpf.Map `ebpf:"xdpl_src4"`
-	XdplSrc6     *ebpf.Map `ebpf:"xdpl_src6"`
-	XdplStats    *ebpf.Map `ebpf:"xdpl_stats"`
-	XdplTcpf     *ebpf.Map `ebpf:"xdpl_tcpf"`
-	XdplVlan     *ebpf.Map `ebpf:"xdpl_vlan"`
+	XdplAcl4      *ebpf.Map `ebpf:"xdpl_acl4"`
+	XdplAcl6      *ebpf.Map `ebpf:"xdpl_acl6"`
+	XdplClock     *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplCounters  *ebpf.Map `ebpf:"xdpl_counters"`
+	XdplCtl       *ebpf.Map `ebpf:"xdpl_ctl"`
+	XdplDport     *ebpf.Map `ebpf:"xdpl_dport"`
+	XdplDrops     *ebpf.Map `ebpf:"xdpl_drops"`
+	XdplDst4      *ebpf.Map `ebpf:"xdpl_dst4"`
+	XdplDst6      *ebpf.Map `ebpf:"xdpl_dst6"`
+	XdplLast      *ebpf.Map `ebpf:"xdpl_last"`
+	XdplMeta      *ebpf.Map `ebpf:"xdpl_meta"`
+	XdplNames     *ebpf.Map `ebpf:"xdpl_names"`
+	XdplProto     *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplRules     *ebpf.Map `ebpf:"xdpl_rules"`
+	XdplSketchMap *ebpf.Map `ebpf:"xdpl_sketch_map"`
+	XdplSources   *ebpf.Map `ebpf:"xdpl_sources"`
+	XdplSport     *ebpf.Map `ebpf:"xdpl_sport"`
+	XdplSrc4      *ebpf.Map `ebpf:"xdpl_src4"`
+	XdplSrc6      *ebpf.Map `ebpf:"xdpl_src6"`
+	XdplStats     *ebpf.Map `ebpf:"xdpl_stats"`
+	XdplTcpf      *ebpf.Map `ebpf:"xdpl_tcpf"`
+	XdplVlan      *ebpf.Map `ebpf:"xdpl_vlan"`
 }
 
 func (m *XdplimitMaps) Close() error {
@@ -401,6 +418,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplNames,
 		m.XdplProto,
 		m.XdplRules,
+		m.XdplSketchMap,
 		m.XdplSources,
 		m.XdplSport,
 		m.XdplSrc4,
@@ -420,6 +438,8 @@ type XdplimitVariables struct {
 	XdplClockMode      *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplRecord         *ebpf.Variable `ebpf:"xdpl_record"`
 	XdplSampleMask     *ebpf.Variable `ebpf:"xdpl_sample_mask"`
+	XdplSketchSeed     *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
+	XdplTrackAfter     *ebpf.Variable `ebpf:"xdpl_track_after"`
 	XdplUnusedConst    *ebpf.Variable `ebpf:"xdpl_unused_const"`
 	XdplUnusedDecision *ebpf.Variable `ebpf:"xdpl_unused_decision"`
 	XdplUnusedMeta     *ebpf.Variable `ebpf:"xdpl_unused_meta"`

@@ -323,6 +323,39 @@ func (ls LevelSpec) needsFineClock(tickNs uint64) bool {
 	return ls.ToleranceNs < 100*tickNs
 }
 
+// untrackedMax is the most a key without a state entry can pass at one level
+// per second: track_after - 1 packets per CPU per sketch epoch.
+func untrackedMax(trackAfter uint32, cpus int) float64 {
+	epoch := float64(uint64(1)<<gen.XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT) / 1e9
+	return float64(trackAfter-1) * float64(cpus) / epoch
+}
+
+// maxFrameBytes is the frame size assumed for byte-counting levels when
+// deciding whether the sketch may leave keys untracked (Ethernet MTU frames).
+const maxFrameBytes = 1518
+
+// trackFirst says whether a level must create state at a key's first
+// packet: when an untracked key could pass more than half its limit, leaving
+// keys untracked would let a source evade the limit by staying below the
+// sketch's threshold.
+func (ls LevelSpec) trackFirst(trackAfter uint32, cpus int) bool {
+	if trackAfter <= 1 || ls.KeyKind == keyGlobal {
+		return false
+	}
+	var rate float64 // units per second
+	switch ls.Params.Algorithm {
+	case model.AlgTokenBucket:
+		rate = 1e9 * float64(uint64(1)<<model.FPShift) / float64(ls.Params.P1)
+	default:
+		rate = float64(ls.Params.P2) / (float64(ls.Params.P1) / 1e9)
+	}
+	untracked := untrackedMax(trackAfter, cpus)
+	if ls.Bytes {
+		untracked *= maxFrameBytes
+	}
+	return 2*untracked > rate
+}
+
 // prefixMask4 returns the IPv4 mask as the datapath compares it: network
 // order bytes read as a native-endian u32, like the packet's address.
 func prefixMask4(bits int) uint32 {

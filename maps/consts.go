@@ -40,6 +40,7 @@ const (
 	gfACL         = uint32(gen.XdplimitXdplConstXDPL_GF_ACL)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
 	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
+	lfTrackFirst  = uint8(gen.XdplimitXdplConstXDPL_LF_TRACK_FIRST)
 	keySrc        = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC)
 	keySrcDport   = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC_DPORT)
 	keyGlobal     = uint8(gen.XdplimitXdplConstXDPL_KEY_GLOBAL)
@@ -85,6 +86,9 @@ const (
 	CounterNewSource    = Counter(gen.XdplimitXdplConstXDPL_C_NEW_SOURCE)
 	CounterInsertFail   = Counter(gen.XdplimitXdplConstXDPL_C_INSERT_FAIL)
 	CounterCASExhausted = Counter(gen.XdplimitXdplConstXDPL_C_CAS_EXHAUSTED)
+	// CounterUntracked: packets admitted at a per-source level without a
+	// state entry, because the sketch had not seen their key often enough.
+	CounterUntracked = Counter(gen.XdplimitXdplConstXDPL_C_UNTRACKED)
 )
 
 var counterNames = map[Counter]string{
@@ -97,6 +101,7 @@ var counterNames = map[Counter]string{
 	CounterNewSource:    "new_source",
 	CounterInsertFail:   "insert_failure",
 	CounterCASExhausted: "cas_exhausted",
+	CounterUntracked:    "untracked",
 }
 
 func (c Counter) String() string {

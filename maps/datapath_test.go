@@ -483,7 +483,10 @@ func TestModelAgreement(t *testing.T) {
 				seed := uint64(trial*7919 + len(a.name))
 				r := rand.New(rand.NewPCG(seed, 1))
 				lim, params, bytes := a.limit(r)
-				l := load(t, maps.ClockMap, "rules:\n  - name: r\n    limit: "+lim+"\n")
+				// The models are of the algorithms: the admission sketch
+				// (which delays a key's entry to its second packet) is off
+				// here and tested on its own.
+				l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, "rules:\n  - name: r\n    limit: "+lim+"\n")
 				// A handful of sources, bursty arrivals, some long gaps.
 				srcs := []frame{udp4("192.0.2.1"), udp4("192.0.2.2"), udp6("2001:db8::1"), udp4("192.0.2.3")}
 				states := make([]model.State, len(srcs))
@@ -694,8 +697,10 @@ rules:
 		t.Errorf("level drops %v, want [8 3]", d)
 	}
 	cs, _ := l.Counters()
-	// 1 global entry + 4 per-source entries (sources refused by the global
-	// level never got one).
+	// A limit of 1/s is below what an untracked key could pass, so keys
+	// are tracked from their first packet: the global entry, the heavy
+	// source's and the 3 admitted others'; the 3 refused by the global
+	// level never reached the per-source table.
 	if n := cs[maps.CounterNewSource].Packets; n != 5 {
 		t.Errorf("%d state entries created, want 5", n)
 	}
@@ -743,20 +748,33 @@ deny: [198.51.100.0/24]
 	}
 }
 
-// The benchmark rotation makes every re-run of one buffer a new source.
+// The benchmark rotation makes every re-run of one buffer a new source: with
+// the sketch none of them costs an insert; without it every one does.
 func TestBenchRotation(t *testing.T) {
-	l := loadWith(t, maps.Options{Clock: maps.ClockMap, BenchRotate: 1 << 10, BenchBase: netip.MustParseAddr("10.0.0.0")}, `
+	for _, c := range []struct {
+		trackAfter         uint32
+		inserts, untracked uint64
+	}{{0, 0, 1 << 10}, {1, 1 << 10, 0}} {
+		l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: c.trackAfter, BenchRotate: 1 << 10,
+			BenchBase: netip.MustParseAddr("10.0.0.0")}, `
 rules:
   - name: r
-    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
+    limit: {algorithm: token_bucket, rate: 1000/s, burst: 1}
 `)
-	if _, err := l.Program().Run(&ebpf.RunOptions{Data: udp4("10.0.0.0").bytes(t), Repeat: 1 << 10}); err != nil {
-		t.Fatal(err)
-	}
-	cs, _ := l.Counters()
-	stats, _ := l.RuleStats()
-	if n := cs[maps.CounterNewSource].Packets; n != 1<<10 || stats[0].Verdicts[maps.VerdictPass].Packets != 1<<10 {
-		t.Errorf("%d new sources and %d passes over 1024 runs, want 1024 each (a full-period walk)", n, stats[0].Verdicts[maps.VerdictPass].Packets)
+		if _, err := l.Program().Run(&ebpf.RunOptions{Data: udp4("10.0.0.0").bytes(t), Repeat: 1 << 10}); err != nil {
+			t.Fatal(err)
+		}
+		cs, _ := l.Counters()
+		stats, _ := l.RuleStats()
+		// Count-min collisions track a few sources early: a handful of
+		// inserts among 1024 one-packet sources, never fewer untracked.
+		if cs[maps.CounterNewSource].Packets+cs[maps.CounterUntracked].Packets != 1<<10 ||
+			cs[maps.CounterNewSource].Packets > c.inserts+(1<<10)/8 || cs[maps.CounterNewSource].Packets < c.inserts ||
+			stats[0].Verdicts[maps.VerdictPass].Packets != 1<<10 {
+			t.Errorf("track after %d: %d inserts, %d untracked, %d passed over 1024 distinct sources, want %d, %d, 1024",
+				c.trackAfter, cs[maps.CounterNewSource].Packets, cs[maps.CounterUntracked].Packets,
+				stats[0].Verdicts[maps.VerdictPass].Packets, c.inserts, c.untracked)
+		}
 	}
 }
 
@@ -792,5 +810,79 @@ deny: [198.51.100.0/24]
 		if got != c.want {
 			t.Errorf("decision %+v, want %+v", got, c.want)
 		}
+	}
+}
+
+// TestHeavySourceAmongSpoofed: one source flooding at 10x its limit hidden
+// among ten times the table's capacity of one-packet spoofed sources, plus
+// legitimate low-rate sources. The heavy source stays limited within 5% (it
+// is never evicted into a fresh bucket), the table never exceeds its
+// capacity, and no legitimate packet is dropped.
+func TestHeavySourceAmongSpoofed(t *testing.T) {
+	const capacity = 1024
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, MaxSources: capacity}, `
+rules:
+  - name: r
+    limit: {algorithm: token_bucket, rate: 1000/s, burst: 50}
+`)
+	// Pin to one CPU: the sketch is per CPU.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set unix.CPUSet
+	set.Set(0)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	heavy := udp4("192.0.2.1").bytes(t)
+	legit := make([][]byte, 10)
+	for i := range legit {
+		legit[i] = udp4(fmt.Sprintf("198.18.1.%d", i+1)).bytes(t)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	const (
+		step     = 100 * time.Microsecond // heavy: 10k/s, 10x its limit
+		duration = 2 * time.Second
+	)
+	var heavyPass, legitDrop, spoofed int
+	for now := t0; now < t0+duration; now += step {
+		if run(t, l, heavy, now) == xdpPass {
+			heavyPass++
+		}
+		// 10x the capacity of one-packet sources over the run.
+		for k := 0; k < 5; k++ {
+			a := r.Uint32()
+			f := udp4(netip.AddrFrom4([4]byte{byte(a>>24) | 1, byte(a >> 16), byte(a >> 8), byte(a)}).String())
+			run(t, l, f.bytes(t), now)
+			spoofed++
+		}
+		// Legitimate sources: 100/s each, well within their limit.
+		if (now-t0)%(10*time.Millisecond) == 0 {
+			for _, p := range legit {
+				if run(t, l, p, now) != xdpPass {
+					legitDrop++
+				}
+			}
+		}
+	}
+	want := 50 + 1000*duration.Seconds()
+	t.Logf("heavy passed %d (expected %.0f), %d spoofed sources, legit drops %d", heavyPass, want, spoofed, legitDrop)
+	if spoofed < 10*capacity {
+		t.Fatalf("only %d spoofed sources", spoofed)
+	}
+	if r := float64(heavyPass) / want; r < 0.95 || r > 1.05 {
+		t.Errorf("heavy source admitted %d, want %.0f within 5%%", heavyPass, want)
+	}
+	if legitDrop != 0 {
+		t.Errorf("%d legitimate packets dropped", legitDrop)
+	}
+	n, err := l.TrackedSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := l.Counters()
+	t.Logf("table holds %d of %d; %d inserts, %d admitted untracked, %d insert failures", n, capacity,
+		cs[maps.CounterNewSource].Packets, cs[maps.CounterUntracked].Packets, cs[maps.CounterInsertFail].Packets)
+	if n > capacity {
+		t.Errorf("the table holds %d entries, its capacity is %d", n, capacity)
 	}
 }

@@ -1,6 +1,7 @@
 package maps
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,13 +35,18 @@ type Options struct {
 	// Record makes the program record each packet's decision, read with
 	// LastDecision (pcap replay; costs a map write per packet).
 	Record bool
+	// TrackAfter: a key missing from the state table gets an entry once
+	// this CPU has seen it this many times within ~1 s (0 means 2; 1
+	// tracks every key at its first packet). See docs/design.md.
+	TrackAfter uint32
 }
 
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
 type Limiter struct {
-	objs   gen.XdplimitObjects
-	clock  Clock
-	tickNs uint64
+	objs       gen.XdplimitObjects
+	clock      Clock
+	tickNs     uint64
+	trackAfter uint32
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.
@@ -52,6 +58,7 @@ var MapNames = []string{
 	gen.XdplimitMapXdplSources, gen.XdplimitMapXdplSport, gen.XdplimitMapXdplSrc4,
 	gen.XdplimitMapXdplSrc6, gen.XdplimitMapXdplStats, gen.XdplimitMapXdplTcpf,
 	gen.XdplimitMapXdplVlan, gen.XdplimitMapXdplDrops, gen.XdplimitMapXdplLast,
+	gen.XdplimitMapXdplSketchMap,
 }
 
 // SourcesMap is the name of the state table.
@@ -85,7 +92,10 @@ func Load(opts Options) (*Limiter, error) {
 	if err := setConstants(spec, opts); err != nil {
 		return nil, err
 	}
-	l := &Limiter{clock: opts.Clock, tickNs: CoarseTick()}
+	l := &Limiter{clock: opts.Clock, tickNs: CoarseTick(), trackAfter: opts.TrackAfter}
+	if l.trackAfter == 0 {
+		l.trackAfter = DefaultTrackAfter
+	}
 	err = spec.LoadAndAssign(&l.objs, &ebpf.CollectionOptions{MapReplacements: opts.Pinned})
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
@@ -131,7 +141,19 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		b := opts.BenchBase.As4()
 		base = binary.NativeEndian.Uint32(b[:])
 	}
+	trackAfter := opts.TrackAfter
+	if trackAfter == 0 {
+		trackAfter = DefaultTrackAfter
+	}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return err
+	}
+	if err := spec.Variables["xdpl_sketch_seed"].Set(binary.NativeEndian.Uint64(seed[:])); err != nil {
+		return err
+	}
 	for name, v := range map[string]uint32{
+		"xdpl_track_after":  trackAfter,
 		"xdpl_clock_mode":   uint32(opts.Clock),
 		"xdpl_sample_mask":  sample - 1,
 		"xdpl_bench_rotate": opts.BenchRotate,
@@ -144,6 +166,10 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 	}
 	return nil
 }
+
+// DefaultTrackAfter is the sketch threshold: a source's second packet
+// within a second creates its state entry.
+const DefaultTrackAfter = 2
 
 func b2u(b bool) uint32 {
 	if b {
@@ -172,7 +198,7 @@ func (l *Limiter) Map(name string) *ebpf.Map {
 		gen.XdplimitMapXdplSrc4: m.XdplSrc4, gen.XdplimitMapXdplSrc6: m.XdplSrc6,
 		gen.XdplimitMapXdplStats: m.XdplStats, gen.XdplimitMapXdplTcpf: m.XdplTcpf,
 		gen.XdplimitMapXdplVlan: m.XdplVlan, gen.XdplimitMapXdplDrops: m.XdplDrops,
-		gen.XdplimitMapXdplLast: m.XdplLast,
+		gen.XdplimitMapXdplLast: m.XdplLast, gen.XdplimitMapXdplSketchMap: m.XdplSketchMap,
 	}[name]
 }
 
@@ -372,6 +398,9 @@ func (l *Limiter) Apply(img *Image) error {
 			}
 			if l.clock == ClockCoarse && ls.needsFineClock(l.tickNs) {
 				lv.Flags |= lfFineClock
+			}
+			if ls.trackFirst(l.trackAfter, ebpf.MustPossibleCPU()) {
+				lv.Flags |= lfTrackFirst
 			}
 			if ls.KeyKind != keyGlobal {
 				lv.Mask4 = prefixMask4(ls.V4Prefix)

@@ -59,6 +59,10 @@ var (
 	contendedDesc = desc("contended_updates_total",
 		"Packets refused after every compare-and-swap attempt on their state entry lost to other CPUs.",
 		"interface")
+	untrackedDesc = desc("untracked_packets_total",
+		"Packets admitted at a per-source level without a state entry: the admission sketch had not yet seen their "+
+			"key often enough to spend a table insert on it (spoofed one-packet sources). Aggregate levels still apply.",
+		"interface")
 	policyInfoDesc = desc("policy_info",
 		"The policy in force: its file's SHA-256 (1 per interface).", "interface", "sha256")
 	programInfoDesc = desc("program_info",
@@ -74,7 +78,7 @@ var (
 
 var allDescs = []*prometheus.Desc{
 	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, insertsDesc, evictionsDesc,
-	insertFailDesc, contendedDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
+	insertFailDesc, contendedDesc, untrackedDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
 }
 
 // target is one interface the collector reads.
@@ -187,6 +191,7 @@ func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.Progra
 	counter(evictionsDesc, s.Evictions(), iface)
 	counter(insertFailDesc, s.Counters[maps.CounterInsertFail].Packets, iface)
 	counter(contendedDesc, s.Counters[maps.CounterCASExhausted].Packets, iface)
+	counter(untrackedDesc, s.Counters[maps.CounterUntracked].Packets, iface)
 	gauge(policyInfoDesc, 1, iface, policySHA(s.Meta))
 	gauge(programInfoDesc, 1, iface, modeLabel(s.Meta.AttachMode), strconv.FormatUint(uint64(progID), 10))
 	if ns := s.Meta.AttachedUnixNs; ns != 0 {

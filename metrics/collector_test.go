@@ -128,6 +128,7 @@ func TestCollector(t *testing.T) {
 		"xdplimit_source_table_capacity":              {`xdplimit_source_table_capacity{interface="test0"}`: 1 << 16},
 		"xdplimit_source_table_insert_failures_total": {`xdplimit_source_table_insert_failures_total{interface="test0"}`: 0},
 		"xdplimit_contended_updates_total":            {`xdplimit_contended_updates_total{interface="test0"}`: 0},
+		"xdplimit_untracked_packets_total":            {`xdplimit_untracked_packets_total{interface="test0"}`: 0},
 		"xdplimit_policy_info": {
 			fmt.Sprintf(`xdplimit_policy_info{interface="test0",sha256=%q}`, hex.EncodeToString(p.SHA256[:])): 1,
 		},

@@ -1,0 +1,105 @@
+package maps_test
+
+import (
+	"net/netip"
+	"path/filepath"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// exampleFrames is, for each policy in examples/, a frame that its rule
+// named here must decide. Every example needs an entry: the test fails on
+// an example without one.
+var exampleFrames = map[string]struct {
+	frame []byte
+	rule  string
+}{
+	"demo.yaml": {pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 4000, 9, 18), "udp-per-source"},
+	"dns-amplification.yaml": {
+		pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 53, 33000, 512), "dns-responses"},
+	"icmp-flood.yaml": {pktgen.ICMP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 56), "icmp"},
+	"ipv6-64.yaml":    {pktgen.UDP6(exampleAddr("2001:db8:1:2::3"), exampleAddr("2001:db8::1"), 4000, 443, 100), "ipv6-per-64"},
+	"per-24-budget.yaml": {
+		pktgen.UDP4(exampleAddr("192.0.2.7"), exampleAddr("10.0.0.1"), 4000, 443, 100), "per-24-bytes"},
+	"syn-flood.yaml": {
+		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 443, pktgen.TCPSyn, 0), "web-syn"},
+}
+
+func exampleAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// TestExamplesOnProgram compiles every example policy, applies it to the
+// real program (as attach and policy test do), and runs a frame its rule
+// matches: the examples are documentation, so they must work as written,
+// not only parse (policy/examples_test.go checks that).
+func TestExamplesOnProgram(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found (%v)", err)
+	}
+	seen := map[string]bool{}
+	for _, path := range files {
+		name := filepath.Base(path)
+		seen[name] = true
+		t.Run(name, func(t *testing.T) {
+			c, ok := exampleFrames[name]
+			if !ok {
+				t.Fatalf("no frame for %s in exampleFrames: add one its first rules match", name)
+			}
+			testutil.RequireRoot(t)
+			p, err := policy.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := maps.Compile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The replay's settings: the injected clock, decisions
+			// recorded, every source tracked from its first packet.
+			l, err := maps.Load(maps.Options{Clock: maps.ClockMap, Record: true, TrackAfter: 1, MaxSources: 1 << 12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if err := l.Apply(img); err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			if err := l.SetClock(uint64(10e9)); err != nil {
+				t.Fatal(err)
+			}
+			ret, err := l.Program().Run(&ebpf.RunOptions{Data: c.frame, Repeat: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := l.LastDecision()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Why != maps.WhyRule || d.Rule < 0 || d.Rule >= len(p.Rules) || p.Rules[d.Rule].Name != c.rule {
+				t.Fatalf("decided by %+v, want rule %s", d, c.rule)
+			}
+			// A first packet is within every limit.
+			if d.Verdict != maps.VerdictPass || ret != 2 {
+				t.Errorf("first packet: verdict %v (XDP %d), want pass", d.Verdict, ret)
+			}
+			stats, err := l.RuleStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(stats) != len(p.Rules) || stats[d.Rule].Verdicts[maps.VerdictPass].Packets != 1 {
+				t.Errorf("rule counters after one packet: %+v", stats)
+			}
+		})
+	}
+	for name := range exampleFrames {
+		if !seen[name] {
+			t.Errorf("exampleFrames has %s, which is not in examples/", name)
+		}
+	}
+}
