@@ -36,7 +36,7 @@ type Options struct {
 	// LastDecision (pcap replay; costs a map write per packet).
 	Record bool
 	// TrackAfter: a key missing from the state table gets an entry once
-	// this CPU has seen it this many times within ~1 s (0 means 2; 1
+	// this CPU has seen it this many times within one 16.8 ms sketch epoch (0 means 2; 1
 	// tracks every key at its first packet). See docs/design.md.
 	TrackAfter uint32
 }

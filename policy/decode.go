@@ -17,11 +17,15 @@ import (
 
 // decoder collects problems while the policy is decoded.
 type decoder struct {
-	file    string
-	dir     string // list files resolve against it
-	anchors []*ast.AnchorNode
-	errs    []*Error
-	warns   []Diagnostic
+	file string
+	dir  string // list files resolve against it
+	// namesOnly makes listFile record the list files a policy names
+	// without reading them (NamedListFiles).
+	namesOnly bool
+	listFiles []string // resolved paths of the list files named, in file order
+	anchors   []*ast.AnchorNode
+	errs      []*Error
+	warns     []Diagnostic
 }
 
 func (d *decoder) errorAt(file string, line, col int, field, msg string) {

@@ -88,6 +88,12 @@ func (d *decoder) listFile(n ast.Node, field, name string) []listEntry {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(d.dir, path)
 	}
+	if !slices.Contains(d.listFiles, path) {
+		d.listFiles = append(d.listFiles, path)
+	}
+	if d.namesOnly {
+		return nil
+	}
 	data, err := readBounded(path, maxListFileSize)
 	if err != nil {
 		d.errorf(n, field, "cannot read list file: %v", err)

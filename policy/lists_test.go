@@ -50,6 +50,34 @@ rules: []
 	if len(p.Warnings) != 0 {
 		t.Errorf("warnings: %v", p.Warnings)
 	}
+	if got, want := p.ListFiles, []string{filepath.Join(dir, "lists/allow.netset"), filepath.Join(dir, "deny.netset")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("list files %q, want %q", got, want)
+	}
+}
+
+// NamedListFiles names the list files of a policy that does not load: a
+// watcher must know them to notice when a missing one appears.
+func TestNamedListFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	src := []byte(`allow:
+  files: [a.netset, /abs/b.netset]
+deny:
+  files: [a.netset, sub/c.netset]
+rules:
+  - name: r
+    limit: {algorithm: token_bucket, rate: 10/sec, burst: 1}
+`)
+	if _, err := Parse(path, src); err == nil {
+		t.Fatal("the policy loaded; the test needs one with errors")
+	}
+	want := []string{filepath.Join(dir, "a.netset"), "/abs/b.netset", filepath.Join(dir, "sub/c.netset")}
+	if got := NamedListFiles(path, src); !reflect.DeepEqual(got, want) {
+		t.Errorf("named list files %q, want %q", got, want)
+	}
+	if got := NamedListFiles(path, []byte("rules: [")); len(got) != 0 {
+		t.Errorf("a policy that does not parse names %q", got)
+	}
 }
 
 func TestListFileErrors(t *testing.T) {

@@ -44,8 +44,20 @@ func Parse(path string, data []byte) (*Policy, error) {
 	}
 	p.Path = path
 	p.SHA256 = sha256.Sum256(data)
+	p.ListFiles = d.listFiles
 	p.Warnings = sortWarnings(path, d.warns)
 	return p, nil
+}
+
+// NamedListFiles returns the list files a policy names (resolved as Load
+// resolves them), without reading them and as far as the policy can be
+// decoded: an invalid policy still names the files its valid parts name. A
+// file watcher uses it to know which list files to watch before the policy
+// loads, for example while it waits for a list file the policy newly names.
+func NamedListFiles(path string, data []byte) []string {
+	d := &decoder{file: path, dir: filepath.Dir(path), namesOnly: true}
+	d.policy(data)
+	return d.listFiles
 }
 
 // readBounded reads a regular file of at most limit bytes. The checks keep a

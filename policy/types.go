@@ -22,6 +22,11 @@ type Policy struct {
 	// address in both decides by the longest matching prefix; the same prefix
 	// in both is rejected.
 	Allow, Deny []netip.Prefix
+	// ListFiles are the allow and deny list files the policy names,
+	// resolved against the policy file's directory, deduplicated, in the
+	// order first named. Their contents are in Allow and Deny, not in
+	// SHA256: whatever reloads on change must watch them too.
+	ListFiles []string
 
 	Warnings []Diagnostic // sorted by position, like errors
 }

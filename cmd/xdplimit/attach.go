@@ -55,7 +55,8 @@ func newAttachCmd() *cobra.Command {
 		Short: "Attach the limiter to an interface and enforce a policy (runs in the foreground)",
 		Long: `attach loads the XDP program with the policy, attaches it to IFACE and pins its
 state under /sys/fs/bpf/xdplimit/IFACE, then stays in the foreground:
-SIGHUP re-reads the policy, SIGINT/SIGTERM detach and remove the pins
+SIGHUP re-reads the policy, and so does a change to the policy file or to a
+list file it names; SIGINT/SIGTERM detach and remove the pins
 (unless --keep-on-exit). Started again while pinned state exists, it adopts
 that state (counters and every source's bucket) without a gap.`,
 		Args: cobra.ExactArgs(1),
@@ -75,6 +76,10 @@ that state (counters and every source's bucket) without a gap.`,
 					return fmt.Errorf("--metrics-addr: %w", err)
 				}
 			}
+			// Watch before attach reads the policy: an edit made while
+			// attaching is then not missed.
+			changes, stopWatch := watchPolicy(f.policy, log)
+			defer stopWatch()
 			a, err := attach(ctx, args[0], f, log)
 			if err != nil {
 				if ln != nil {
@@ -94,7 +99,7 @@ that state (counters and every source's bucket) without a gap.`,
 			} else {
 				served <- nil
 			}
-			return serve(ctx, a, f, log, exp, func() error {
+			return serve(ctx, a, f, log, exp, changes, func() error {
 				// In-flight scrapes finish before the maps close.
 				stopServing()
 				return <-served
@@ -136,23 +141,29 @@ func attach(_ context.Context, iface string, f attachFlags, log *slog.Logger) (*
 	return a, nil
 }
 
-// serve runs until a termination signal, reloading on SIGHUP.
+// serve runs until a termination signal, reloading on SIGHUP and when the
+// watcher reports changed policy contents.
 func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.Logger,
-	exp *metrics.Exporter, stopMetrics func() error) error {
+	exp *metrics.Exporter, changes <-chan struct{}, stopMetrics func() error) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	path, _ := filepath.Abs(f.policy)
+	reload := func(trigger string) {
+		err := reloadFrom(a, path)
+		exp.ReloadResult(a.Interface, err)
+		if err != nil {
+			log.Error("reload failed; the previous policy stays in force", "policy", path, "trigger", trigger, "err", err)
+		} else {
+			log.Info("reloaded", "policy", path, "trigger", trigger)
+		}
+	}
 	for {
 		select {
 		case <-hup:
-			err := reloadFrom(a, path)
-			exp.ReloadResult(a.Interface, err)
-			if err != nil {
-				log.Error("reload failed; the previous policy stays in force", "policy", path, "err", err)
-			} else {
-				log.Info("reloaded", "policy", path)
-			}
+			reload("SIGHUP")
+		case <-changes:
+			reload("file change")
 		case <-ctx.Done():
 			if err := stopMetrics(); err != nil {
 				log.Warn("metrics server", "err", err)

@@ -5,8 +5,8 @@ import "github.com/spf13/cobra"
 func newPolicyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Check policy files",
+		Short: "Check policy files and test them on captures",
 	}
-	cmd.AddCommand(newPolicyCheckCmd())
+	cmd.AddCommand(newPolicyCheckCmd(), newPolicyTestCmd())
 	return cmd
 }

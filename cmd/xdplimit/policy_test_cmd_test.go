@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/pktgen"
+)
+
+// runCLI runs the command line and returns its standard output and error.
+func runCLI(args ...string) (string, string, error) {
+	var out, errOut bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// TestPolicyTestCommand wires flags to the replay: the engine itself is
+// tested in package replay.
+func TestPolicyTestCommand(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(pol, []byte(`rules:
+  - name: dns
+    match: {protocol: udp, dst_ports: [53]}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 3}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < 10; i++ {
+		src := netip.AddrFrom4([4]byte{192, 0, 2, byte(1 + i%2)})
+		f := pktgen.UDP4(src, netip.MustParseAddr("10.0.0.1"), 4000, 53, 18)
+		ci := gopacket.CaptureInfo{Timestamp: start.Add(time.Duration(i) * time.Millisecond), CaptureLength: len(f), Length: len(f)}
+		if err := w.WritePacket(ci, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	capture := filepath.Join(dir, "c.pcapng")
+	if err := os.WriteFile(capture, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, err := runCLI("policy", "test", pol, "--pcap", capture, "--explain", "1,7", "--explain", "10", "--top", "1", "--max-sources", "4096")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	// Each source: 3 of its 5 packets pass (burst 3 within 10 ms).
+	for _, want := range []string{
+		"capture " + capture + ": 10 frames over 0.009000000s",
+		"state table 4096 entries",
+		"dns   6          360         4          240",
+		"TOP SOURCES DROPPED  RULE  DROP PKTS",
+		"192.0.2.1            dns   2",
+		"frame 1 at +0.000000000s, 60 bytes, udp 192.0.2.1:4000 > 10.0.0.1:53\n  rule dns (#1, line 2), key src_ip 192.0.2.1/32: pass",
+		"frame 7 at +0.006000000s",
+		"frame 10 at +0.009000000s, 60 bytes, udp 192.0.2.2:4000 > 10.0.0.1:53\n  rule dns (#1, line 2), level 0 (own limit: token_bucket 1 pkt/s burst 3), key src_ip 192.0.2.2/32: drop",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "192.0.2.2            dns") {
+		t.Errorf("--top 1 listed a second source:\n%s", out)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"policy", "test", pol}, "--pcap is required"},
+		{[]string{"policy", "test", pol, "--pcap", capture, "--explain", "11"}, "--explain 11: the capture has 10 frames"},
+		{[]string{"policy", "test", pol, "--pcap", capture, "--explain", "0"}, "frames are numbered from 1"},
+		{[]string{"policy", "test", pol, "--pcap", pol}, "not a pcap or pcapng capture"},
+		{[]string{"policy", "test", capture, "--pcap", capture}, "the policy has errors"},
+	} {
+		_, _, err := runCLI(c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+}

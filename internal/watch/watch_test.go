@@ -1,0 +1,400 @@
+package watch
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Short enough to keep the tests quick, long enough that the events of one
+// file operation on a loaded machine fall within it.
+const debounce = 50 * time.Millisecond
+
+// includes is a Related for the tests: every line "include NAME" of the
+// main file names a file, relative to the main file's directory.
+func includes(path string, data []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if name, ok := strings.CutPrefix(line, "include "); ok {
+			out = append(out, filepath.Join(filepath.Dir(path), name))
+		}
+	}
+	return out
+}
+
+// logBuffer collects the watcher's log, for tests that check what it said.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func start(t *testing.T, path string) (*Watcher, *logBuffer) {
+	t.Helper()
+	return startWith(t, path, debounce)
+}
+
+func startWith(t *testing.T, path string, debounce time.Duration) (*Watcher, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	w, err := New(path, Options{
+		Debounce: debounce, Related: includes,
+		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("watcher log:\n%s", logs)
+		}
+	})
+	return w, logs
+}
+
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// renameOver replaces path the way most editors save: a temporary file in
+// the same directory, renamed over the original.
+func renameOver(t *testing.T, path, text string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	write(t, tmp, text)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expectChange waits for one change report.
+func expectChange(t *testing.T, w *Watcher, what string) {
+	t.Helper()
+	select {
+	case <-w.Changes():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: no change reported", what)
+	}
+}
+
+// expectQuiet requires no change report within a few debounce intervals.
+func expectQuiet(t *testing.T, w *Watcher, what string) {
+	t.Helper()
+	select {
+	case <-w.Changes():
+		t.Fatalf("%s: a change was reported", what)
+	case <-time.After(6 * debounce):
+	}
+}
+
+func TestWriteInPlace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	write(t, path, "a")
+	w, _ := start(t, path)
+	write(t, path, "b")
+	expectChange(t, w, "write in place")
+	expectQuiet(t, w, "after the write")
+}
+
+func TestRenameOver(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	write(t, path, "a")
+	w, _ := start(t, path)
+	for i, text := range []string{"b", "c", "d"} {
+		// A watch on the file's inode would see only the first save.
+		renameOver(t, path, text)
+		expectChange(t, w, "rename-over "+string(rune('1'+i)))
+	}
+	expectQuiet(t, w, "after the saves")
+}
+
+// vim with backupcopy=no: the original is renamed to the backup name, the
+// new contents written under the original name, the backup removed; vim
+// also probes the directory with a file named 4913.
+func TestVimBackupAndRename(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	write(t, path, "a")
+	w, _ := start(t, path)
+	write(t, filepath.Join(dir, "4913"), "")
+	os.Remove(filepath.Join(dir, "4913"))
+	if err := os.Rename(path, path+"~"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, "b")
+	os.Remove(path + "~")
+	expectChange(t, w, "vim save")
+	expectQuiet(t, w, "after the save")
+}
+
+// Many events within the debounce interval are one change, even when
+// together they last longer than it.
+func TestDebounce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	write(t, path, "a")
+	// Longer than the other tests' interval: the writes' spacing must stay
+	// under it on a busy machine.
+	const long = 300 * time.Millisecond
+	w, logs := startWith(t, path, long)
+	for i := range 10 {
+		write(t, path, strings.Repeat("x", i+1))
+		time.Sleep(long / 10)
+	}
+	expectChange(t, w, "a burst of writes")
+	expectQuiet(t, w, "after the burst")
+	if n := strings.Count(logs.String(), "watched file event"); n < 10 {
+		t.Errorf("%d events logged for 10 writes; the test did not exercise the debounce", n)
+	}
+}
+
+// Saving the same bytes, or touching the file, is not a change.
+func TestSameContentIsNoChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	write(t, path, "a")
+	w, logs := start(t, path)
+	renameOver(t, path, "a")
+	now := time.Now()
+	if err := os.Chtimes(path, now, now); err != nil {
+		t.Fatal(err)
+	}
+	expectQuiet(t, w, "same bytes saved again")
+	if !strings.Contains(logs.String(), "not in content") {
+		t.Errorf("the no-op was not logged at debug:\n%s", logs)
+	}
+	// Going back and forth reports both changes, not a diff against the start.
+	renameOver(t, path, "b")
+	expectChange(t, w, "a to b")
+	renameOver(t, path, "a")
+	expectChange(t, w, "b back to a")
+}
+
+// Events for other files in the directory are ignored.
+func TestOtherFilesIgnored(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	write(t, path, "a")
+	w, logs := start(t, path)
+	write(t, filepath.Join(dir, "other.yaml"), "x")
+	renameOver(t, filepath.Join(dir, "p.yaml.bak"), "y")
+	expectQuiet(t, w, "other files written")
+	if strings.Contains(logs.String(), "watched file event") {
+		t.Errorf("events on other files were considered:\n%s", logs)
+	}
+}
+
+// Deleting the file is no change (a reload could only fail); recreating it
+// with new contents is, whatever time passes between the two.
+func TestDeleteAndRecreate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	write(t, path, "a")
+	w, logs := start(t, path)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	expectQuiet(t, w, "deleted")
+	if !strings.Contains(logs.String(), "missing") {
+		t.Errorf("the missing file was not logged:\n%s", logs)
+	}
+	write(t, path, "b")
+	expectChange(t, w, "recreated with new contents")
+	// Recreated with the same contents: nothing to reload.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	expectQuiet(t, w, "deleted again")
+	write(t, path, "b")
+	expectQuiet(t, w, "recreated with the same contents")
+}
+
+// A Kubernetes ConfigMap volume: dir/p.yaml -> ..data/p.yaml, ..data ->
+// ..TIMESTAMP/, and an update makes a new ..TIMESTAMP directory, points a
+// new link at it, renames the link over ..data and removes the old
+// directory. No event ever names p.yaml in dir.
+func TestSymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	version := func(name, text string) {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, name, "p.yaml"), text)
+	}
+	swap := func(name, old string) {
+		if err := os.Symlink(name, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", "a")
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "p.yaml")
+	if err := os.Symlink("..data/p.yaml", path); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := start(t, path)
+	version("..v2", "b")
+	expectQuiet(t, w, "a new version not yet linked")
+	swap("..v2", "..v1")
+	expectChange(t, w, "first swap")
+	// The second swap only shows if the watch followed the link to ..v2.
+	version("..v3", "c")
+	swap("..v3", "..v2")
+	expectChange(t, w, "second swap")
+	// Writing in the directory the link points to now is seen too.
+	write(t, filepath.Join(dir, "..v3", "p.yaml"), "d")
+	expectChange(t, w, "write through the link")
+	expectQuiet(t, w, "after the swaps")
+}
+
+// A symlink to a file elsewhere, repointed by `ln -sfn`-style rename.
+func TestSymlinkRepoint(t *testing.T) {
+	cfg, store := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(store, "v1.yaml"), "a")
+	write(t, filepath.Join(store, "v2.yaml"), "b")
+	path := filepath.Join(cfg, "p.yaml")
+	if err := os.Symlink(filepath.Join(store, "v1.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := start(t, path)
+	// Editing the target, in another directory, is a change.
+	renameOver(t, filepath.Join(store, "v1.yaml"), "a2")
+	expectChange(t, w, "target edited")
+	if err := os.Symlink(filepath.Join(store, "v2.yaml"), filepath.Join(cfg, ".p.tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(cfg, ".p.tmp"), path); err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, w, "link repointed")
+	// The old target no longer matters; the new one does.
+	write(t, filepath.Join(store, "v1.yaml"), "zzz")
+	expectQuiet(t, w, "old target edited")
+	write(t, filepath.Join(store, "v2.yaml"), "b2")
+	expectChange(t, w, "new target edited")
+}
+
+// Files the main file names are part of its contents: a change in one is a
+// change, in any directory, and the list follows the main file's edits.
+func TestRelatedFiles(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	write(t, filepath.Join(dir, "a.netset"), "10.0.0.0/8\n")
+	write(t, filepath.Join(other, "b.netset"), "192.0.2.0/24\n")
+	rel, err := filepath.Rel(dir, filepath.Join(other, "b.netset"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, "include a.netset\n")
+	w, _ := start(t, path)
+
+	renameOver(t, filepath.Join(dir, "a.netset"), "10.0.0.0/9\n")
+	expectChange(t, w, "list file replaced")
+	write(t, filepath.Join(other, "b.netset"), "192.0.2.0/25\n")
+	expectQuiet(t, w, "a file not (yet) named")
+
+	// The main file names b too: one change for the edit, then b counts.
+	write(t, path, "include a.netset\ninclude "+rel+"\n")
+	expectChange(t, w, "main file edited")
+	write(t, filepath.Join(other, "b.netset"), "192.0.2.0/26\n")
+	expectChange(t, w, "newly named list file edited")
+
+	// A named file that does not exist yet: no change until it does.
+	write(t, path, "include a.netset\ninclude c.netset\n")
+	expectQuiet(t, w, "names a missing file")
+	write(t, filepath.Join(dir, "c.netset"), "198.51.100.0/24\n")
+	expectChange(t, w, "the missing file written")
+	// b is no longer named.
+	write(t, filepath.Join(other, "b.netset"), "192.0.2.0/27\n")
+	expectQuiet(t, w, "a file no longer named")
+}
+
+func TestResolve(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "real", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "real", "sub", "f"), "")
+	for _, l := range [][2]string{
+		{"real", filepath.Join(dir, "d1")},            // directory link, relative
+		{filepath.Join(dir, "d1"), dir + "/d2"},       // link to a link, absolute
+		{"d2/sub/f", filepath.Join(dir, "file-link")}, // file link through both
+	} {
+		if err := os.Symlink(l[0], l[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := realDir(dir) // t.TempDir may itself be under a link
+	final, links := resolve(filepath.Join(root, "file-link"))
+	if want := filepath.Join(root, "real", "sub", "f"); final != want {
+		t.Errorf("resolved to %s, want %s", final, want)
+	}
+	want := []string{"file-link", "d2", "d1"}
+	if len(links) != len(want) {
+		t.Fatalf("links %q, want the names %q", links, want)
+	}
+	for i, l := range links {
+		if filepath.Base(l) != want[i] {
+			t.Errorf("link %d is %s, want %s", i, l, want[i])
+		}
+	}
+	// A missing component ends the walk with the rest as written.
+	if final, _ := resolve(filepath.Join(root, "d1", "nope", "f")); final != filepath.Join(root, "real", "nope", "f") {
+		t.Errorf("missing path resolved to %s", final)
+	}
+	// A loop stops.
+	if err := os.Symlink("loop", filepath.Join(dir, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	if _, links := resolve(filepath.Join(root, "loop")); len(links) != maxLinks {
+		t.Errorf("a link loop followed %d links", len(links))
+	}
+}
+
+func TestNewFailsOnMissingDirectory(t *testing.T) {
+	if _, err := New(filepath.Join(t.TempDir(), "no", "such", "p.yaml"), Options{}); err == nil {
+		t.Fatal("New succeeded on a directory that does not exist")
+	}
+}
+
+func TestCloseTwice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	write(t, path, "a")
+	w, err := New(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,186 @@
+package replay
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// RunFile replays the capture at path; see Run.
+func RunFile(p *policy.Policy, path string, opts Options) (*Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	c, err := OpenCapture(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer c.Close()
+	r, err := Run(p, c, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r.Capture = path
+	return r, nil
+}
+
+// Write prints the report. Everything in it is sorted or in policy order,
+// so the same policy and capture always print the same text.
+func (r *Report) Write(w io.Writer) error {
+	ew := &errWriter{w: w}
+	p := r.Policy
+	fmt.Fprintf(ew, "policy %s (sha256 %s), mode %s\n", p.Path, hex.EncodeToString(p.SHA256[:8]), p.Mode)
+	span := ""
+	if r.Frames > 0 {
+		span = fmt.Sprintf(" over %s", seconds(r.Last.Sub(r.First)))
+	}
+	name := r.Capture
+	if name == "" {
+		name = "capture"
+	}
+	fmt.Fprintf(ew, "capture %s: %d frames%s\n", name, r.Frames, span)
+	track := "every source tracked from its first packet"
+	if r.TrackAfter > 1 {
+		track = fmt.Sprintf("sources tracked from their %s packet in a sketch epoch", ordinal(r.TrackAfter))
+	}
+	fmt.Fprintf(ew, "state table %d entries, %s\n\n", r.MaxSources, track)
+
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tPASS PKTS\tPASS BYTES\tDROP PKTS\tDROP BYTES\tSHADOW PKTS\tSHADOW BYTES\tREFUSED BY LEVEL")
+	for _, rr := range r.Rules {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", rr.Name, rr.Pass.Packets, rr.Pass.Bytes,
+			rr.Drop.Packets, rr.Drop.Bytes, rr.Shadow.Packets, rr.Shadow.Bytes, levels(rr.Refused))
+	}
+	tw.Flush()
+	fmt.Fprintln(ew)
+
+	denyVerdict := "drop"
+	if p.Mode == policy.ModeShadow {
+		denyVerdict = "shadow-drop"
+	}
+	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NOT BY A RULE\tPKTS\tBYTES\tVERDICT")
+	for _, o := range []struct {
+		name    string
+		c       Counts
+		verdict string
+	}{
+		{"allow list", r.Allow, "pass"},
+		{"deny list", r.Deny, denyVerdict},
+		{"unmatched", r.Unmatched, "pass"},
+		{"malformed", r.Malformed, "pass"},
+		{"non-IP", r.NonIP, "pass"},
+	} {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", o.name, o.c.Packets, o.c.Bytes, o.verdict)
+	}
+	tw.Flush()
+
+	for _, n := range []struct {
+		count int
+		text  string
+	}{
+		{int(r.Short.Packets), "shorter than an Ethernet header: counted as malformed without running the program, which refuses them"},
+		{r.Truncated, "captured shorter than on the wire (snap length): bytes and byte limits see the captured length"},
+		{r.Cut, "longer than the kernel test-runs (a page less head- and tailroom): it cut them, and bytes and byte limits see what was left"},
+		{r.Backwards, "stamped earlier than the frame before them: each ran at its own time"},
+		{r.NoTime, "without a timestamp (pcapng simple packet blocks): each ran at the time of the frame before"},
+	} {
+		if n.count > 0 {
+			fmt.Fprintf(ew, "note: %d %s %s\n", n.count, plural(n.count, "frame"), n.text)
+		}
+	}
+
+	if len(r.Top) > 0 {
+		fmt.Fprintln(ew)
+		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOP SOURCES DROPPED\tRULE\tDROP PKTS\tDROP BYTES\tSHADOW PKTS\tSHADOW BYTES")
+		for _, s := range r.Top {
+			src := "(no IP source)"
+			if s.Source.IsValid() {
+				src = s.Source.String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", src, s.Rule, s.Drop.Packets, s.Drop.Bytes, s.Shadow.Packets, s.Shadow.Bytes)
+		}
+		tw.Flush()
+	}
+
+	if len(r.Explained) > 0 {
+		fmt.Fprintln(ew)
+	}
+	for _, e := range r.Explained {
+		fmt.Fprintf(ew, "frame %d at +%s, %d bytes, %s\n  %s\n", e.Frame, seconds(e.Offset), e.Len, e.Packet, e.Text)
+	}
+	return ew.err
+}
+
+// levels writes refusals by level as "own=5 agg0=2".
+func levels(refused []uint64) string {
+	s := ""
+	for i, n := range refused {
+		if i > 0 {
+			s += " "
+		}
+		if i == 0 {
+			s += "own=" + strconv.FormatUint(n, 10)
+		} else {
+			s += fmt.Sprintf("agg%d=%d", i-1, n)
+		}
+	}
+	return s
+}
+
+// seconds prints a duration in seconds with nanosecond digits, as capture
+// tools show times.
+func seconds(d time.Duration) string {
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return fmt.Sprintf("%s%d.%09ds", sign, d/time.Second, d%time.Second)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+func ordinal(n uint32) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return strconv.FormatUint(uint64(n), 10) + suffix
+}
+
+// errWriter keeps the first write error, so Write reports it once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return len(p), nil
+	}
+	n, err := e.w.Write(p)
+	if err != nil {
+		e.err = err
+	}
+	return n, nil
+}

@@ -1,0 +1,214 @@
+package vm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/pktgen"
+)
+
+// TestReloadOnFileChange edits the policy the way editors save, by writing
+// a new file and renaming it over the old one, under a running flood and
+// without any SIGHUP: attach must notice and reload. An invalid edit then
+// changes nothing, and is reported in the log and in the metrics.
+func TestReloadOnFileChange(t *testing.T) {
+	l := newLab(t, 1)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "policy.yaml")
+	src := l.Addr.String() + "/32"
+	// tight admits almost none of a flood; loose admits all of it.
+	tight := fmt.Sprintf(`
+rules:
+  - name: a
+    match: {src_cidrs: [%s]}
+    limit: {algorithm: token_bucket, rate: 10/s, burst: 10}
+`, src)
+	loose := fmt.Sprintf(`
+rules:
+  - name: a
+    match: {src_cidrs: [%s]}
+    limit: {algorithm: token_bucket, rate: 10M/s, burst: 10M}
+`, src)
+	renameOverFile(t, path, tight)
+	p := l.start(t, "attach", l.PeerName, "--policy", path)
+	p.waitFor(t, "attached", 30*time.Second)
+
+	// A flood that runs until stopped, so that it is running when the
+	// edit lands and goes on under the new policy for a while.
+	frame := l.udpFrame(18)
+	res, stopFlood := startFlood(t, l, frame)
+	// Wait until the flood is being dropped by the tight limit.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, drop, _ := l.ruleCounts(t, "a"); drop > 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the flood never reached the limiter")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	passBefore, _, _ := l.ruleCounts(t, "a")
+	renameOverFile(t, path, loose)
+	p.waitFor(t, `trigger="file change"`, 10*time.Second)
+	passAtReload, _, _ := l.ruleCounts(t, "a")
+	select {
+	case r := <-res:
+		t.Fatalf("the flood (%v) ended before the reload", r)
+	default:
+	}
+	time.Sleep(time.Second)
+	stopFlood()
+	sent := <-res
+	passAfter, dropAfter, _ := l.ruleCounts(t, "a")
+	t.Logf("flood %v; passed %d before the edit, %d when the reload was logged, %d at the end (%d dropped)",
+		sent, passBefore, passAtReload, passAfter, dropAfter)
+	if strings.Contains(p.out.String(), "trigger=SIGHUP") {
+		t.Errorf("a SIGHUP reload happened; only the file changed:\n%s", p.out)
+	}
+	// Under the tight limit the rest of the flood would have passed 10/s;
+	// the loose limit passes all of it.
+	if passAfter-passAtReload < 10000 {
+		t.Errorf("after the reload only %d more packets passed: the new limit is not in force", passAfter-passAtReload)
+	}
+	if passAfter+dropAfter != sent.Sent {
+		t.Errorf("xdplimit judged %d packets, the generator sent %d", passAfter+dropAfter, sent.Sent)
+	}
+	if got := scrapeMetric(t, l, `xdplimit_policy_reloads_total{interface="`+l.PeerName+`",result="success"}`); got != 1 {
+		t.Errorf("%v successful reloads in the metrics, want 1", got)
+	}
+
+	// Saving the same bytes again, or touching the file, reloads nothing.
+	renameOverFile(t, path, loose)
+	now := time.Now()
+	if err := os.Chtimes(path, now, now); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if n := strings.Count(p.out.String(), "msg=reloaded"); n != 1 {
+		t.Errorf("%d reloads logged after saving identical contents, want 1:\n%s", n, p.out)
+	}
+
+	// An invalid edit: reported, the loose policy stays in force, which
+	// a flood during and after the failed reload shows.
+	before, dropBefore, _ := l.ruleCounts(t, "a")
+	res, stopFlood = startFlood(t, l, frame)
+	renameOverFile(t, path, strings.Replace(loose, "10M/s", "10M/sec", 1))
+	p.waitFor(t, "reload failed", 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	stopFlood()
+	sent = <-res
+	after, dropAfterFail, _ := l.ruleCounts(t, "a")
+	t.Logf("flood across the invalid edit %v; passed %d, dropped %d", sent, after-before, dropAfterFail-dropBefore)
+	if after-before != sent.Sent || dropAfterFail != dropBefore {
+		t.Errorf("after the invalid edit, %d of %d packets passed and %d were dropped: the policy in force changed",
+			after-before, sent.Sent, dropAfterFail-dropBefore)
+	}
+	for _, want := range []string{`trigger="file change"`, `10M/sec`, "is not a rate", "the previous policy stays in force"} {
+		if line := lastLine(p.out.String(), "reload failed"); !strings.Contains(line, want) {
+			t.Errorf("the failure log lacks %q: %s", want, line)
+		}
+	}
+	if got := scrapeMetric(t, l, `xdplimit_policy_reloads_total{interface="`+l.PeerName+`",result="failure"}`); got != 1 {
+		t.Errorf("%v failed reloads in the metrics, want 1", got)
+	}
+	if got := scrapeMetric(t, l, `xdplimit_policy_reloads_total{interface="`+l.PeerName+`",result="success"}`); got != 1 {
+		t.Errorf("%v successful reloads in the metrics, want still 1", got)
+	}
+}
+
+// startFlood floods the receiver from a goroutine until stop is called;
+// the result comes on res.
+func startFlood(t *testing.T, l *lab, frame []byte) (res chan pktgen.Result, stop func()) {
+	t.Helper()
+	ctx, stop := context.WithCancel(t.Context())
+	res = make(chan pktgen.Result, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// More than the generator's timeout lets it send: only stop
+		// or the timeout ends it.
+		r, err := l.gen.Send(ctx, l.NS.Path(), l.Name, frame, 1<<40)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("flood: %v", err)
+		}
+		res <- r
+	}()
+	// A test that fails half-way still stops its flood before the lab
+	// goes away.
+	t.Cleanup(func() {
+		stop()
+		<-done
+	})
+	return res, stop
+}
+
+// renameOverFile replaces path as editors save: a temporary file in the
+// same directory, renamed over the original in one step.
+func renameOverFile(t *testing.T, path, text string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".swp")
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func lastLine(out, substr string) string {
+	lines := strings.Split(out, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], substr) {
+			return lines[i]
+		}
+	}
+	return ""
+}
+
+// scrapeMetric reads one series from the exporter attach serves on the
+// receiver namespace's loopback. The connection is made on a thread inside
+// that namespace (a socket belongs to the namespace it was created in);
+// an http.Client would dial from a goroutine of its own, outside it.
+func scrapeMetric(t *testing.T, l *lab, series string) float64 {
+	t.Helper()
+	var body []byte
+	err := l.PeerNS.Do(func() error {
+		conn, err := net.DialTimeout("tcp", "127.0.0.1:9740", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+			return err
+		}
+		body, err = io.ReadAll(conn)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("scraping metrics: %v", err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if ok && name == series {
+			var v float64
+			if _, err := fmt.Sscan(value, &v); err != nil {
+				t.Fatalf("metric %s: %q: %v", series, value, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no series %s in:\n%s", series, body)
+	return 0
+}
