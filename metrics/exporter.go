@@ -54,7 +54,7 @@ func New(log *slog.Logger) *Exporter {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "policy_reloads_total",
-			Help: "Policy reloads (SIGHUP) by result: success, or failure, after which the previous policy " +
+			Help: "Policy reloads (file change or SIGHUP) by result: success, or failure, after which the previous policy " +
 				"stays in force. Counted by this attach process since it started.",
 		}, []string{"interface", "result"}),
 		log: log,
