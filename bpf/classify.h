@@ -63,12 +63,12 @@ static __always_inline void *xdpl_lookup_addr(void *map4, void *map6, __u32 gen,
 					      __be32 *addr)
 {
 	if (family == 4) {
-		struct xdpl_lpm4 k = { .prefixlen = 8 + 32, .gen = gen };
+		struct xdpl_lpm4 k = {.prefixlen = 8 + 32, .gen = gen};
 
 		__builtin_memcpy(k.addr, addr, 4);
 		return bpf_map_lookup_elem(map4, &k);
 	}
-	struct xdpl_lpm6 k = { .prefixlen = 8 + 128, .gen = gen };
+	struct xdpl_lpm6 k = {.prefixlen = 8 + 128, .gen = gen};
 
 	__builtin_memcpy(k.addr, addr, 16);
 	return bpf_map_lookup_elem(map6, &k);
@@ -111,9 +111,9 @@ static __always_inline int xdpl_classify(__u32 gen, struct xdpl_gen_cfg *g, stru
 			return -1;
 	}
 	if (dims & XDPL_DIM_TCPF) {
-		__u32 v = p->proto != IPPROTO_TCP	     ? XDPL_TCPF_IDX_NONE :
-			  p->ports == XDPL_PORTS_FRAG ? XDPL_TCPF_IDX_FRAG :
-							p->tcp_flags;
+		__u32 v = p->proto != IPPROTO_TCP	? XDPL_TCPF_IDX_NONE
+			  : p->ports == XDPL_PORTS_FRAG ? XDPL_TCPF_IDX_FRAG
+							: p->tcp_flags;
 
 		k = gen * XDPL_TCPF_SLOTS + v;
 		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_tcpf, &k)))
@@ -125,11 +125,13 @@ static __always_inline int xdpl_classify(__u32 gen, struct xdpl_gen_cfg *g, stru
 			return -1;
 	}
 	if (dims & XDPL_DIM_SRC) {
-		if (!xdpl_and(&acc, xdpl_lookup_addr(&xdpl_src4, &xdpl_src6, gen, p->family, p->saddr)))
+		if (!xdpl_and(&acc,
+			      xdpl_lookup_addr(&xdpl_src4, &xdpl_src6, gen, p->family, p->saddr)))
 			return -1;
 	}
 	if (dims & XDPL_DIM_DST) {
-		if (!xdpl_and(&acc, xdpl_lookup_addr(&xdpl_dst4, &xdpl_dst6, gen, p->family, p->daddr)))
+		if (!xdpl_and(&acc,
+			      xdpl_lookup_addr(&xdpl_dst4, &xdpl_dst6, gen, p->family, p->daddr)))
 			return -1;
 	}
 

@@ -20,7 +20,7 @@
 
 #include "xdplimit_structs.h"
 
-#define XDPL_READ_ONCE(x) (*(volatile __u64 *)&(x))
+#define XDPL_READ_ONCE(x)     (*(volatile __u64 *)&(x))
 #define XDPL_WRITE_ONCE(x, v) (*(volatile __u64 *)&(x) = (v))
 
 /* token_bucket as GCRA: one theoretical arrival time (tat) per source. A
@@ -93,8 +93,8 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
 			return 0;
 		if (!commit)
 			return 1;
-		if (__sync_val_compare_and_swap(&s->a, old, (seq << XDPL_WIN_COUNT_BITS) | (cnt + cost)) ==
-		    old) {
+		if (__sync_val_compare_and_swap(
+			&s->a, old, (seq << XDPL_WIN_COUNT_BITS) | (cnt + cost)) == old) {
 			if (seq == (idx & XDPL_WIN_SEQ_MASK) && cnt == 0)
 				XDPL_WRITE_ONCE(s->b, idx);
 			return 1;
@@ -139,7 +139,8 @@ static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl
 			return 0;
 		if (!commit)
 			return 1;
-		if (__sync_val_compare_and_swap(cur, cw, (seq << XDPL_WIN_COUNT_BITS) | (ccnt + cost)) == cw)
+		if (__sync_val_compare_and_swap(cur, cw,
+						(seq << XDPL_WIN_COUNT_BITS) | (ccnt + cost)) == cw)
 			return 1;
 	}
 	return -1;

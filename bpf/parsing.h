@@ -16,14 +16,14 @@
 #ifndef ETH_P_8021AD
 #define ETH_P_8021AD 0x88A8
 #endif
-#define XDPL_IPPROTO_SCTP 132
+#define XDPL_IPPROTO_SCTP    132
 #define XDPL_IPPROTO_UDPLITE 136
-#define XDPL_IPV6_HOPOPTS 0
-#define XDPL_IPV6_ROUTING 43
-#define XDPL_IPV6_FRAGMENT 44
-#define XDPL_IPV6_AH 51
-#define XDPL_IPV6_DSTOPTS 60
-#define XDPL_IP_OFFMASK 0x1fff
+#define XDPL_IPV6_HOPOPTS    0
+#define XDPL_IPV6_ROUTING    43
+#define XDPL_IPV6_FRAGMENT   44
+#define XDPL_IPV6_AH	     51
+#define XDPL_IPV6_DSTOPTS    60
+#define XDPL_IP_OFFMASK	     0x1fff
 
 enum xdpl_parse_result {
 	XDPL_PARSE_OK = 0,
@@ -38,7 +38,7 @@ enum xdpl_ports {
 };
 
 struct xdpl_pkt {
-	__u32 len; /* frame length in bytes: the cost of byte-counting limits */
+	__u32 len;   /* frame length in bytes: the cost of byte-counting limits */
 	__u8 family; /* 4 or 6 */
 	__u8 proto;  /* L4 protocol after IPv6 extension headers */
 	__u8 ports;  /* enum xdpl_ports */
@@ -148,7 +148,8 @@ static __always_inline int xdpl_parse_ipv6(struct xdpl_cursor *c, struct xdpl_pk
 
 			if ((void *)(ext + 1) > c->end)
 				return XDPL_PARSE_MALFORMED;
-			__u32 len = nh == XDPL_IPV6_AH ? (ext->hdrlen + 2) * 4 : (ext->hdrlen + 1) * 8;
+			__u32 len =
+			    nh == XDPL_IPV6_AH ? (ext->hdrlen + 2) * 4 : (ext->hdrlen + 1) * 8;
 
 			nh = ext->nexthdr;
 			if (c->pos + len > c->end)
@@ -218,7 +219,7 @@ static __always_inline int xdpl_parse_l4(struct xdpl_cursor *c, struct xdpl_pkt 
 
 static __always_inline int xdpl_parse(void *data, void *data_end, struct xdpl_pkt *p)
 {
-	struct xdpl_cursor c = { .pos = data, .end = data_end };
+	struct xdpl_cursor c = {.pos = data, .end = data_end};
 	int r;
 
 	p->len = data_end - data;

@@ -59,7 +59,6 @@ volatile const __u32 xdpl_track_after = 2;
 /* Random per load, so that an attacker cannot aim sources at one cell. */
 volatile const __u64 xdpl_sketch_seed = 0;
 
-
 static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 {
 	struct ethhdr *eth = data;
@@ -95,7 +94,8 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 	ring->written++;
 }
 
-static __always_inline void xdpl_key_of(struct xdpl_level *l, struct xdpl_pkt *p, struct xdpl_key *k)
+static __always_inline void xdpl_key_of(struct xdpl_level *l, struct xdpl_pkt *p,
+					struct xdpl_key *k)
 {
 	__builtin_memset(k, 0, sizeof(*k));
 	k->state_id = l->state_id;
@@ -190,7 +190,8 @@ static __always_inline __u32 xdpl_sketch_count(struct xdpl_key *k, __u64 now)
 /* Creates the empty state entry of a level (which every algorithm reads as
  * "nothing consumed"). Inserting with BPF_NOEXIST and looking up again means
  * two CPUs racing on a new source share one entry. */
-static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_level *l, struct xdpl_pkt *p)
+static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_level *l,
+							    struct xdpl_pkt *p)
 {
 	struct xdpl_key k;
 	struct xdpl_state empty = {};
@@ -230,7 +231,8 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 		return xdpl_apply(s, l, now, cost, 0) > 0 ? 0 : -1;
 	if (xdpl_apply(&fresh, l, now, cost, 0) <= 0)
 		return -1;
-	if (l->key_kind != XDPL_KEY_GLOBAL && !(l->flags & XDPL_LF_TRACK_FIRST) && xdpl_track_after > 1)
+	if (l->key_kind != XDPL_KEY_GLOBAL && !(l->flags & XDPL_LF_TRACK_FIRST) &&
+	    xdpl_track_after > 1)
 		return xdpl_sketch_count(&k, now);
 	return XDPL_NO_ENTRY;
 }
@@ -238,7 +240,8 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 /* Phase two for one level: charges the packet. seen is phase one's answer.
  * Returns 1 when charged (or admitted untracked), 0 when the level refuses
  * after all (another CPU got there in between, or no entry could be made). */
-__attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now, __u32 seen)
+__attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now,
+						__u32 seen)
 {
 	if (!l || !p)
 		return 0;
@@ -380,8 +383,8 @@ int xdpl_main(struct xdp_md *ctx)
 	__u32 verdict = XDPL_V_PASS;
 
 	if (refused >= 0)
-		verdict = ((r->flags & XDPL_RF_SHADOW) || (gflags & XDPL_GF_SHADOW)) ? XDPL_V_SHADOW :
-										       XDPL_V_DROP;
+		verdict = ((r->flags & XDPL_RF_SHADOW) || (gflags & XDPL_GF_SHADOW)) ? XDPL_V_SHADOW
+										     : XDPL_V_DROP;
 
 	__u32 slot = r->counter_slot;
 	struct xdpl_rule_stats *st = bpf_map_lookup_elem(&xdpl_stats, &slot);

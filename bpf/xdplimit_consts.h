@@ -45,22 +45,22 @@ enum xdpl_const {
 
 	/* Generation flags. */
 	XDPL_GF_SHADOW = 1 << 0, /* mode: shadow, deny list included */
-	XDPL_GF_ACL = 1 << 1,    /* allow/deny entries exist */
+	XDPL_GF_ACL = 1 << 1,	 /* allow/deny entries exist */
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,
 	XDPL_ALG_SLIDING_WINDOW = 3,
 
 	/* Level flags. */
-	XDPL_LF_BYTES = 1 << 0,      /* cost is the frame length, not 1 */
+	XDPL_LF_BYTES = 1 << 0,	     /* cost is the frame length, not 1 */
 	XDPL_LF_FINE_CLOCK = 1 << 1, /* coarse clock too coarse for this level */
 	/* Create the entry at a key's first packet: the level's limit is below
 	 * what an untracked key may pass (see xdpl_track_after). */
 	XDPL_LF_TRACK_FIRST = 1 << 2,
 
-	XDPL_KEY_SRC = 0,       /* source address masked to a prefix */
+	XDPL_KEY_SRC = 0,	/* source address masked to a prefix */
 	XDPL_KEY_SRC_DPORT = 1, /* ... and destination port */
-	XDPL_KEY_GLOBAL = 2,    /* one bucket for the rule */
+	XDPL_KEY_GLOBAL = 2,	/* one bucket for the rule */
 
 	XDPL_RF_SHADOW = 1 << 0,
 
@@ -82,7 +82,8 @@ enum xdpl_const {
 	XDPL_C_NEW_SOURCE = 6,
 	XDPL_C_INSERT_FAIL = 7,
 	XDPL_C_CAS_EXHAUSTED = 8,
-	XDPL_C_UNTRACKED = 9, /* admitted at a level without a state entry (sketch: not heavy yet) */
+	XDPL_C_UNTRACKED =
+	    9, /* admitted at a level without a state entry (sketch: not heavy yet) */
 	XDPL_NCOUNTERS = 10,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
@@ -136,6 +137,6 @@ enum xdpl_const {
 #endif
 
 #define XDPL_WIN_COUNT_MASK ((1ULL << XDPL_WIN_COUNT_BITS) - 1)
-#define XDPL_WIN_SEQ_MASK ((1ULL << XDPL_WIN_SEQ_BITS) - 1)
+#define XDPL_WIN_SEQ_MASK   ((1ULL << XDPL_WIN_SEQ_BITS) - 1)
 
 #endif

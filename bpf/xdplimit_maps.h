@@ -17,7 +17,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_GENS * XDPL_MAX_RULES);
+	__uint(max_entries, XDPL_GENS *XDPL_MAX_RULES);
 	__type(key, __u32);
 	__type(value, struct xdpl_rule);
 } xdpl_rules SEC(".maps");
@@ -25,35 +25,35 @@ struct {
 /* Classification: each map gives the rules a packet field admits. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_GENS * XDPL_PROTO_SLOTS);
+	__uint(max_entries, XDPL_GENS *XDPL_PROTO_SLOTS);
 	__type(key, __u32);
 	__type(value, struct xdpl_bitmap);
 } xdpl_proto SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_GENS * XDPL_PORT_SLOTS);
+	__uint(max_entries, XDPL_GENS *XDPL_PORT_SLOTS);
 	__type(key, __u32);
 	__type(value, struct xdpl_bitmap);
 } xdpl_dport SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_GENS * XDPL_PORT_SLOTS);
+	__uint(max_entries, XDPL_GENS *XDPL_PORT_SLOTS);
 	__type(key, __u32);
 	__type(value, struct xdpl_bitmap);
 } xdpl_sport SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_GENS * XDPL_TCPF_SLOTS);
+	__uint(max_entries, XDPL_GENS *XDPL_TCPF_SLOTS);
 	__type(key, __u32);
 	__type(value, struct xdpl_bitmap);
 } xdpl_tcpf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_GENS * XDPL_VLAN_SLOTS);
+	__uint(max_entries, XDPL_GENS *XDPL_VLAN_SLOTS);
 	__type(key, __u32);
 	__type(value, struct xdpl_bitmap);
 } xdpl_vlan SEC(".maps");

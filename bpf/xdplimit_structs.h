@@ -15,14 +15,14 @@ struct xdpl_bitmap {
 /* One limiter level of a rule. */
 struct xdpl_level {
 	__u8 algorithm; /* XDPL_ALG_* */
-	__u8 flags;     /* XDPL_LF_* */
-	__u8 key_kind;  /* XDPL_KEY_* */
-	__u8 origin;    /* the level's index in the policy (0 = the rule's own) */
+	__u8 flags;	/* XDPL_LF_* */
+	__u8 key_kind;	/* XDPL_KEY_* */
+	__u8 origin;	/* the level's index in the policy (0 = the rule's own) */
 	/* State entries are keyed by state_id: it changes when the level's
 	 * parameters change, so a changed limit starts fresh while unchanged
 	 * rules keep their buckets across a reload. */
 	__u32 state_id;
-	__be32 mask4;    /* IPv4 source mask (network order) */
+	__be32 mask4;	 /* IPv4 source mask (network order) */
 	__be32 mask6[4]; /* IPv6 source mask */
 	__u32 pad1;
 	/* token_bucket: p1 = emission interval per unit, ns << XDPL_FP_SHIFT;
@@ -34,7 +34,7 @@ struct xdpl_level {
 
 struct xdpl_rule {
 	__u32 counter_slot; /* index into xdpl_stats and xdpl_names */
-	__u8 flags;         /* XDPL_RF_* */
+	__u8 flags;	    /* XDPL_RF_* */
 	__u8 nlevels;
 	__u8 pad[2];
 	/* Evaluated in order; the control plane puts cheap shared aggregates
@@ -99,10 +99,10 @@ struct xdpl_rule_stats {
 /* The last packet's decision, recorded only when xdpl_record is set (pcap
  * replay under BPF_PROG_TEST_RUN). */
 struct xdpl_decision {
-	__u32 why;     /* XDPL_WHY_* */
-	__u32 verdict; /* XDPL_V_* */
-	__s32 rule;    /* rule index in the policy, or -1 */
-	__s32 level;   /* refusing level (policy order), or -1 */
+	__u32 why;	     /* XDPL_WHY_* */
+	__u32 verdict;	     /* XDPL_V_* */
+	__s32 rule;	     /* rule index in the policy, or -1 */
+	__s32 level;	     /* refusing level (policy order), or -1 */
 	struct xdpl_key key; /* the refusing level's key, or the first level's */
 };
 
@@ -139,7 +139,7 @@ struct xdpl_metadata {
 	__u32 attach_mode; /* loader.Mode: 1 = native (driver), 2 = generic (skb) */
 	__u32 clock_mode;
 	__u64 attached_unix_ns;
-	__u64 tick_ns;   /* coarse clock resolution when attached */
+	__u64 tick_ns;	 /* coarse clock resolution when attached */
 	__u64 netns_ino; /* network namespace of the interface (pin dirs are per name) */
 	__u32 ifindex;
 	__u32 pid; /* the attach process in charge, for `xdplimit reload` */

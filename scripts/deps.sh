@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PKGS=(
-  clang-19 llvm-19
+  clang-19 llvm-19 clang-format-19
   libbpf-dev linux-libc-dev
   bpftool
   iproute2 ethtool
