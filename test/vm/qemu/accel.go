@@ -119,7 +119,7 @@ func probeKVM(ctx context.Context, cacheDir string, k *kernel, busybox string, a
 	}
 	defer log.Close()
 	args := qemuArgs(vmConfig{Kernel: k.Vmlinuz, Initrd: initrd, Accel: "kvm", MemoryMB: 256, SMP: 1})
-	res, err := runQEMU(ctx, args, kvmProbeTimeout, log, marker, "PROBE-OK")
+	res, err := runQEMU(ctx, runSpec{Args: args, Out: log, Marker: marker, Timeout: kvmProbeTimeout, FinalKind: "PROBE-OK"})
 	if err != nil {
 		return false, "", fmt.Errorf("KVM probe: %w", err)
 	}

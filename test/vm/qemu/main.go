@@ -18,6 +18,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"debug/elf"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -41,9 +42,12 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 type options struct {
 	cacheDir    string
 	timeout     time.Duration
+	bootTimeout time.Duration
+	bootRetries int
 	testTimeout time.Duration
 	testArgs    string
 	env         multiFlag
+	files       multiFlag
 	modules     multiFlag
 	memoryMB    int
 	smp         int
@@ -62,9 +66,12 @@ func run() int {
 	fs := flag.NewFlagSet("qemu", flag.ContinueOnError)
 	fs.StringVar(&o.cacheDir, "kernel-cache", ".cache/vm", "directory for the kernel, modules, KVM probe verdict and logs")
 	fs.DurationVar(&o.timeout, "timeout", 20*time.Minute, "hard limit for the whole VM run, boot included; qemu is killed after it")
+	fs.DurationVar(&o.bootTimeout, "boot-timeout", 3*time.Minute, "a boot that has not reached init by then counts as hung")
+	fs.IntVar(&o.bootRetries, "boot-retries", 2, "how often a hung boot (before any test started) is retried")
 	fs.DurationVar(&o.testTimeout, "test-timeout", 10*time.Minute, "-test.timeout given to each test binary")
 	fs.StringVar(&o.testArgs, "test-args", "", "extra arguments for every test binary, split at spaces (e.g. \"-test.run Smoke -test.count 1\")")
 	fs.Var(&o.env, "env", "KEY=VALUE exported to the tests in the VM (repeatable)")
+	fs.Var(&o.files, "file", "SRC[:DST] copies a host file into the VM, by default to /usr/local/bin/<name>, which is on PATH (repeatable)")
 	fs.Var(&o.modules, "module", "extra kernel module to load, with its dependencies (repeatable; veth is always loaded)")
 	fs.IntVar(&o.memoryMB, "memory", 2048, "VM memory in MiB (the test binaries live in it, in the initramfs)")
 	fs.IntVar(&o.smp, "smp", 2, "VM CPUs")
@@ -82,6 +89,10 @@ func run() int {
 	o.binaries = fs.Args()
 	if len(o.binaries) == 0 {
 		fs.Usage()
+		return 2
+	}
+	if o.timeout <= 0 || o.bootTimeout <= 0 || o.testTimeout <= 0 || o.bootRetries < 0 || o.memoryMB < 256 || o.smp < 1 {
+		fmt.Fprintln(os.Stderr, "vm: timeouts must be positive, --boot-retries >= 0, --memory >= 256, --smp >= 1")
 		return 2
 	}
 
@@ -120,6 +131,10 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 	if err := checkEnv(o.env); err != nil {
 		return 2, err
 	}
+	files, err := checkFiles(o.files)
+	if err != nil {
+		return 2, err
+	}
 	cacheDir, err := filepath.Abs(o.cacheDir)
 	if err != nil {
 		return 2, err
@@ -145,10 +160,9 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 	if err != nil {
 		return 2, err
 	}
-	defer k.close() // also on the error paths before the modules are resolved
 	logf("kernel %s %s (uname -r %s) from %s", k.Package, k.Version, k.Release, k.Dir)
 	modules, err := k.modules(append([]string{"veth"}, o.modules...))
-	k.close()
+	k.close() // the unpacked package, if any; the modules are in the cache now
 	if err != nil {
 		return 2, err
 	}
@@ -179,6 +193,7 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 		TestArgs:    strings.Fields(o.testArgs),
 		TestTimeout: o.testTimeout,
 		Env:         o.env,
+		Files:       files,
 		Marker:      marker,
 	})
 	if err != nil {
@@ -189,20 +204,51 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 			float64(st.Size())/(1<<20), len(tests), moduleNames(modules), time.Since(t0).Seconds())
 	}
 
-	args := qemuArgs(vmConfig{Kernel: k.Vmlinuz, Initrd: initrd, Accel: accel, MemoryMB: o.memoryMB, SMP: o.smp, Append: o.appendArgs})
-	logf("%s", commandLine("qemu-system-x86_64", args))
-	res, err := runQEMU(ctx, args, o.timeout, out, marker, "DONE")
-	if err != nil {
-		return 2, fmt.Errorf("qemu: %w", err)
+	vm := vmConfig{Kernel: k.Vmlinuz, Initrd: initrd, Accel: accel, MemoryMB: o.memoryMB, SMP: o.smp, Append: o.appendArgs}
+	// A boot that hangs before init runs is a flake of the emulator, not a
+	// test result, and nothing has run yet: boot again, within the overall
+	// deadline. Hangs after BOOT are never retried; they may be our bug.
+	deadline := time.Now().Add(o.timeout)
+	var (
+		res   *vmResult
+		boots int
+	)
+	for boots = 1; ; boots++ {
+		args := qemuArgs(vm)
+		logf("%s", commandLine("qemu-system-x86_64", args))
+		res, err = runQEMU(ctx, runSpec{
+			Args:        args,
+			Out:         out,
+			Marker:      marker,
+			Timeout:     time.Until(deadline),
+			BootKind:    "BOOT",
+			BootTimeout: o.bootTimeout,
+			FinalKind:   "DONE",
+		})
+		if err != nil {
+			return 2, fmt.Errorf("qemu: %w", err)
+		}
+		if res.BootHung == "" || res.Interrupted || boots > o.bootRetries || time.Until(deadline) <= 0 {
+			break
+		}
+		logf("boot %d hung (%s); booting again", boots, res.BootHung)
+		if vm.Accel == "kvm" && os.Getenv(accelEnv) == "" {
+			// The probe passed, but KVM is what hangs on nested hosts.
+			vm.Accel = "tcg"
+			logf("switching to TCG for the next boot")
+		}
 	}
 
 	rep := evaluate(tests, res, o.timeout)
-	logf("---- summary (%s %s, accel %s) ----", k.Package, k.Version, accel)
+	logf("---- summary (%s %s, accel %s) ----", k.Package, k.Version, vm.Accel)
 	if boot, ok := res.find("BOOT"); ok {
 		logf("boot: init started %.1fs after qemu start (guest uptime %ss)", boot.At.Seconds(), boot.Fields["uptime"])
 	}
 	for _, l := range rep.lines {
 		logf("%s", l)
+	}
+	for _, s := range res.KernelSplats {
+		logf("warning: kernel: %s", s)
 	}
 	for _, w := range rep.warnings {
 		logf("warning: %s", w)
@@ -214,7 +260,7 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 	if !rep.ok() {
 		verdict = "FAIL"
 	}
-	logf("result %s: qemu ran %.1fs, whole run %.1fs; log %s", verdict, res.Elapsed.Seconds(), time.Since(wallStart).Seconds(), logPath)
+	logf("result %s: qemu ran %.1fs, %d boot(s), whole run %.1fs; log %s", verdict, res.Elapsed.Seconds(), boots, time.Since(wallStart).Seconds(), logPath)
 	if res.Interrupted {
 		return 130, nil
 	}
@@ -258,6 +304,46 @@ func checkBinaries(args []string) ([]testBinary, error) {
 		tests = append(tests, testBinary{Name: name, Path: abs, PkgDir: pkgDir})
 	}
 	return tests, nil
+}
+
+// checkFiles parses --file arguments. Executables among them must be static
+// for the same reason as the test binaries.
+func checkFiles(args []string) ([]extraFile, error) {
+	var files []extraFile
+	for _, arg := range args {
+		src, dst, _ := strings.Cut(arg, ":")
+		st, err := os.Stat(src)
+		if err != nil {
+			return nil, fmt.Errorf("--file %s: %w", arg, err)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("--file %s: not a regular file", arg)
+		}
+		if dst == "" {
+			dst = "/usr/local/bin/" + filepath.Base(src)
+		}
+		if !filepath.IsAbs(dst) || filepath.Clean(dst) != dst || strings.HasPrefix(dst, "/tests/") {
+			return nil, fmt.Errorf("--file %s: the VM path must be absolute, clean and outside /tests", arg)
+		}
+		if st.Mode().Perm()&0o111 != 0 && isELF(src) { // scripts run under busybox sh
+			if err := checkStaticBinary(src); err != nil {
+				return nil, err
+			}
+		}
+		files = append(files, extraFile{Src: src, Dst: dst})
+	}
+	return files, nil
+}
+
+func isELF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == elf.ELFMAG
 }
 
 func checkEnv(env []string) error {
@@ -357,6 +443,9 @@ func evaluate(tests []testBinary, res *vmResult, timeout time.Duration) *report 
 	if res.PanicLine != "" {
 		fail("kernel: %s", res.PanicLine)
 	}
+	if res.BootHung != "" {
+		fail("VM boot hung: %s", res.BootHung)
+	}
 	if _, ok := res.find("BOOT"); !ok {
 		fail("no BOOT sentinel: init did not start or died during setup")
 	}
@@ -430,7 +519,7 @@ func evaluate(tests []testBinary, res *vmResult, timeout time.Duration) *report 
 	if res.KilledAfterFinal {
 		rep.warnings = append(rep.warnings, "the VM did not power off after DONE and was killed")
 	}
-	if res.WaitErr != nil && !res.TimedOut && !res.KilledAfterFinal && !res.Interrupted {
+	if res.WaitErr != nil && !res.TimedOut && !res.KilledAfterFinal && !res.Interrupted && res.BootHung == "" {
 		fail("qemu failed: %v", res.WaitErr)
 	}
 	return rep

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -376,5 +377,139 @@ func TestAddTestdata(t *testing.T) {
 	content, err := exec.Command(cpio, "-i", "--quiet", "--to-stdout", "-F", archive, "tests/p.test.d/testdata/link.txt").Output()
 	if err != nil || string(content) != "linked" {
 		t.Fatalf("link.txt: %q %v", content, err)
+	}
+}
+
+// TestRunQEMU drives runQEMU with a shell script in qemu's place, to check
+// the kill paths without booting anything.
+func TestRunQEMU(t *testing.T) {
+	needTool(t, "sh")
+	m := testMarker
+	cases := []struct {
+		name   string
+		script string
+		check  func(t *testing.T, r *vmResult)
+	}{
+		{"complete run", `
+			printf 'SeaBIOS\r\n\033c\033[2J` + m + ` BOOT uptime=1.2\r\n'
+			echo "` + m + ` START name=a.test"
+			printf 'no newline at the end of test output'
+			echo "` + m + ` RESULT name=a.test exit=0"
+			echo "` + m + ` DONE total=1 failed=0 setup_failed=0"
+			echo "[    3.1] WARNING: CPU: 1 PID: 77 at net/core/filter.c:1 xdp_do_redirect"`,
+			func(t *testing.T, r *vmResult) {
+				var kinds []string
+				for _, e := range r.Events {
+					kinds = append(kinds, e.Kind)
+				}
+				if strings.Join(kinds, " ") != "BOOT START RESULT DONE" {
+					t.Errorf("events %v", kinds)
+				}
+				if r.BootHung != "" || r.TimedOut || r.KilledAfterFinal || r.WaitErr != nil {
+					t.Errorf("unexpected state %+v", r)
+				}
+				if len(r.KernelSplats) != 1 {
+					t.Errorf("splats %q", r.KernelSplats)
+				}
+			}},
+		{"stall before boot", `
+			echo "[   23.6] rcu: INFO: rcu_preempt self-detected stall on CPU"
+			exec sleep 30`,
+			func(t *testing.T, r *vmResult) {
+				if !strings.Contains(r.BootHung, "self-detected stall") || r.TimedOut {
+					t.Errorf("BootHung %q TimedOut %v", r.BootHung, r.TimedOut)
+				}
+			}},
+		{"silent boot", `exec sleep 30`,
+			func(t *testing.T, r *vmResult) {
+				if !strings.Contains(r.BootHung, "no BOOT sentinel") {
+					t.Errorf("BootHung %q", r.BootHung)
+				}
+			}},
+		{"hang in a test", `
+			echo "` + m + ` BOOT uptime=1.2"
+			echo "[   40.0] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [a.test:80]"
+			exec sleep 30`,
+			func(t *testing.T, r *vmResult) {
+				if r.BootHung != "" || !r.TimedOut {
+					t.Errorf("BootHung %q TimedOut %v: a stall after boot must not count as a boot hang", r.BootHung, r.TimedOut)
+				}
+				if len(r.KernelSplats) != 1 {
+					t.Errorf("splats %q", r.KernelSplats)
+				}
+			}},
+		{"no poweroff", `
+			echo "` + m + ` BOOT uptime=1.2"
+			echo "` + m + ` DONE total=0 failed=0 setup_failed=0"
+			exec sleep 30`,
+			func(t *testing.T, r *vmResult) {
+				if !r.KilledAfterFinal || r.TimedOut {
+					t.Errorf("KilledAfterFinal %v TimedOut %v", r.KilledAfterFinal, r.TimedOut)
+				}
+			}},
+	}
+	defer func(old string) { qemuBinary = old }(qemuBinary)
+	qemuBinary = "sh"
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			start := time.Now()
+			res, err := runQEMU(context.Background(), runSpec{
+				Args:          []string{"-c", c.script},
+				Out:           &out,
+				Marker:        m,
+				Timeout:       3 * time.Second,
+				BootKind:      "BOOT",
+				BootTimeout:   time.Second,
+				FinalKind:     "DONE",
+				PoweroffGrace: 200 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v: a kill did not end the run", d)
+			}
+			if strings.Contains(out.String(), "\033") || strings.Contains(out.String(), "\r") {
+				t.Errorf("console copy not sanitised: %q", out.String())
+			}
+			c.check(t, res)
+		})
+	}
+}
+
+func TestCheckFiles(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "helper.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\necho hi\n"), 0o755)
+	data := filepath.Join(dir, "policy.yaml")
+	os.WriteFile(data, []byte("a: 1\n"), 0o644)
+
+	files, err := checkFiles([]string{script, data + ":/etc/xdplimit/policy.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []extraFile{{script, "/usr/local/bin/helper.sh"}, {data, "/etc/xdplimit/policy.yaml"}}
+	if !reflect.DeepEqual(files, want) {
+		t.Fatalf("got %v, want %v", files, want)
+	}
+	for _, bad := range []string{
+		data + ":relative/path",
+		data + ":/tests/x",
+		data + ":/a/../b",
+		filepath.Join(dir, "missing"),
+		dir, // a directory
+	} {
+		if _, err := checkFiles([]string{bad}); err == nil {
+			t.Errorf("accepted --file %s", bad)
+		}
+	}
+	// A dynamically linked executable cannot run in the VM.
+	if sh, err := exec.LookPath("sh"); err == nil {
+		if real, err := filepath.EvalSymlinks(sh); err == nil && isELF(real) && checkStaticBinary(real) != nil {
+			if _, err := checkFiles([]string{real}); err == nil {
+				t.Errorf("accepted dynamically linked %s", real)
+			}
+		}
 	}
 }

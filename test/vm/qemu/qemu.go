@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -38,7 +39,10 @@ func qemuArgs(c vmConfig) []string {
 		// panic=-1 reboots at once on a panic (init dying included) and
 		// -no-reboot turns that reboot into a qemu exit, so a crashed guest
 		// ends the run instead of waiting for the timeout.
-		"-append", strings.TrimSpace("console=ttyS0 panic=-1 quiet " + c.Append),
+		// quiet keeps the boot short on a slow serial console; loglevel=5
+		// after it still lets warnings through (WARN(), "Illegal XDP return
+		// value"), which quiet alone would hide while the tests run.
+		"-append", strings.TrimSpace("console=ttyS0 panic=-1 quiet loglevel=5 " + c.Append),
 		"-no-reboot",
 	}
 	if c.Accel == "kvm" {
@@ -113,12 +117,21 @@ type vmResult struct {
 	Elapsed     time.Duration
 	TimedOut    bool
 	Interrupted bool
+	// BootHung is set, with the evidence, when the guest kernel stalled or
+	// stayed silent before the boot sentinel and qemu was killed: no test had
+	// started, so the run can be repeated.
+	BootHung string
 	// KilledAfterFinal: the final sentinel arrived but qemu did not power off
 	// within the grace period and was killed. Results are still complete.
 	KilledAfterFinal bool
 	PanicLine        string
-	WaitErr          error
+	// KernelSplats are kernel BUG/WARNING/Oops lines seen after boot, up to
+	// maxSplats; reported, since a test may pass while the kernel complains.
+	KernelSplats []string
+	WaitErr      error
 }
+
+const maxSplats = 10
 
 func (r *vmResult) find(kind string) (event, bool) {
 	for _, e := range r.Events {
@@ -129,16 +142,46 @@ func (r *vmResult) find(kind string) (event, bool) {
 	return event{}, false
 }
 
-// runQEMU boots one VM, copies its console line by line (sanitised) to out,
-// collects the sentinel lines carrying marker, and returns when qemu exits.
-// qemu is killed by PID when timeout passes, when ctx is cancelled, or when
-// finalKind has been seen and qemu has not exited 15 s later.
-func runQEMU(ctx context.Context, args []string, timeout time.Duration, out io.Writer, marker, finalKind string) (*vmResult, error) {
+// runSpec is one qemu run.
+type runSpec struct {
+	Args    []string
+	Out     io.Writer // receives the sanitised console, line by line
+	Marker  string
+	Timeout time.Duration // hard limit for the whole run
+	// BootKind is the sentinel that ends the boot; if BootTimeout passes
+	// first, or the kernel reports a stall before it, the boot counts as
+	// hung. Empty: no boot watch.
+	BootKind    string
+	BootTimeout time.Duration
+	// FinalKind is the last sentinel; qemu gets PoweroffGrace (default 15 s)
+	// to power off after it.
+	FinalKind     string
+	PoweroffGrace time.Duration
+}
+
+// qemuBinary is a variable so that the tests can put a script in its place.
+var qemuBinary = "qemu-system-x86_64"
+
+// stallLine matches the kernel's reports of a CPU that stopped making
+// progress. Under TCG on an overloaded host (load 11 on 2 cores) a boot once
+// hung that way in kernel init before running /init, repeating these lines
+// until the 20-minute timeout; it did not recur on an idle host.
+var stallLine = regexp.MustCompile(`soft lockup|hard LOCKUP|rcu: INFO: \S+ (self-)?detected stall`)
+
+// splatLine matches kernel reports worth surfacing in the summary: a test
+// can pass while the kernel warns about what the XDP program did.
+var splatLine = regexp.MustCompile(`^\[ *[0-9]+\.[0-9]+\] .*(BUG: |WARNING: |Oops: |general protection fault|kernel BUG at|Illegal XDP return value)`)
+
+// runQEMU boots one VM, copies its console to spec.Out, collects the sentinel
+// lines carrying spec.Marker, and returns when qemu exits. qemu is killed by
+// PID when the timeout passes, when the boot hangs, when ctx is cancelled, or
+// when the final sentinel has been seen and qemu has not exited soon after.
+func runQEMU(ctx context.Context, spec runSpec) (*vmResult, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("qemu-system-x86_64", args...)
+	cmd := exec.Command(qemuBinary, spec.Args...)
 	// qemu's own warnings (stderr) go into the same stream as the console so
 	// that the log shows them in order.
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -170,14 +213,23 @@ func runQEMU(ctx context.Context, args []string, timeout time.Duration, out io.W
 		}
 	}()
 
-	timer := time.NewTimer(timeout)
+	timer := time.NewTimer(spec.Timeout)
 	defer timer.Stop()
+	var bootTimer <-chan time.Time
+	booting := spec.BootKind != ""
+	if booting && spec.BootTimeout > 0 {
+		t := time.NewTimer(spec.BootTimeout)
+		defer t.Stop()
+		bootTimer = t.C
+	}
 	var grace <-chan time.Time
 	done := ctx.Done()
+	killed := false
 	kill := func() {
 		// Kill only the process started here, by its PID; an error means it
 		// has exited already.
 		_ = cmd.Process.Kill()
+		killed = true
 	}
 	for lines != nil {
 		select {
@@ -186,17 +238,35 @@ func runQEMU(ctx context.Context, args []string, timeout time.Duration, out io.W
 				lines = nil
 				break
 			}
-			io.WriteString(out, line+"\n")
+			io.WriteString(spec.Out, line+"\n")
 			if strings.Contains(line, "Kernel panic - not syncing") && res.PanicLine == "" {
 				res.PanicLine = strings.TrimSpace(line)
 			}
-			if ev, ok := parseSentinel(line, marker); ok {
+			if booting && !killed && stallLine.MatchString(line) {
+				res.BootHung = "kernel stalled during boot: " + strings.TrimSpace(line)
+				kill()
+			}
+			if !booting && splatLine.MatchString(line) && len(res.KernelSplats) < maxSplats {
+				res.KernelSplats = append(res.KernelSplats, strings.TrimSpace(line))
+			}
+			if ev, ok := parseSentinel(line, spec.Marker); ok {
 				ev.At = time.Since(start)
 				res.Events = append(res.Events, ev)
-				if ev.Kind == finalKind && grace == nil {
-					grace = time.After(15 * time.Second)
+				if ev.Kind == spec.BootKind {
+					booting, bootTimer = false, nil
+				}
+				if ev.Kind == spec.FinalKind && grace == nil {
+					d := spec.PoweroffGrace
+					if d == 0 {
+						d = 15 * time.Second
+					}
+					grace = time.After(d)
 				}
 			}
+		case <-bootTimer:
+			bootTimer = nil
+			res.BootHung = fmt.Sprintf("no %s sentinel within %v", spec.BootKind, spec.BootTimeout)
+			kill()
 		case <-timer.C:
 			res.TimedOut = true
 			kill()

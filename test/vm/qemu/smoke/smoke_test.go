@@ -63,57 +63,60 @@ func TestBPFFS(t *testing.T) {
 // creates goes away with the namespace even if the test dies half way.
 func TestVethNativeXDP(t *testing.T) {
 	need(t, os.Geteuid() == 0, "must run as root (CAP_NET_ADMIN, CAP_BPF), uid is %d", os.Geteuid())
+	if err := inNewNetns(func() error { return vethNativeXDP(t) }); err != nil {
+		t.Fatal(err)
+	}
+}
 
-	// Namespaces belong to OS threads: keep this goroutine on one thread for
-	// the whole test. If the original namespace cannot be restored, the
-	// thread stays locked and the Go runtime discards it when the test
-	// goroutine exits, so no other goroutine inherits the test namespace.
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("current netns: %v", err)
-	}
-	defer orig.Close()
-	ns, err := netns.New() // also switches this thread into it
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("new netns: %v", err)
-	}
-	defer ns.Close()
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			t.Errorf("restore netns: %v", err)
+// inNewNetns runs fn in a new network namespace, on a goroutine of its own
+// locked to its OS thread (namespaces belong to threads). The goroutine ends
+// without unlocking, so the Go runtime discards the thread instead of letting
+// another goroutine inherit the namespace, and the namespace, with the
+// devices in it, goes away with its last thread and file descriptor.
+func inNewNetns(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		ns, err := netns.New() // also switches this thread into it
+		if err != nil {
+			errc <- fmt.Errorf("new netns: %w", err)
 			return
 		}
-		runtime.UnlockOSThread()
+		defer ns.Close()
+		errc <- fn()
 	}()
+	return <-errc
+}
 
+// vethNativeXDP is the body of TestVethNativeXDP. It reports failures as
+// errors rather than with t.Fatal, which must not be called from a goroutine
+// other than the test's own.
+func vethNativeXDP(t *testing.T) error {
 	// Only NETLINK_ROUTE: a handle for all families also opens NETLINK_XFRM,
 	// which fails with "protocol not supported" on kernels where xfrm_user is
 	// a module that is not loaded (Debian's cloud kernel in the VM).
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
-		t.Fatalf("netlink handle: %v", err)
+		return fmt.Errorf("netlink handle: %w", err)
 	}
 	defer h.Close()
 
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xdpl0"}, PeerName: "xdpl1"}
 	if err := h.LinkAdd(veth); err != nil {
-		t.Fatalf("create veth pair over netlink: %v", err)
+		return fmt.Errorf("create veth pair over netlink: %w", err)
 	}
 	for _, name := range []string{"xdpl0", "xdpl1"} {
 		l, err := h.LinkByName(name)
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		if err := h.LinkSetUp(l); err != nil {
-			t.Fatalf("set %s up: %v", name, err)
+			return fmt.Errorf("set %s up: %w", name, err)
 		}
 	}
 	dev, err := h.LinkByName("xdpl0")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
@@ -126,17 +129,17 @@ func TestVethNativeXDP(t *testing.T) {
 		License: "GPL",
 	})
 	if err != nil {
-		t.Fatalf("load XDP program: %v", err)
+		return fmt.Errorf("load XDP program: %+v", err)
 	}
 	defer prog.Close()
 
 	// BPF_PROG_TEST_RUN needs at least an Ethernet header's worth of data.
 	ret, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14)})
 	if err != nil {
-		t.Fatalf("test run: %v", err)
+		return fmt.Errorf("test run: %w", err)
 	}
 	if ret != 2 {
-		t.Fatalf("test run returned %d, want 2 (XDP_PASS)", ret)
+		return fmt.Errorf("test run returned %d, want 2 (XDP_PASS)", ret)
 	}
 
 	lk, err := link.AttachXDP(link.XDPOptions{
@@ -145,7 +148,7 @@ func TestVethNativeXDP(t *testing.T) {
 		Flags:     link.XDPDriverMode,
 	})
 	if err != nil {
-		t.Fatalf("attach XDP in driver mode to veth: %v", err)
+		return fmt.Errorf("attach XDP in driver mode to veth: %w", err)
 	}
 	defer lk.Close()
 
@@ -153,29 +156,30 @@ func TestVethNativeXDP(t *testing.T) {
 	// attach call: the mode must be driver and the program ours.
 	dev, err = h.LinkByName("xdpl0")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	xdp := dev.Attrs().Xdp
 	if xdp == nil || !xdp.Attached {
-		t.Fatalf("netlink shows no XDP program on xdpl0")
+		return fmt.Errorf("netlink shows no XDP program on xdpl0")
 	}
 	if xdp.AttachMode != nl.XDP_ATTACHED_DRV {
-		t.Fatalf("XDP attach mode %d, want %d (driver)", xdp.AttachMode, nl.XDP_ATTACHED_DRV)
+		return fmt.Errorf("XDP attach mode %d, want %d (driver)", xdp.AttachMode, nl.XDP_ATTACHED_DRV)
 	}
 	info, err := prog.Info()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	id, ok := info.ID()
 	if !ok || uint32(id) != xdp.ProgId {
-		t.Fatalf("xdpl0 runs program id %d, want %d", xdp.ProgId, id)
+		return fmt.Errorf("xdpl0 runs program id %d, want %d", xdp.ProgId, id)
 	}
 	t.Logf("XDP program %d attached in driver mode to veth xdpl0 (ifindex %d)", id, dev.Attrs().Index)
 
 	if err := lk.Close(); err != nil {
-		t.Fatalf("detach: %v", err)
+		return fmt.Errorf("detach: %w", err)
 	}
 	if err := h.LinkDel(dev); err != nil {
-		t.Fatalf("delete veth: %v", err)
+		return fmt.Errorf("delete veth: %w", err)
 	}
+	return nil
 }
