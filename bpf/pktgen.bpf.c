@@ -133,6 +133,14 @@ int xdpl_pktgen(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 zero = 0;
 
+	/* Restore the headers: the page may carry the last receiver's edits. */
+	for (int i = 0; i < PKTGEN_HDR_WORDS; i++) {
+		__u64 *w = data + i * 8;
+
+		if (i >= pktgen_config.hdr_words || (void *)(w + 1) > data_end)
+			break;
+		*w = pktgen_config.hdr[i];
+	}
 	if (pktgen_config.mode == PKTGEN_MODE_FIXED)
 		goto tx;
 

@@ -48,6 +48,8 @@ enum pktgen_limits {
 	 * verifier needs a bound on variable packet offsets. */
 	PKTGEN_MAX_OFF = 1024,
 	PKTGEN_SEEN_MAX = 1 << 16,
+	/* Leading bytes of the template restored in every frame, in words. */
+	PKTGEN_HDR_WORDS = 16,
 };
 
 /* Written by Go (a .bss global) before each run; read-only while it runs. */
@@ -66,7 +68,12 @@ struct pktgen_cfg {
 	__u16 src_off;
 	__u16 ip_csum_off;
 	__u16 l4_csum_off;
-	__u16 pad;
+	__u16 hdr_words; /* words of hdr to restore, <= PKTGEN_HDR_WORDS */
+	/* The template's first bytes (all its headers). Live-frames pages are
+	 * recycled with whatever the receiver did to them: the stack's VLAN
+	 * untagging moves the MAC header inside the page, and the next frame
+	 * built in that page would be garbage. Every frame starts from these. */
+	__u64 hdr[PKTGEN_HDR_WORDS];
 };
 
 /* Per-CPU generator state. Go resets it before each run, giving every CPU a

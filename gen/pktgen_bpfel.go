@@ -28,7 +28,9 @@ type PktgenPktgenCfg struct {
 	SrcOff    uint16
 	IpCsumOff uint16
 	L4CsumOff uint16
-	Pad       uint16
+	HdrWords  uint16
+	_         [4]byte
+	Hdr       [16]uint64
 }
 
 type PktgenPktgenFlags uint32
@@ -42,8 +44,9 @@ const (
 type PktgenPktgenLimits uint32
 
 const (
-	PktgenPktgenLimitsPKTGEN_MAX_OFF  PktgenPktgenLimits = 1024
-	PktgenPktgenLimitsPKTGEN_SEEN_MAX PktgenPktgenLimits = 65536
+	PktgenPktgenLimitsPKTGEN_MAX_OFF   PktgenPktgenLimits = 1024
+	PktgenPktgenLimitsPKTGEN_SEEN_MAX  PktgenPktgenLimits = 65536
+	PktgenPktgenLimitsPKTGEN_HDR_WORDS PktgenPktgenLimits = 16
 )
 
 type PktgenPktgenMode uint32

@@ -95,6 +95,9 @@ func Attach(cfg Config) (*Attachment, error) {
 	if cfg.Policy.Image == nil {
 		return nil, errors.New("no policy")
 	}
+	if err := CheckKernel(); err != nil {
+		return nil, err
+	}
 	if err := ensureBPFFS(); err != nil {
 		return nil, err
 	}

@@ -361,6 +361,13 @@ func (g *Generator) prepare(frame []byte) ([]byte, gen.PktgenPktgenCfg, error) {
 		Mask:   s.Mask,
 		SrcOff: uint16(l.varyOff()),
 	}
+	// Every frame starts from the template's leading bytes (its headers):
+	// pages come back from the receiver possibly edited.
+	words := min(len(template)/8, len(cfg.Hdr))
+	for i := 0; i < words; i++ {
+		cfg.Hdr[i] = binary.NativeEndian.Uint64(template[i*8:])
+	}
+	cfg.HdrWords = uint16(words)
 	if l.ipCsumOff >= 0 {
 		cfg.Flags |= uint32(gen.PktgenPktgenFlagsPKTGEN_F_IP4CSUM)
 		cfg.IpCsumOff = uint16(l.ipCsumOff)

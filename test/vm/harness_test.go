@@ -152,10 +152,12 @@ func (l *lab) start(t *testing.T, args ...string) *proc {
 			t.Logf("xdplimit %v output:\n%s", args, p.out)
 		}
 		// Whatever the test did, leave no program and no pins behind.
-		_ = os.RemoveAll("/sys/fs/bpf/xdplimit/" + l.PeerName)
+		removePins(l.PeerName)
 	})
 	return p
 }
+
+func removePins(ifname string) { _ = os.RemoveAll("/sys/fs/bpf/xdplimit/" + ifname) }
 
 // run runs xdplimit to completion in the receiver namespace.
 func (l *lab) run(t *testing.T, args ...string) (string, error) {

@@ -1,0 +1,27 @@
+package loader
+
+import (
+	"os"
+	"testing"
+)
+
+// TestKernelFeatures reports what this kernel offers (the VM suite shows it
+// for 6.1) and requires everything the datapath needs.
+func TestKernelFeatures(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("probing kernel features needs root")
+		}
+		t.Skip("probing kernel features needs root")
+	}
+	for _, f := range ProbeKernel() {
+		state := "present"
+		if f.Err != nil {
+			state = "MISSING: " + f.Err.Error()
+		}
+		t.Logf("%-40s %s", f.Name, state)
+	}
+	if err := CheckKernel(); err != nil {
+		t.Fatal(err)
+	}
+}
