@@ -1,12 +1,14 @@
 package maps_test
 
 import (
+	"io/fs"
 	"net/netip"
 	"path/filepath"
 	"testing"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xdplimit/xdplimit/examples"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
@@ -38,7 +40,9 @@ func exampleAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 // matches: the examples are documentation, so they must work as written,
 // not only parse (policy/examples_test.go checks that).
 func TestExamplesOnProgram(t *testing.T) {
-	files, err := filepath.Glob("../examples/*.yaml")
+	// The embedded copies: the same files, and present wherever the test
+	// binary runs (the VM has no source tree).
+	files, err := fs.Glob(examples.FS, "*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples found (%v)", err)
 	}
@@ -52,7 +56,11 @@ func TestExamplesOnProgram(t *testing.T) {
 				t.Fatalf("no frame for %s in exampleFrames: add one its first rules match", name)
 			}
 			testutil.RequireRoot(t)
-			p, err := policy.Load(path)
+			data, err := fs.ReadFile(examples.FS, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := policy.Parse("examples/"+path, data)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -45,6 +45,24 @@ func checkStack(t *testing.T, stack, passed uint64) {
 	}
 }
 
+// checkDelivered compares the packets xdplimit judged with those the
+// generator sent. On the host every frame reaches the peer's XDP program
+// (its NAPI runs on the sending CPU); under emulation the receiver falls
+// behind and veth drops frames when its XDP ring is full, before any program
+// sees them, so there only judged <= sent, and most, can be required.
+func checkDelivered(t *testing.T, judged, sent uint64) {
+	t.Helper()
+	if os.Getenv("XDPLIMIT_VM") != "" {
+		if judged > sent || judged < sent/2 {
+			t.Errorf("xdplimit judged %d packets, the generator sent %d", judged, sent)
+		}
+		return
+	}
+	if judged != sent {
+		t.Errorf("xdplimit judged %d packets, the generator sent %d", judged, sent)
+	}
+}
+
 func TestAttachEnforcesAndDetaches(t *testing.T) {
 	l := newLab(t, 1)
 	p := l.attach(t, `
@@ -61,9 +79,7 @@ rules:
 	stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
 	pass, drop, _ := l.ruleCounts(t, "udp")
 	t.Logf("sent %v; passed %d, dropped %d; stack received %d", res, pass, drop, stack)
-	if pass+drop != res.Sent {
-		t.Errorf("xdplimit judged %d packets, the generator sent %d", pass+drop, res.Sent)
-	}
+	checkDelivered(t, pass+drop, res.Sent)
 	checkStack(t, stack, pass)
 	within(t, "admitted", float64(pass), 1000+2000*res.Elapsed.Seconds(), accuracy())
 
