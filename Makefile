@@ -44,7 +44,7 @@ lint:
 # verdict and console logs are cached under .cache/vm. XDPLIMIT_VM_ACCEL=kvm|tcg
 # overrides the accelerator; by default a one-time probe decides (TCG here:
 # KVM hangs in this nested VM).
-VM_TEST_PKGS ?= ./test/vm/qemu/smoke ./maps ./test/vm
+VM_TEST_PKGS ?= ./test/vm/qemu/smoke ./loader ./maps ./test/vm
 VM_TIMEOUT   ?= 25m
 VM_ARGS      ?=
 VM_BIN       := .cache/vm/bin
