@@ -60,6 +60,7 @@ test-vm:
 	done; \
 	$(GO) run ./test/vm/qemu --kernel-cache .cache/vm --timeout $(VM_TIMEOUT) \
 		--file $(VM_BIN)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
+		--module 8021q --module bridge \
 		$(VM_ARGS) -- $$bins
 
 demo: deps build

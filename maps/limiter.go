@@ -83,12 +83,7 @@ func Load(opts Options) (*Limiter, error) {
 	if opts.MaxSources > 0 {
 		spec.Maps[SourcesMap].MaxEntries = opts.MaxSources
 	}
-	if m, ok := opts.Pinned[SourcesMap]; ok {
-		// An adopted table keeps its size: a resize needs a detach.
-		if info, err := m.Info(); err == nil {
-			spec.Maps[SourcesMap].MaxEntries = info.MaxEntries
-		}
-	}
+	sizeFromPinned(spec, opts.Pinned)
 	if err := setConstants(spec, opts); err != nil {
 		return nil, err
 	}
@@ -126,6 +121,15 @@ func Load(opts Options) (*Limiter, error) {
 			meta.LayoutVersion, LayoutVersion)
 	}
 	return l, nil
+}
+
+// sizeFromPinned gives the spec the size of a pinned state table: an adopted
+// or inspected table keeps the size it was attached with (--max-sources);
+// resizing needs a detach.
+func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
+	if m, ok := pinned[SourcesMap]; ok {
+		spec.Maps[SourcesMap].MaxEntries = m.MaxEntries()
+	}
 }
 
 func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
@@ -647,6 +651,7 @@ func OpenPinned(pinned map[string]*ebpf.Map) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	sizeFromPinned(spec, pinned)
 	l := &Limiter{tickNs: CoarseTick()}
 	if err := spec.LoadAndAssign(&l.objs.XdplimitMaps, &ebpf.CollectionOptions{MapReplacements: pinned}); err != nil {
 		return nil, fmt.Errorf("opening pinned maps: %w", err)

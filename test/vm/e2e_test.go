@@ -197,16 +197,21 @@ deny: [198.18.2.0/24]
 			SrcPort: 40000, DstPort: 9, Payload: 18}
 		res := l.flood(t, f.MustBuild(), pktgen.Sources{}, 20000)
 		stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
-		if c.wantStack && stack < res.Sent {
-			t.Errorf("%s: %d of %d reached the stack, want all", c.src, stack, res.Sent)
+		if c.wantStack {
+			t.Logf("%s: %d of %d reached the stack", c.src, stack, res.Sent)
+			checkDelivered(t, stack, res.Sent)
 		}
 		if !c.wantStack && stack > 5 {
 			t.Errorf("%s: %d of %d reached the stack, want none", c.src, stack, res.Sent)
 		}
-	}
-	pass, drop, shadow := l.ruleCounts(t, "shadowed")
-	if drop != 0 || shadow < 19000 || pass+shadow != 20000 {
-		t.Errorf("shadow rule: pass %d, drop %d, shadow %d", pass, drop, shadow)
+		if c.src == "198.18.0.7" {
+			pass, drop, shadow := l.ruleCounts(t, "shadowed")
+			checkDelivered(t, pass+shadow, res.Sent)
+			// Burst 10 at 100/s: all but a few are would-drops.
+			if drop != 0 || shadow < (pass+shadow)*9/10 {
+				t.Errorf("shadow rule: pass %d, drop %d, shadow %d", pass, drop, shadow)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,96 @@
+package vm
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
+)
+
+// A random-source flood (sources drawn from 16M addresses, far more than the
+// table holds) with one heavy source in it: the table never grows past
+// --max-sources, the heavy source stays limited to its rate (it is never
+// evicted into a fresh bucket), and everything that passes reaches the
+// receiver's stack.
+func TestRandomSourceFloodWithHeavySource(t *testing.T) {
+	l := newLab(t, 2)
+	const capacity = 4096
+	l.attach(t, `
+rules:
+  - name: heavy
+    match: {src_cidrs: [198.18.0.1/32]}
+    limit: {algorithm: token_bucket, rate: 1000/s, burst: 500}
+  - name: spoofed
+    limit: {algorithm: token_bucket, rate: 1000/s, burst: 500}
+`, "--max-sources", "4096")
+
+	spoof, err := pktgen.Open(pktgen.Config{Timeout: 2 * time.Minute,
+		Sources: pktgen.Sources{Mode: pktgen.Random, First: netip.MustParseAddr("10.0.0.0"), Mask: 1<<24 - 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spoof.Close()
+	spoofFrame := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, Src: netip.MustParseAddr("10.0.0.0"), Dst: l.PeerAddr,
+		SrcPort: 40000, DstPort: 9, Payload: 18}.MustBuild()
+
+	before := l.PeerNS.Snapshot(t)
+	type result struct {
+		res pktgen.Result
+		err error
+	}
+	spoofed := make(chan result, 1)
+	go func() {
+		// 10x the table's capacity of distinct sources at the least.
+		r, err := spoof.Send(context.Background(), l.NS.Path(), l.Name, spoofFrame, floodCount(2_000_000), 1)
+		spoofed <- result{r, err}
+	}()
+	// The heavy source floods in chunks for as long as the spoofed flood
+	// runs, so it must survive the whole churn. Between chunks its bucket
+	// refills at most its burst (0.5 s), so no refill is lost to the gaps.
+	var s result
+	var heavySent uint64
+	heavyStart := monotonic()
+	for done := false; !done; {
+		r := l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(100_000), 0)
+		heavySent += r.Sent
+		select {
+		case s = <-spoofed:
+			done = true
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	heavyEnd := monotonic()
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
+	hp, hd, _ := l.ruleCounts(t, "heavy")
+	sp, sd, _ := l.ruleCounts(t, "spoofed")
+	t.Logf("heavy: %d frames over %v, passed %d dropped %d; spoofed: %v, passed %d dropped %d; stack %d",
+		heavySent, time.Duration(heavyEnd-heavyStart), hp, hd, s.res, sp, sd, stack)
+	if s.res.Sent < 10*capacity {
+		t.Fatalf("only %d spoofed frames", s.res.Sent)
+	}
+	checkStack(t, stack, hp+sp)
+	within(t, "heavy source admitted", float64(hp), 500+1000*float64(heavyEnd-heavyStart)/1e9, accuracy())
+
+	st, err := loader.Open(l.PeerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n, err := st.Limiter.TrackedSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := st.Limiter.Counters()
+	t.Logf("table: %d of %d entries; inserts %d, untracked admissions %d, insert failures %d", n, capacity,
+		cs[maps.CounterNewSource].Packets, cs[maps.CounterUntracked].Packets, cs[maps.CounterInsertFail].Packets)
+	if n > capacity {
+		t.Errorf("the table holds %d entries, more than --max-sources %d", n, capacity)
+	}
+}
