@@ -77,12 +77,22 @@ static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 
 static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot)
 {
-	if ((bpf_get_prandom_u32() & xdpl_sample_mask) != 0)
-		return;
 	__u32 zero = 0;
+	/* A per-CPU array lookup is inlined by the verifier: cheaper on the
+	 * drop path than a helper call for randomness. */
 	struct xdpl_drop_ring *ring = bpf_map_lookup_elem(&xdpl_drops, &zero);
 
 	if (!ring)
+		return;
+	/* xorshift32, seeded per CPU from Go: which drops are sampled cannot
+	 * be predicted, so rotating sources in step does not dodge it. */
+	__u32 x = ring->rng;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	ring->rng = x;
+	if ((x & xdpl_sample_mask) != 0)
 		return;
 	struct xdpl_drop_sample *d = &ring->s[ring->written & (XDPL_DROP_RING - 1)];
 
@@ -275,6 +285,39 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
 	return ok > 0;
 }
 
+/* A rule with one level: decides and charges in one pass, with the same
+ * rules as check + commit (the sketch, untracked admission, fail closed). */
+__attribute__((noinline)) int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
+{
+	if (!l || !p)
+		return 0;
+	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+	struct xdpl_key k;
+
+	xdpl_key_of(l, p, &k);
+	struct xdpl_state *s = bpf_map_lookup_elem(&xdpl_sources, &k);
+
+	if (!s) {
+		struct xdpl_state fresh = {};
+
+		if (xdpl_apply(&fresh, l, now, cost, 0) <= 0)
+			return 0;
+		if (l->key_kind != XDPL_KEY_GLOBAL && !(l->flags & XDPL_LF_TRACK_FIRST) &&
+		    xdpl_track_after > 1 && xdpl_sketch_count(&k, now) < xdpl_track_after) {
+			xdpl_count(XDPL_C_UNTRACKED, p->len);
+			return 1;
+		}
+		s = xdpl_state_insert(l, p);
+		if (!s)
+			return 0;
+	}
+	int ok = xdpl_apply(s, l, now, cost, 1);
+
+	if (ok < 0)
+		xdpl_count(XDPL_C_CAS_EXHAUSTED, 0);
+	return ok > 0;
+}
+
 /* Evaluates the rule's levels in two phases. First every level decides
  * without writing, in order (the control plane puts the cheap shared
  * aggregates first): a refusal costs no state change anywhere, so a flooding
@@ -288,6 +331,14 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p)
 	struct xdpl_clk clk = {};
 	__u32 seen[XDPL_MAX_LEVELS] = {};
 	__u32 n = r->nlevels;
+
+	/* One level (most rules): nothing else can refuse in between, so one
+	 * pass decides and charges, with one table lookup. */
+	if (n == 1) {
+		struct xdpl_level *l = &r->levels[0];
+
+		return xdpl_single_level(l, p, xdpl_now(&clk, l->flags)) ? -1 : 0;
+	}
 
 #pragma unroll
 	for (int i = 0; i < XDPL_MAX_LEVELS; i++) {

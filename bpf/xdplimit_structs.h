@@ -125,6 +125,8 @@ struct xdpl_drop_sample {
  * its last read (at most XDPL_DROP_RING). */
 struct xdpl_drop_ring {
 	__u64 written;
+	__u32 rng; /* xorshift state: which drops are sampled (seeded from Go) */
+	__u32 pad;
 	struct xdpl_drop_sample s[XDPL_DROP_RING];
 };
 

@@ -121,6 +121,8 @@ type XdplimitXdplDecision struct {
 type XdplimitXdplDropRing struct {
 	_       structs.HostLayout
 	Written uint64
+	Rng     uint32
+	Pad     uint32
 	S       [256]XdplimitXdplDropSample
 }
 

@@ -114,6 +114,10 @@ func Load(opts Options) (*Limiter, error) {
 			l.Close()
 			return nil, err
 		}
+		if err := l.seedSampler(); err != nil {
+			l.Close()
+			return nil, err
+		}
 	case LayoutVersion:
 	default:
 		l.Close()
@@ -180,6 +184,22 @@ func b2u(b bool) uint32 {
 		return 1
 	}
 	return 0
+}
+
+// seedSampler gives each CPU's drop sampler a random, non-zero xorshift
+// state (zero would stay zero and sample every drop).
+func (l *Limiter) seedSampler() error {
+	rings := make([]gen.XdplimitXdplDropRing, ebpf.MustPossibleCPU())
+	for i := range rings {
+		var b [4]byte
+		for binary.NativeEndian.Uint32(b[:]) == 0 {
+			if _, err := rand.Read(b[:]); err != nil {
+				return err
+			}
+		}
+		rings[i].Rng = binary.NativeEndian.Uint32(b[:])
+	}
+	return l.objs.XdplDrops.Update(uint32(0), rings, ebpf.UpdateAny)
 }
 
 // Program is the XDP program.
