@@ -216,6 +216,17 @@ static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_level *l
 	return bpf_map_lookup_elem(&xdpl_sources, &k);
 }
 
+/* Charges a packet to a state entry; 1 when admitted. */
+static __always_inline int xdpl_charge(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
+				       __u64 cost)
+{
+	int ok = xdpl_apply(s, l, now, cost, 1);
+
+	if (ok < 0)
+		xdpl_count(XDPL_C_CAS_EXHAUSTED, 0);
+	return ok > 0;
+}
+
 /* xdpl_check_level's answer for an admitting level without a state entry
  * that the sketch did not count (a global key, or the sketch off). */
 #define XDPL_NO_ENTRY 0x10000
@@ -278,11 +289,7 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
 		if (!s)
 			return 0;
 	}
-	int ok = xdpl_apply(s, l, now, cost, 1);
-
-	if (ok < 0)
-		xdpl_count(XDPL_C_CAS_EXHAUSTED, 0);
-	return ok > 0;
+	return xdpl_charge(s, l, now, cost);
 }
 
 /* A rule with one level: decides and charges in one pass, with the same
@@ -311,11 +318,7 @@ __attribute__((noinline)) int xdpl_single_level(struct xdpl_level *l, struct xdp
 		if (!s)
 			return 0;
 	}
-	int ok = xdpl_apply(s, l, now, cost, 1);
-
-	if (ok < 0)
-		xdpl_count(XDPL_C_CAS_EXHAUSTED, 0);
-	return ok > 0;
+	return xdpl_charge(s, l, now, cost);
 }
 
 /* Evaluates the rule's levels in two phases. First every level decides

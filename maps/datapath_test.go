@@ -43,24 +43,7 @@ func requireBPF(t *testing.T) {
 
 func load(t *testing.T, clock maps.Clock, yaml string) *maps.Limiter {
 	t.Helper()
-	requireBPF(t)
-	p, err := policy.Parse("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatalf("policy: %v", err)
-	}
-	img, err := maps.Compile(p)
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	l, err := maps.Load(maps.Options{Clock: clock, MaxSources: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	if err := l.Apply(img); err != nil {
-		t.Fatalf("apply: %v", err)
-	}
-	return l
+	return loadWith(t, maps.Options{Clock: clock}, yaml)
 }
 
 type frame struct {

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/goccy/go-yaml/ast"
+
+	"github.com/xdplimit/xdplimit/internal/fileutil"
 )
 
 // Limits on list files. Problems beyond maxListProblems in one file are
@@ -94,7 +96,7 @@ func (d *decoder) listFile(n ast.Node, field, name string) []listEntry {
 	if d.namesOnly {
 		return nil
 	}
-	data, err := readBounded(path, maxListFileSize)
+	data, err := fileutil.ReadRegular(path, maxListFileSize)
 	if err != nil {
 		d.errorf(n, field, "cannot read list file: %v", err)
 		return nil

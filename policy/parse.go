@@ -3,8 +3,6 @@ package policy
 import (
 	"crypto/sha256"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +13,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 
 	"github.com/goccy/go-yaml/parser"
+	"github.com/xdplimit/xdplimit/internal/fileutil"
 	"github.com/xdplimit/xdplimit/model"
 )
 
@@ -26,7 +25,7 @@ const maxPolicySize = 1 << 20
 // problems in the policy or the list files it names, or the error from
 // reading path itself. It never returns a partial Policy.
 func Load(path string) (*Policy, error) {
-	data, err := readBounded(path, maxPolicySize)
+	data, err := fileutil.ReadRegular(path, maxPolicySize)
 	if err != nil {
 		return nil, err
 	}
@@ -58,31 +57,6 @@ func NamedListFiles(path string, data []byte) []string {
 	d := &decoder{file: path, dir: filepath.Dir(path), namesOnly: true}
 	d.policy(data)
 	return d.listFiles
-}
-
-// readBounded reads a regular file of at most limit bytes. The checks keep a
-// policy that names /dev/zero or a FIFO from hanging the loader.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return data, nil
 }
 
 // parseYAML runs the YAML parser. It turns a panic in the parser into an

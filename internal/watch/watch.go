@@ -13,22 +13,21 @@
 package watch
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/xdplimit/xdplimit/internal/fileutil"
 )
 
 // DefaultDebounce is how long the files must stay quiet before they are
@@ -203,7 +202,7 @@ func (w *Watcher) refreshRelated() {
 	if w.opts.Related == nil {
 		return
 	}
-	data, err := readRegular(w.path)
+	data, err := fileutil.ReadRegular(w.path, maxWatched)
 	if err != nil {
 		return
 	}
@@ -261,7 +260,7 @@ func (w *Watcher) digest() (sum [sha256.Size]byte, missing string) {
 	h := sha256.New()
 	for _, f := range w.files() {
 		writeField(h, []byte(f))
-		data, err := readRegular(f)
+		data, err := fileutil.ReadRegular(f, maxWatched)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			if missing == "" {
@@ -287,26 +286,6 @@ func writeField(h hash.Hash, b []byte) {
 	h.Write(b)
 }
 
-// readRegular reads a regular file. Non-blocking open and fstat keep a
-// FIFO put in the file's place from hanging the watcher.
-func readRegular(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	var buf bytes.Buffer
-	_, err = io.Copy(&buf, f)
-	return buf.Bytes(), err
-}
-
 // realDir resolves a directory's symlinks, so that one directory reached by
 // two paths is watched once and its events are matched under one name; ""
 // when it does not exist.
@@ -317,6 +296,10 @@ func realDir(dir string) string {
 	}
 	return r
 }
+
+// maxWatched bounds what the watcher reads of one file to hash it: more
+// than any policy or list file the loader accepts.
+const maxWatched = 128 << 20
 
 // maxLinks bounds symlink resolution, as the kernel's ELOOP does.
 const maxLinks = 40
