@@ -197,6 +197,28 @@ static __always_inline __u32 xdpl_sketch_count(struct xdpl_key *k, __u64 now)
 	return est;
 }
 
+/* Per-source IPv4 keys live in the IPv4 table, all others in the generic
+ * one. Each map is named at its own call site, as the verifier wants. */
+static __always_inline struct xdpl_state *xdpl_lookup(struct xdpl_key *k)
+{
+	if (k->family == 4 && k->port == 0) {
+		struct xdpl_key4 k4 = {.state_id = k->state_id, .addr = k->addr[0]};
+
+		return bpf_map_lookup_elem(&xdpl_sources4, &k4);
+	}
+	return bpf_map_lookup_elem(&xdpl_sources, k);
+}
+
+static __always_inline long xdpl_insert(struct xdpl_key *k, struct xdpl_state *v)
+{
+	if (k->family == 4 && k->port == 0) {
+		struct xdpl_key4 k4 = {.state_id = k->state_id, .addr = k->addr[0]};
+
+		return bpf_map_update_elem(&xdpl_sources4, &k4, v, BPF_NOEXIST);
+	}
+	return bpf_map_update_elem(&xdpl_sources, k, v, BPF_NOEXIST);
+}
+
 /* Creates the empty state entry of a level (which every algorithm reads as
  * "nothing consumed"). Inserting with BPF_NOEXIST and looking up again means
  * two CPUs racing on a new source share one entry. */
@@ -207,13 +229,13 @@ static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_level *l
 	struct xdpl_state empty = {};
 
 	xdpl_key_of(l, p, &k);
-	long err = bpf_map_update_elem(&xdpl_sources, &k, &empty, BPF_NOEXIST);
+	long err = xdpl_insert(&k, &empty);
 
 	if (err == 0)
 		xdpl_count(XDPL_C_NEW_SOURCE, 0);
 	else if (err != -EEXIST)
 		xdpl_count(XDPL_C_INSERT_FAIL, 0);
-	return bpf_map_lookup_elem(&xdpl_sources, &k);
+	return xdpl_lookup(&k);
 }
 
 /* Charges a packet to a state entry; 1 when admitted. */
@@ -246,7 +268,7 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
-	struct xdpl_state *s = bpf_map_lookup_elem(&xdpl_sources, &k);
+	struct xdpl_state *s = xdpl_lookup(&k);
 
 	if (s)
 		return xdpl_apply(s, l, now, cost, 0) > 0 ? 0 : -1;
@@ -270,7 +292,7 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
-	struct xdpl_state *s = bpf_map_lookup_elem(&xdpl_sources, &k);
+	struct xdpl_state *s = xdpl_lookup(&k);
 
 	if (!s) {
 		__u32 counted = seen != XDPL_NO_ENTRY ? seen : 0;
@@ -302,7 +324,7 @@ __attribute__((noinline)) int xdpl_single_level(struct xdpl_level *l, struct xdp
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
-	struct xdpl_state *s = bpf_map_lookup_elem(&xdpl_sources, &k);
+	struct xdpl_state *s = xdpl_lookup(&k);
 
 	if (!s) {
 		struct xdpl_state fresh = {};

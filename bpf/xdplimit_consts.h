@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 1,
+	XDPL_LAYOUT_VERSION = 2,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -128,6 +128,9 @@ enum xdpl_const {
  * resize the maps before load. */
 #ifndef XDPL_MAX_SOURCES
 #define XDPL_MAX_SOURCES (1 << 20)
+#endif
+#ifndef XDPL_MAX_OTHER_SOURCES
+#define XDPL_MAX_OTHER_SOURCES (1 << 18) /* IPv6, global and src+port keys */
 #endif
 #ifndef XDPL_MAX_ACL
 #define XDPL_MAX_ACL (1 << 18) /* per family, both generations */

@@ -83,6 +83,14 @@ XDPL_LPM_MAP(xdpl_acl6, struct xdpl_lpm6, __u32, XDPL_MAX_ACL);
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, XDPL_MAX_SOURCES);
+	__type(key, struct xdpl_key4);
+	__type(value, struct xdpl_state);
+} xdpl_sources4 SEC(".maps");
+
+/* Every other key: IPv6 sources and prefixes, src_ip+dst_port, global. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XDPL_MAX_OTHER_SOURCES);
 	__type(key, struct xdpl_key);
 	__type(value, struct xdpl_state);
 } xdpl_sources SEC(".maps");

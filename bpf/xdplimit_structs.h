@@ -78,6 +78,14 @@ struct xdpl_key {
 	__be32 addr[4]; /* masked source address; IPv4 in addr[0] */
 };
 
+/* The key of the IPv4 table: per-source levels (XDPL_KEY_SRC) of IPv4
+ * packets, the common case, in an 8-byte key rather than 24: cheaper to hash
+ * and compare, and a smaller table entry. */
+struct xdpl_key4 {
+	__u32 state_id;
+	__be32 addr;
+};
+
 /* token_bucket: a = theoretical arrival time (GCRA), b unused.
  * fixed_window: a = seq << 40 | count, b = full window index of the last reset.
  * sliding_window: a, b = packed counters of even and odd windows. */

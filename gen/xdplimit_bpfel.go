@@ -21,7 +21,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION     XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_LAYOUT_VERSION     XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_GENS               XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES          XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS       XdplimitXdplConst = 4
@@ -152,6 +152,12 @@ type XdplimitXdplKey struct {
 	Addr    [4]uint32
 }
 
+type XdplimitXdplKey4 struct {
+	_       structs.HostLayout
+	StateId uint32
+	Addr    uint32
+}
+
 type XdplimitXdplLevel struct {
 	_         structs.HostLayout
 	Algorithm uint8
@@ -248,6 +254,7 @@ const (
 	XdplimitMapXdplRules          = "xdpl_rules"
 	XdplimitMapXdplSketchMap      = "xdpl_sketch_map"
 	XdplimitMapXdplSources        = "xdpl_sources"
+	XdplimitMapXdplSources4       = "xdpl_sources4"
 	XdplimitMapXdplSport          = "xdpl_sport"
 	XdplimitMapXdplSrc4           = "xdpl_src4"
 	XdplimitMapXdplSrc6           = "xdpl_src6"
@@ -334,6 +341,7 @@ type XdplimitMapSpecs struct {
 	XdplRules     *ebpf.MapSpec `ebpf:"xdpl_rules"`
 	XdplSketchMap *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
 	XdplSources   *ebpf.MapSpec `ebpf:"xdpl_sources"`
+	XdplSources4  *ebpf.MapSpec `ebpf:"xdpl_sources4"`
 	XdplSport     *ebpf.MapSpec `ebpf:"xdpl_sport"`
 	XdplSrc4      *ebpf.MapSpec `ebpf:"xdpl_src4"`
 	XdplSrc6      *ebpf.MapSpec `ebpf:"xdpl_src6"`
@@ -396,6 +404,7 @@ type XdplimitMaps struct {
 	XdplRules     *ebpf.Map `ebpf:"xdpl_rules"`
 	XdplSketchMap *ebpf.Map `ebpf:"xdpl_sketch_map"`
 	XdplSources   *ebpf.Map `ebpf:"xdpl_sources"`
+	XdplSources4  *ebpf.Map `ebpf:"xdpl_sources4"`
 	XdplSport     *ebpf.Map `ebpf:"xdpl_sport"`
 	XdplSrc4      *ebpf.Map `ebpf:"xdpl_src4"`
 	XdplSrc6      *ebpf.Map `ebpf:"xdpl_src6"`
@@ -422,6 +431,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplRules,
 		m.XdplSketchMap,
 		m.XdplSources,
+		m.XdplSources4,
 		m.XdplSport,
 		m.XdplSrc4,
 		m.XdplSrc6,

@@ -58,10 +58,13 @@ type Policy struct {
 type Config struct {
 	Interface  string
 	Mode       Mode
-	Force      bool // replace another XDP program
-	MaxSources uint32
-	Clock      maps.Clock
-	Policy     Policy
+	Force      bool   // replace another XDP program
+	MaxSources uint32 // IPv4 per-source state entries
+	// MaxOtherSources: entries for every other key (IPv6, global,
+	// src_ip+dst_port); 0 means MaxSources / 4.
+	MaxOtherSources uint32
+	Clock           maps.Clock
+	Policy          Policy
 	// Warn receives warnings that do not stop the attach.
 	Warn func(string)
 }
@@ -213,7 +216,7 @@ func (a *Attachment) attachNew(cfg Config, nl netlink.Link) (err error) {
 			}
 		}()
 	}
-	l, err := maps.Load(maps.Options{MaxSources: cfg.MaxSources, Clock: cfg.Clock})
+	l, err := maps.Load(maps.Options{MaxSources: cfg.MaxSources, MaxOtherSources: cfg.MaxOtherSources, Clock: cfg.Clock})
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,11 @@ import (
 
 // Options for loading the limiter.
 type Options struct {
-	// MaxSources sizes the state table (0: the program's default).
-	MaxSources uint32
+	// MaxSources sizes the IPv4 per-source state table (0: the program's
+	// default); MaxOtherSources the table of every other key (IPv6
+	// sources and prefixes, src_ip+dst_port, global; 0: MaxSources / 4).
+	MaxSources      uint32
+	MaxOtherSources uint32
 	Clock      Clock
 	// Pinned maps to reuse instead of creating new ones (adopting the
 	// state of a running limiter), by map name.
@@ -58,11 +61,14 @@ var MapNames = []string{
 	gen.XdplimitMapXdplSources, gen.XdplimitMapXdplSport, gen.XdplimitMapXdplSrc4,
 	gen.XdplimitMapXdplSrc6, gen.XdplimitMapXdplStats, gen.XdplimitMapXdplTcpf,
 	gen.XdplimitMapXdplVlan, gen.XdplimitMapXdplDrops, gen.XdplimitMapXdplLast,
-	gen.XdplimitMapXdplSketchMap,
+	gen.XdplimitMapXdplSketchMap, gen.XdplimitMapXdplSources4,
 }
 
-// SourcesMap is the name of the state table.
-const SourcesMap = gen.XdplimitMapXdplSources
+// The state tables: per-source IPv4 keys, and every other key.
+const (
+	Sources4Map = gen.XdplimitMapXdplSources4
+	SourcesMap  = gen.XdplimitMapXdplSources
+)
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the
 // scheduler tick), which decides the levels that need the fine clock.
@@ -81,7 +87,11 @@ func Load(opts Options) (*Limiter, error) {
 		return nil, fmt.Errorf("reading the embedded program: %w", err)
 	}
 	if opts.MaxSources > 0 {
-		spec.Maps[SourcesMap].MaxEntries = opts.MaxSources
+		spec.Maps[Sources4Map].MaxEntries = opts.MaxSources
+		spec.Maps[SourcesMap].MaxEntries = max(opts.MaxSources/4, 1)
+	}
+	if opts.MaxOtherSources > 0 {
+		spec.Maps[SourcesMap].MaxEntries = opts.MaxOtherSources
 	}
 	sizeFromPinned(spec, opts.Pinned)
 	if err := setConstants(spec, opts); err != nil {
@@ -131,8 +141,10 @@ func Load(opts Options) (*Limiter, error) {
 // or inspected table keeps the size it was attached with (--max-sources);
 // resizing needs a detach.
 func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
-	if m, ok := pinned[SourcesMap]; ok {
-		spec.Maps[SourcesMap].MaxEntries = m.MaxEntries()
+	for _, name := range []string{Sources4Map, SourcesMap} {
+		if m, ok := pinned[name]; ok {
+			spec.Maps[name].MaxEntries = m.MaxEntries()
+		}
 	}
 }
 
@@ -223,6 +235,7 @@ func (l *Limiter) Map(name string) *ebpf.Map {
 		gen.XdplimitMapXdplStats: m.XdplStats, gen.XdplimitMapXdplTcpf: m.XdplTcpf,
 		gen.XdplimitMapXdplVlan: m.XdplVlan, gen.XdplimitMapXdplDrops: m.XdplDrops,
 		gen.XdplimitMapXdplLast: m.XdplLast, gen.XdplimitMapXdplSketchMap: m.XdplSketchMap,
+		gen.XdplimitMapXdplSources4: m.XdplSources4,
 	}[name]
 }
 
@@ -648,21 +661,37 @@ func clearLPM[K any](m *ebpf.Map, g uint32, genOf func(*K) uint8) error {
 	return nil
 }
 
-// TrackedSources counts the state table's entries by walking it: for the
+// TrackedSources counts the state tables' entries by walking them: for the
 // CLI, not for a scrape path.
 func (l *Limiter) TrackedSources() (int, error) {
+	n := 0
+	var k4 gen.XdplimitXdplKey4
 	var k gen.XdplimitXdplKey
 	var v gen.XdplimitXdplState
-	n := 0
-	it := l.objs.XdplSources.Iterate()
+	it := l.objs.XdplSources4.Iterate()
+	for it.Next(&k4, &v) {
+		n++
+	}
+	if err := it.Err(); err != nil {
+		return n, err
+	}
+	it = l.objs.XdplSources.Iterate()
 	for it.Next(&k, &v) {
 		n++
 	}
 	return n, it.Err()
 }
 
-// SourcesCapacity is the state table's size.
-func (l *Limiter) SourcesCapacity() uint32 { return l.objs.XdplSources.MaxEntries() }
+// SourcesCapacity is the state tables' size: IPv4 per-source keys plus
+// every other key.
+func (l *Limiter) SourcesCapacity() uint32 {
+	return l.objs.XdplSources4.MaxEntries() + l.objs.XdplSources.MaxEntries()
+}
+
+// SourcesCapacities is each table's size: IPv4 per-source keys, and others.
+func (l *Limiter) SourcesCapacities() (ipv4, other uint32) {
+	return l.objs.XdplSources4.MaxEntries(), l.objs.XdplSources.MaxEntries()
+}
 
 // OpenPinned opens the maps of a running limiter without loading a program,
 // for reading its state (status, metrics of another process).

@@ -44,7 +44,7 @@ var (
 			"an upper bound (the kernel's LRU may evict slightly early).",
 		"interface")
 	capacityDesc = desc("source_table_capacity",
-		"Size of the per-source state table (LRU hash) in entries.", "interface")
+		"Size of the state tables (LRU hashes) in entries: IPv4 per-source keys (--max-sources) plus every other key (--max-other-sources).", "interface")
 	insertsDesc = desc("source_inserts_total",
 		"Entries the datapath created in the source table (new sources, per limiter level) since its maps were created.",
 		"interface")

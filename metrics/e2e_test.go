@@ -148,7 +148,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		// 64 flood sources and the one "other" source; denied packets
 		// create no entry.
 		{fmt.Sprintf(`xdplimit_tracked_sources{%s}`, sel), 65},
-		{fmt.Sprintf(`xdplimit_source_table_capacity{%s}`, sel), 1 << 16},
+		{fmt.Sprintf(`xdplimit_source_table_capacity{%s}`, sel), 1<<16 + 1<<14}, // the IPv4 table and the other keys' (a quarter)
 		{fmt.Sprintf(`xdplimit_policy_reloads_total{%s,result="success"}`, sel), 1},
 		{fmt.Sprintf(`xdplimit_policy_info{%s,sha256=%q}`, sel, hex.EncodeToString(p.SHA256[:])), 1},
 		{fmt.Sprintf(`xdplimit_program_info{%s,mode="native",prog_id="%d"}`, sel, progID(t, a)), 1},

@@ -23,6 +23,7 @@ type attachFlags struct {
 	force      bool
 	keep       bool
 	maxSources uint32
+	maxOther   uint32
 	clock      string
 	metrics    string
 }
@@ -32,7 +33,9 @@ func (f *attachFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.mode, "mode", "auto", "XDP mode: auto (native, else generic), native or generic")
 	cmd.Flags().BoolVar(&f.force, "force", false, "replace an XDP program already on the interface")
 	cmd.Flags().BoolVar(&f.keep, "keep-on-exit", false, "leave the limiter attached and pinned when this process exits")
-	cmd.Flags().Uint32Var(&f.maxSources, "max-sources", 1<<20, "size of the per-source state table (entries)")
+	cmd.Flags().Uint32Var(&f.maxSources, "max-sources", 1<<20, "entries of the IPv4 per-source state table (fixed memory: ~88 bytes each)")
+	cmd.Flags().Uint32Var(&f.maxOther, "max-other-sources", 0,
+		"entries of the table for every other key: IPv6, global, src_ip+dst_port (~104 bytes each; default max-sources/4)")
 	cmd.Flags().StringVar(&f.clock, "clock", "coarse", "datapath clock: coarse (cheap; fine clock only where a limit needs it) or ktime")
 	cmd.Flags().StringVar(&f.metrics, "metrics-addr", metrics.DefaultAddr,
 		"serve /metrics and /healthz here (\"\" to disable); anything but loopback is an explicit choice")
@@ -128,7 +131,7 @@ func attach(_ context.Context, iface string, f attachFlags, log *slog.Logger) (*
 		return nil, err
 	}
 	a, err := loader.Attach(loader.Config{
-		Interface: iface, Mode: mode, Force: f.force, MaxSources: f.maxSources, Clock: clock,
+		Interface: iface, Mode: mode, Force: f.force, MaxSources: f.maxSources, MaxOtherSources: f.maxOther, Clock: clock,
 		Policy: p, Warn: func(s string) { log.Warn(s) },
 	})
 	if err != nil {
