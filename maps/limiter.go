@@ -23,7 +23,7 @@ type Options struct {
 	// sources and prefixes, src_ip+dst_port, global; 0: MaxSources / 4).
 	MaxSources      uint32
 	MaxOtherSources uint32
-	Clock      Clock
+	Clock           Clock
 	// Pinned maps to reuse instead of creating new ones (adopting the
 	// state of a running limiter), by map name.
 	Pinned map[string]*ebpf.Map
