@@ -63,6 +63,13 @@ test-vm:
 		--module 8021q --module bridge \
 		$(VM_ARGS) -- $$bins
 
+# Regenerates BENCHMARKS.md and bench/veth.png from a real run (root; ~5 min
+# idle, <15 min loaded). BENCH_FLAGS=-quick for a one-minute run to iterate
+# on (marked as such in the output; do not commit it).
+bench: deps
+	@command -v gnuplot >/dev/null && command -v nft >/dev/null && command -v iptables-legacy-restore >/dev/null && command -v ethtool >/dev/null || { echo "bench: run make deps"; exit 1; }
+	$(GO) run ./bench -out BENCHMARKS.md -chart bench/veth.png -gnuplot bench/chart.gp $(BENCH_FLAGS)
+
 demo: deps build
 	./$(BIN) demo
 

@@ -381,13 +381,25 @@ func (a *Attachment) Close() error {
 	return a.lock.Close()
 }
 
-// Detach removes the program from the interface and every pin.
+// Detach removes the program from the interface and every pin. The link is
+// detached explicitly: closing it only drops a reference, and the program
+// would leave the interface an RCU grace period later, after we returned
+// (an immediate re-attach would find it still there).
 func (a *Attachment) Detach() error {
 	defer a.lock.Close()
-	// Unpinned and closed, the link detaches the program.
+	err := detachLink(a.link)
 	a.link.Close()
 	a.Limiter.Close()
-	return removePins(a.dir)
+	return errors.Join(err, removePins(a.dir))
+}
+
+// detachLink detaches a link from its interface now; kernels without
+// BPF_LINK_DETACH (before 5.9) fall back to the last reference going.
+func detachLink(lk link.Link) error {
+	if err := lk.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("detaching: %w", err)
+	}
+	return nil
 }
 
 func removePins(dir string) error {

@@ -101,11 +101,11 @@ func Detach(iface string) error {
 	}
 	defer lock.Close()
 	if lk, err := link.LoadPinnedLink(filepath.Join(dir, "link"), nil); err == nil {
-		if err := lk.Unpin(); err != nil {
-			lk.Close()
-			return fmt.Errorf("unpinning the link: %w", err)
-		}
+		err := detachLink(lk)
 		lk.Close()
+		if err != nil {
+			return err
+		}
 	}
 	return removePins(dir)
 }

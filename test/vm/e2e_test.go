@@ -328,6 +328,13 @@ func TestKeepOnExitThenDetach(t *testing.T) {
 		t.Fatalf("detach: %v\n%s", err, out)
 	}
 	l.requireClean(t)
+	// The program is off the interface when detach returns: attaching
+	// again at once must not find it there.
+	p = l.attach(t, "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1000/s, burst: 100}\n")
+	if err := p.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	l.requireClean(t)
 }
 
 // SIGHUP under a flood: a rule whose limit is unchanged keeps its state, one
