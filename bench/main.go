@@ -1,0 +1,93 @@
+// Command bench measures xdplimit against the physical limit (a bare
+// XDP_DROP), nftables and iptables-legacy hashlimit on this machine and
+// writes BENCHMARKS.md and a chart of the veth comparison. `make bench` runs
+// it; run it as root.
+//
+//	go run ./bench [-quick] [-only micro,macro,accuracy,control] [-out BENCHMARKS.md] [-chart bench/veth.png]
+//
+// Every result is a ratio of configurations measured side by side in one
+// run, interleaved, each a median over repetitions: the absolute numbers
+// move with the machine and with whatever else runs on it, the ratios much
+// less. Nothing here asserts a time; targets are reported as met or not.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var sections = []string{"micro", "macro", "accuracy", "control"}
+
+func main() {
+	quick := flag.Bool("quick", false, "fewer repetitions and packets, for iterating (a minute or two); the report says so")
+	only := flag.String("only", strings.Join(sections, ","), "sections to run, comma-separated: "+strings.Join(sections, ", ")+
+		" (the report then holds only those: give it another -out)")
+	out := flag.String("out", "BENCHMARKS.md", "report to write")
+	chart := flag.String("chart", "bench/veth.png", "chart of the veth comparison (gnuplot); its data goes next to it as .dat")
+	script := flag.String("gnuplot", "bench/chart.gp", "gnuplot script that draws the chart")
+	timeout := flag.Duration("timeout", 25*time.Minute, "hard limit for the whole run")
+	flag.Parse()
+
+	run := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(sections, s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown section %q (have %s)\n", s, strings.Join(sections, ", "))
+			os.Exit(2)
+		}
+		run[s] = true
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bench: run as root: it loads XDP programs and creates network namespaces")
+		os.Exit(1)
+	}
+
+	// SIGINT/SIGTERM end the run through its context; testutil's own
+	// handler deletes the namespaces too, even if we were stuck.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unix.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	if err := benchMain(ctx, run, *quick, *out, *chart, *script); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart, script string) error {
+	e := newEnv(ctx, os.Stderr)
+	defer e.close()
+	sweepPins(e.log)
+
+	rep := &report{Quick: quick, Start: time.Now(), Machine: describeMachine()}
+	step := func(name string, fn func() error) {
+		if !run[name] || ctx.Err() != nil {
+			return
+		}
+		t := time.Now()
+		e.Logf("=== %s", name)
+		if err := try(fn); err != nil {
+			e.Logf("%s: %v", name, err)
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %s", name, errString(err)))
+		}
+		rep.Durations = append(rep.Durations, fmt.Sprintf("%s %v", name, time.Since(t).Round(time.Second)))
+	}
+	step("micro", func() (err error) { rep.Micro, err = microBench(e, quick); return err })
+	step("macro", func() (err error) { rep.Macro, err = macroBench(e, quick); return err })
+	step("accuracy", func() (err error) { rep.Accuracy, err = accuracyBench(e, quick); return err })
+	step("control", func() (err error) { rep.Control, err = controlBench(e, quick); return err })
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted (%v): %s left as it was", context.Cause(ctx), out)
+	}
+	rep.Elapsed = time.Since(rep.Start)
+	return rep.write(e, out, chart, script)
+}
