@@ -384,9 +384,13 @@ rules:
 	// b is in force: another source passes under it.
 	f := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, Src: netip.MustParseAddr("198.18.0.9"), Dst: l.PeerAddr,
 		SrcPort: 40000, DstPort: 9, Payload: 18}
-	l.flood(t, f.MustBuild(), pktgen.Sources{}, 1000)
-	if passB, _, _ := l.ruleCounts(t, "b"); passB != 1000 {
-		t.Errorf("rule b passed %d of 1000", passB)
+	// Compared with what was sent: the generator may send a few more
+	// than asked (it repeats an interrupted call whole).
+	resB := l.flood(t, f.MustBuild(), pktgen.Sources{}, 1000)
+	passB, dropB, _ := l.ruleCounts(t, "b")
+	checkDelivered(t, passB, resB.Sent)
+	if dropB != 0 {
+		t.Errorf("rule b (5000 burst) dropped %d of %d", dropB, resB.Sent)
 	}
 	// A changed limit starts from its new parameters: a fresh burst.
 	if err := os.WriteFile(path, []byte(`
