@@ -58,6 +58,8 @@ volatile const __u32 xdpl_record = 0;
 volatile const __u32 xdpl_track_after = 2;
 /* Random per load, so that an attacker cannot aim sources at one cell. */
 volatile const __u64 xdpl_sketch_seed = 0;
+/* Cells per sketch row per CPU, minus one (a power of two minus one). */
+volatile const __u32 xdpl_sketch_width_mask = 2047;
 
 static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 {
@@ -168,28 +170,34 @@ static __always_inline __u64 xdpl_mix(__u64 h)
  * only tracks a source early. */
 static __always_inline __u32 xdpl_sketch_count(struct xdpl_key *k, __u64 now)
 {
-	__u32 zero = 0;
-	struct xdpl_sketch *sk = bpf_map_lookup_elem(&xdpl_sketch_map, &zero);
+	__u64 h = xdpl_mix(xdpl_sketch_seed ^
+			   ((__u64)k->state_id << 32 | (__u64)k->port << 8 | k->family));
 
-	if (!sk)
-		return xdpl_track_after;
-	__u64 h = xdpl_sketch_seed ^ ((__u64)k->state_id << 32 | (__u64)k->port << 8 | k->family);
-
-#pragma unroll
-	for (int i = 0; i < 4; i++)
-		h = xdpl_mix(h ^ k->addr[i]);
+	h = xdpl_mix(h ^ k->addr[0]);
+	if (k->family == 6) {
+		h = xdpl_mix(h ^ k->addr[1]);
+		h = xdpl_mix(h ^ k->addr[2]);
+		h = xdpl_mix(h ^ k->addr[3]);
+	}
 	__u32 epoch = (now >> XDPL_SKETCH_EPOCH_SHIFT) & 0xffff;
+	__u32 width = xdpl_sketch_width_mask + 1;
+	__u32 base = bpf_get_smp_processor_id() * XDPL_SKETCH_ROWS * width;
 	__u32 est = 0xffff;
 
 #pragma unroll
 	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
-		__u32 *c = &sk->c[r][(h >> (r * 32)) & (XDPL_SKETCH_WIDTH - 1)];
+		__u32 idx = base + r * width + ((h >> (r * 32)) & xdpl_sketch_width_mask);
+		__u32 *c = bpf_map_lookup_elem(&xdpl_sketch_map, &idx);
+
+		/* No cell (more CPUs than the map was sized for): track. */
+		if (!c)
+			return xdpl_track_after;
 		__u32 v = *c;
 		__u32 n = (v >> 16) == epoch ? (v & 0xffff) : 0;
 
 		if (n < 0xffff)
 			n++;
-		/* Per-CPU: no other writer, no atomics needed. */
+		/* Only this CPU writes its region: no atomics needed. */
 		*c = epoch << 16 | n;
 		if (n < est)
 			est = n;

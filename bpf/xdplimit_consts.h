@@ -108,7 +108,9 @@ enum xdpl_const {
 	/* Admission sketch: a per-CPU count-min sketch of keys missing from
 	 * the state table; counters are tagged with a short epoch. */
 	XDPL_SKETCH_ROWS = 2,
-	XDPL_SKETCH_WIDTH = 2048,
+	/* Cells per row per CPU, at most: the control plane picks the width
+	 * (a power of two) from the CPU count, within a memory budget. */
+	XDPL_SKETCH_MAX_WIDTH = 1 << 18,
 	XDPL_SKETCH_EPOCH_SHIFT = 24, /* ns >> 24: epochs of 16.8 ms */
 
 	/* Sampled drops for top: a per-CPU ring. */

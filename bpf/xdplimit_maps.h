@@ -123,11 +123,17 @@ struct {
 	__type(value, struct xdpl_decision);
 } xdpl_last SEC(".maps");
 
+/* The admission sketch: for each CPU a region of XDPL_SKETCH_ROWS rows of
+ * xdpl_sketch_width cells, epoch (16 bits) << 16 | count (16 bits); a cell
+ * of another epoch reads as zero, so it never needs clearing. A plain array
+ * indexed by CPU rather than a per-CPU map, whose values stop at 32 KiB: a
+ * sketch that small saturates within an epoch under a spoofed flood. Each
+ * CPU writes only its own region. Sized by the control plane. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * XDPL_SKETCH_ROWS * 2048);
 	__type(key, __u32);
-	__type(value, struct xdpl_sketch);
+	__type(value, __u32);
 } xdpl_sketch_map SEC(".maps");
 
 /* Injected time (XDPL_CLOCK_MAP), in ns. */

@@ -114,12 +114,6 @@ struct xdpl_decision {
 	struct xdpl_key key; /* the refusing level's key, or the first level's */
 };
 
-/* Count-min sketch cell: epoch (16 bits) << 16 | count (16 bits). A cell of
- * another epoch reads as zero, so the sketch never needs clearing. */
-struct xdpl_sketch {
-	__u32 c[XDPL_SKETCH_ROWS][XDPL_SKETCH_WIDTH];
-};
-
 /* A sampled dropped packet, for `xdplimit top`. */
 struct xdpl_drop_sample {
 	__be32 addr[4];

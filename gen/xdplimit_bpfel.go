@@ -84,7 +84,7 @@ const (
 	XdplimitXdplConstXDPL_CAS_TRIES          XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_MAX_IPV6EXT        XdplimitXdplConst = 6
 	XdplimitXdplConstXDPL_SKETCH_ROWS        XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_SKETCH_WIDTH       XdplimitXdplConst = 2048
+	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH   XdplimitXdplConst = 262144
 	XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT XdplimitXdplConst = 24
 	XdplimitXdplConstXDPL_DROP_RING          XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_SAMPLE_DENY        XdplimitXdplConst = 65535
@@ -223,11 +223,6 @@ type XdplimitXdplRuleStats struct {
 	LevelDrops [4]uint64
 }
 
-type XdplimitXdplSketch struct {
-	_ structs.HostLayout
-	C [2][2048]uint32
-}
-
 type XdplimitXdplState struct {
 	_ structs.HostLayout
 	A uint64
@@ -238,42 +233,43 @@ type XdplimitXdplState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	XdplimitMapXdplAcl4           = "xdpl_acl4"
-	XdplimitMapXdplAcl6           = "xdpl_acl6"
-	XdplimitMapXdplClock          = "xdpl_clock"
-	XdplimitMapXdplCounters       = "xdpl_counters"
-	XdplimitMapXdplCtl            = "xdpl_ctl"
-	XdplimitMapXdplDport          = "xdpl_dport"
-	XdplimitMapXdplDrops          = "xdpl_drops"
-	XdplimitMapXdplDst4           = "xdpl_dst4"
-	XdplimitMapXdplDst6           = "xdpl_dst6"
-	XdplimitMapXdplLast           = "xdpl_last"
-	XdplimitMapXdplMeta           = "xdpl_meta"
-	XdplimitMapXdplNames          = "xdpl_names"
-	XdplimitMapXdplProto          = "xdpl_proto"
-	XdplimitMapXdplRules          = "xdpl_rules"
-	XdplimitMapXdplSketchMap      = "xdpl_sketch_map"
-	XdplimitMapXdplSources        = "xdpl_sources"
-	XdplimitMapXdplSources4       = "xdpl_sources4"
-	XdplimitMapXdplSport          = "xdpl_sport"
-	XdplimitMapXdplSrc4           = "xdpl_src4"
-	XdplimitMapXdplSrc6           = "xdpl_src6"
-	XdplimitMapXdplStats          = "xdpl_stats"
-	XdplimitMapXdplTcpf           = "xdpl_tcpf"
-	XdplimitMapXdplVlan           = "xdpl_vlan"
-	XdplimitProgXdplMain          = "xdpl_main"
-	XdplimitVarXdplBenchBase      = "xdpl_bench_base"
-	XdplimitVarXdplBenchRotate    = "xdpl_bench_rotate"
-	XdplimitVarXdplClockMode      = "xdpl_clock_mode"
-	XdplimitVarXdplRecord         = "xdpl_record"
-	XdplimitVarXdplSampleMask     = "xdpl_sample_mask"
-	XdplimitVarXdplSketchSeed     = "xdpl_sketch_seed"
-	XdplimitVarXdplTrackAfter     = "xdpl_track_after"
-	XdplimitVarXdplUnusedConst    = "xdpl_unused_const"
-	XdplimitVarXdplUnusedDecision = "xdpl_unused_decision"
-	XdplimitVarXdplUnusedMeta     = "xdpl_unused_meta"
-	XdplimitVarXdplUnusedName     = "xdpl_unused_name"
-	XdplimitVarXdplUnusedRing     = "xdpl_unused_ring"
+	XdplimitMapXdplAcl4            = "xdpl_acl4"
+	XdplimitMapXdplAcl6            = "xdpl_acl6"
+	XdplimitMapXdplClock           = "xdpl_clock"
+	XdplimitMapXdplCounters        = "xdpl_counters"
+	XdplimitMapXdplCtl             = "xdpl_ctl"
+	XdplimitMapXdplDport           = "xdpl_dport"
+	XdplimitMapXdplDrops           = "xdpl_drops"
+	XdplimitMapXdplDst4            = "xdpl_dst4"
+	XdplimitMapXdplDst6            = "xdpl_dst6"
+	XdplimitMapXdplLast            = "xdpl_last"
+	XdplimitMapXdplMeta            = "xdpl_meta"
+	XdplimitMapXdplNames           = "xdpl_names"
+	XdplimitMapXdplProto           = "xdpl_proto"
+	XdplimitMapXdplRules           = "xdpl_rules"
+	XdplimitMapXdplSketchMap       = "xdpl_sketch_map"
+	XdplimitMapXdplSources         = "xdpl_sources"
+	XdplimitMapXdplSources4        = "xdpl_sources4"
+	XdplimitMapXdplSport           = "xdpl_sport"
+	XdplimitMapXdplSrc4            = "xdpl_src4"
+	XdplimitMapXdplSrc6            = "xdpl_src6"
+	XdplimitMapXdplStats           = "xdpl_stats"
+	XdplimitMapXdplTcpf            = "xdpl_tcpf"
+	XdplimitMapXdplVlan            = "xdpl_vlan"
+	XdplimitProgXdplMain           = "xdpl_main"
+	XdplimitVarXdplBenchBase       = "xdpl_bench_base"
+	XdplimitVarXdplBenchRotate     = "xdpl_bench_rotate"
+	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
+	XdplimitVarXdplRecord          = "xdpl_record"
+	XdplimitVarXdplSampleMask      = "xdpl_sample_mask"
+	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
+	XdplimitVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
+	XdplimitVarXdplTrackAfter      = "xdpl_track_after"
+	XdplimitVarXdplUnusedConst     = "xdpl_unused_const"
+	XdplimitVarXdplUnusedDecision  = "xdpl_unused_decision"
+	XdplimitVarXdplUnusedMeta      = "xdpl_unused_meta"
+	XdplimitVarXdplUnusedName      = "xdpl_unused_name"
+	XdplimitVarXdplUnusedRing      = "xdpl_unused_ring"
 )
 
 // LoadXdplimit returns the embedded CollectionSpec for Xdplimit.
@@ -354,18 +350,19 @@ type XdplimitMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitVariableSpecs struct {
-	XdplBenchBase      *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
-	XdplBenchRotate    *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
-	XdplClockMode      *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
-	XdplRecord         *ebpf.VariableSpec `ebpf:"xdpl_record"`
-	XdplSampleMask     *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
-	XdplSketchSeed     *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
-	XdplTrackAfter     *ebpf.VariableSpec `ebpf:"xdpl_track_after"`
-	XdplUnusedConst    *ebpf.VariableSpec `ebpf:"xdpl_unused_const"`
-	XdplUnusedDecision *ebpf.VariableSpec `ebpf:"xdpl_unused_decision"`
-	XdplUnusedMeta     *ebpf.VariableSpec `ebpf:"xdpl_unused_meta"`
-	XdplUnusedName     *ebpf.VariableSpec `ebpf:"xdpl_unused_name"`
-	XdplUnusedRing     *ebpf.VariableSpec `ebpf:"xdpl_unused_ring"`
+	XdplBenchBase       *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
+	XdplBenchRotate     *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
+	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
+	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
+	XdplSampleMask      *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
+	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
+	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
+	XdplTrackAfter      *ebpf.VariableSpec `ebpf:"xdpl_track_after"`
+	XdplUnusedConst     *ebpf.VariableSpec `ebpf:"xdpl_unused_const"`
+	XdplUnusedDecision  *ebpf.VariableSpec `ebpf:"xdpl_unused_decision"`
+	XdplUnusedMeta      *ebpf.VariableSpec `ebpf:"xdpl_unused_meta"`
+	XdplUnusedName      *ebpf.VariableSpec `ebpf:"xdpl_unused_name"`
+	XdplUnusedRing      *ebpf.VariableSpec `ebpf:"xdpl_unused_ring"`
 }
 
 // XdplimitObjects contains all objects after they have been loaded into the kernel.
@@ -445,18 +442,19 @@ func (m *XdplimitMaps) Close() error {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitVariables struct {
-	XdplBenchBase      *ebpf.Variable `ebpf:"xdpl_bench_base"`
-	XdplBenchRotate    *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
-	XdplClockMode      *ebpf.Variable `ebpf:"xdpl_clock_mode"`
-	XdplRecord         *ebpf.Variable `ebpf:"xdpl_record"`
-	XdplSampleMask     *ebpf.Variable `ebpf:"xdpl_sample_mask"`
-	XdplSketchSeed     *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
-	XdplTrackAfter     *ebpf.Variable `ebpf:"xdpl_track_after"`
-	XdplUnusedConst    *ebpf.Variable `ebpf:"xdpl_unused_const"`
-	XdplUnusedDecision *ebpf.Variable `ebpf:"xdpl_unused_decision"`
-	XdplUnusedMeta     *ebpf.Variable `ebpf:"xdpl_unused_meta"`
-	XdplUnusedName     *ebpf.Variable `ebpf:"xdpl_unused_name"`
-	XdplUnusedRing     *ebpf.Variable `ebpf:"xdpl_unused_ring"`
+	XdplBenchBase       *ebpf.Variable `ebpf:"xdpl_bench_base"`
+	XdplBenchRotate     *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
+	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
+	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
+	XdplSampleMask      *ebpf.Variable `ebpf:"xdpl_sample_mask"`
+	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
+	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`
+	XdplTrackAfter      *ebpf.Variable `ebpf:"xdpl_track_after"`
+	XdplUnusedConst     *ebpf.Variable `ebpf:"xdpl_unused_const"`
+	XdplUnusedDecision  *ebpf.Variable `ebpf:"xdpl_unused_decision"`
+	XdplUnusedMeta      *ebpf.Variable `ebpf:"xdpl_unused_meta"`
+	XdplUnusedName      *ebpf.Variable `ebpf:"xdpl_unused_name"`
+	XdplUnusedRing      *ebpf.Variable `ebpf:"xdpl_unused_ring"`
 }
 
 // XdplimitPrograms contains all programs after they have been loaded into the kernel.

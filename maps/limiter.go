@@ -93,6 +93,7 @@ func Load(opts Options) (*Limiter, error) {
 	if opts.MaxOtherSources > 0 {
 		spec.Maps[SourcesMap].MaxEntries = opts.MaxOtherSources
 	}
+	spec.Maps[sketchMap].MaxEntries = sketchCells()
 	sizeFromPinned(spec, opts.Pinned)
 	if err := setConstants(spec, opts); err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func Load(opts Options) (*Limiter, error) {
 // or inspected table keeps the size it was attached with (--max-sources);
 // resizing needs a detach.
 func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
-	for _, name := range []string{Sources4Map, SourcesMap} {
+	for _, name := range []string{Sources4Map, SourcesMap, sketchMap} {
 		if m, ok := pinned[name]; ok {
 			spec.Maps[name].MaxEntries = m.MaxEntries()
 		}
@@ -172,19 +173,49 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 	if err := spec.Variables["xdpl_sketch_seed"].Set(binary.NativeEndian.Uint64(seed[:])); err != nil {
 		return err
 	}
+	// The width follows the map's size: an adopted sketch keeps its own.
+	width := spec.Maps[sketchMap].MaxEntries / uint32(ebpf.MustPossibleCPU()) / uint32(gen.XdplimitXdplConstXDPL_SKETCH_ROWS)
+	if width == 0 || width&(width-1) != 0 {
+		return fmt.Errorf("sketch of %d cells does not fit %d CPUs", spec.Maps[sketchMap].MaxEntries, ebpf.MustPossibleCPU())
+	}
 	for name, v := range map[string]uint32{
-		"xdpl_track_after":  trackAfter,
-		"xdpl_clock_mode":   uint32(opts.Clock),
-		"xdpl_sample_mask":  sample - 1,
-		"xdpl_bench_rotate": opts.BenchRotate,
-		"xdpl_bench_base":   base,
-		"xdpl_record":       b2u(opts.Record),
+		"xdpl_sketch_width_mask": width - 1,
+		"xdpl_track_after":       trackAfter,
+		"xdpl_clock_mode":        uint32(opts.Clock),
+		"xdpl_sample_mask":       sample - 1,
+		"xdpl_bench_rotate":      opts.BenchRotate,
+		"xdpl_bench_base":        base,
+		"xdpl_record":            b2u(opts.Record),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+const sketchMap = gen.XdplimitMapXdplSketchMap
+
+// sketchBudget bounds the admission sketch's memory (an array of 8-byte
+// elements, two rows per CPU).
+const sketchBudget = 32 << 20
+
+// sketchWidth is the cells per row per CPU: as wide as the budget allows on
+// this machine, up to XDPL_SKETCH_MAX_WIDTH. A wide sketch keeps count-min
+// collisions rare even when a spoofed flood brings ~1M new keys a second to
+// each CPU (16k per 16.8 ms epoch against 256k cells: ~1% tracked early).
+func sketchWidth(cpus int) uint32 {
+	w := uint32(gen.XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH)
+	rows := uint32(gen.XdplimitXdplConstXDPL_SKETCH_ROWS)
+	for w > 2048 && uint64(w)*uint64(rows)*8*uint64(cpus) > sketchBudget {
+		w /= 2
+	}
+	return w
+}
+
+func sketchCells() uint32 {
+	cpus := ebpf.MustPossibleCPU()
+	return uint32(cpus) * uint32(gen.XdplimitXdplConstXDPL_SKETCH_ROWS) * sketchWidth(cpus)
 }
 
 // DefaultTrackAfter is the sketch threshold: a source's second packet
