@@ -124,22 +124,24 @@ func TestAlgorithmsOnVeth(t *testing.T) {
 		name, limit string
 		// admissions allowed for a flood between two CLOCK_MONOTONIC times
 		want func(start, end int64) float64
+		// frames to send: the token bucket over ~10 s, windows over ~5 s
+		count uint64
 	}{
 		{"token_bucket", "{algorithm: token_bucket, rate: 10000/s, burst: 5000}",
-			func(s, e int64) float64 { return 5000 + 10000*float64(e-s)/1e9 }},
+			func(s, e int64) float64 { return 5000 + 10000*float64(e-s)/1e9 }, 38_000_000},
 		// A flood fills every window it touches, and the datapath's
 		// windows are aligned on CLOCK_MONOTONIC: count them.
 		{"fixed_window", "{algorithm: fixed_window, packets: 1000, window: 100ms}",
-			func(s, e int64) float64 { return 1000 * float64(e/window-s/window) }},
+			func(s, e int64) float64 { return 1000 * float64(e/window-s/window) }, 16_000_000},
 		{"sliding_window", "{algorithm: sliding_window, packets: 1000, window: 100ms}",
-			func(s, e int64) float64 { return 1000 * float64(e/window-s/window) }},
+			func(s, e int64) float64 { return 1000 * float64(e/window-s/window) }, 16_000_000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := newLab(t, 1)
 			l.attach(t, "rules:\n  - name: r\n    limit: "+c.limit+"\n")
 			before := l.PeerNS.Snapshot(t)
 			start := monotonic()
-			res := l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(16_000_000))
+			res := l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(c.count))
 			end := monotonic()
 			stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
 			pass, _, _ := l.ruleCounts(t, "r")
