@@ -227,23 +227,19 @@ static __always_inline long xdpl_insert(struct xdpl_key *k, struct xdpl_state *v
 	return bpf_map_update_elem(&xdpl_sources, k, v, BPF_NOEXIST);
 }
 
-/* Creates the empty state entry of a level (which every algorithm reads as
+/* Creates the empty state entry of a key (which every algorithm reads as
  * "nothing consumed"). Inserting with BPF_NOEXIST and looking up again means
  * two CPUs racing on a new source share one entry. */
-static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_level *l,
-							    struct xdpl_pkt *p)
+static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_key *k)
 {
-	struct xdpl_key k;
 	struct xdpl_state empty = {};
-
-	xdpl_key_of(l, p, &k);
-	long err = xdpl_insert(&k, &empty);
+	long err = xdpl_insert(k, &empty);
 
 	if (err == 0)
 		xdpl_count(XDPL_C_NEW_SOURCE, 0);
 	else if (err != -EEXIST)
 		xdpl_count(XDPL_C_INSERT_FAIL, 0);
-	return xdpl_lookup(&k);
+	return xdpl_lookup(k);
 }
 
 /* Charges a packet to a state entry; 1 when admitted. */
@@ -261,18 +257,53 @@ static __always_inline int xdpl_charge(struct xdpl_state *s, struct xdpl_level *
  * that the sketch did not count (a global key, or the sketch off). */
 #define XDPL_NO_ENTRY 0x10000
 
+/* Decides for a key without a state entry: -1 when even a fresh bucket
+ * refuses the packet; else the sketch's count for the key (this packet
+ * included), or XDPL_NO_ENTRY where the sketch does not apply. */
+static __always_inline int xdpl_miss(struct xdpl_level *l, struct xdpl_key *k, __u64 now,
+				     __u64 cost)
+{
+	struct xdpl_state fresh = {};
+
+	if (xdpl_apply(&fresh, l, now, cost, 0) <= 0)
+		return -1;
+	if (l->key_kind != XDPL_KEY_GLOBAL && !(l->flags & XDPL_LF_TRACK_FIRST) &&
+	    xdpl_track_after > 1)
+		return xdpl_sketch_count(k, now);
+	return XDPL_NO_ENTRY;
+}
+
+/* At commit, for a key without an entry (seen: xdpl_miss's answer): admitted
+ * without one while the sketch has seen the key fewer than track_after times
+ * (returns NULL, *admitted = 1); else given an entry. The packets the sketch
+ * let through before are not charged to it: count-min overestimates on
+ * collisions, and charging its estimate would refuse a new source's first
+ * packet. No entry even after an insert: NULL, *admitted = 0 -- refuse
+ * rather than admit untracked traffic (fail closed; counted). */
+static __always_inline struct xdpl_state *xdpl_enter(struct xdpl_key *k, struct xdpl_pkt *p,
+						     __u32 seen, int *admitted)
+{
+	__u32 counted = seen != XDPL_NO_ENTRY ? seen : 0;
+
+	*admitted = 0;
+	if (counted && counted < xdpl_track_after) {
+		xdpl_count(XDPL_C_UNTRACKED, p->len);
+		*admitted = 1;
+		return NULL;
+	}
+	return xdpl_state_insert(k);
+}
+
 /* Phase one for one level: decides without writing any state. Returns -1
  * when the level refuses the packet; 0 when it admits it and the key has an
- * entry; else, for a key without one, its sketch count (this packet
- * included) or XDPL_NO_ENTRY. A global function, verified once on its own:
- * the verifier explores the rule's levels without re-walking the
+ * entry; else xdpl_miss's answer. A global function, verified once on its
+ * own: the verifier explores the rule's levels without re-walking the
  * algorithms, the sketch and the table for every path. */
 __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
 {
 	if (!l || !p)
 		return -1;
 	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
-	struct xdpl_state fresh = {};
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
@@ -280,12 +311,7 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 
 	if (s)
 		return xdpl_apply(s, l, now, cost, 0) > 0 ? 0 : -1;
-	if (xdpl_apply(&fresh, l, now, cost, 0) <= 0)
-		return -1;
-	if (l->key_kind != XDPL_KEY_GLOBAL && !(l->flags & XDPL_LF_TRACK_FIRST) &&
-	    xdpl_track_after > 1)
-		return xdpl_sketch_count(&k, now);
-	return XDPL_NO_ENTRY;
+	return xdpl_miss(l, &k, now, cost);
 }
 
 /* Phase two for one level: charges the packet. seen is phase one's answer.
@@ -298,55 +324,36 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
 		return 0;
 	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
 	struct xdpl_key k;
+	int admitted;
 
 	xdpl_key_of(l, p, &k);
 	struct xdpl_state *s = xdpl_lookup(&k);
 
-	if (!s) {
-		__u32 counted = seen != XDPL_NO_ENTRY ? seen : 0;
-
-		if (counted && counted < xdpl_track_after) {
-			/* Not heavy yet: admitted here without an entry. */
-			xdpl_count(XDPL_C_UNTRACKED, p->len);
-			return 1;
-		}
-		/* The packets the sketch let through before are not charged:
-		 * count-min overestimates on collisions, and charging its
-		 * estimate would refuse a new source's first packet. */
-		s = xdpl_state_insert(l, p);
-		/* No entry even after an insert: refuse rather than admit
-		 * untracked traffic (fail closed; counted as insert failure). */
-		if (!s)
-			return 0;
-	}
+	if (!s && !(s = xdpl_enter(&k, p, seen, &admitted)))
+		return admitted;
 	return xdpl_charge(s, l, now, cost);
 }
 
-/* A rule with one level: decides and charges in one pass, with the same
- * rules as check + commit (the sketch, untracked admission, fail closed). */
+/* A rule with one level: decides and charges in one pass, with one table
+ * lookup; the same decisions as check + commit. */
 __attribute__((noinline)) int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
 {
 	if (!l || !p)
 		return 0;
 	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
 	struct xdpl_key k;
+	int admitted;
 
 	xdpl_key_of(l, p, &k);
 	struct xdpl_state *s = xdpl_lookup(&k);
 
 	if (!s) {
-		struct xdpl_state fresh = {};
+		int seen = xdpl_miss(l, &k, now, cost);
 
-		if (xdpl_apply(&fresh, l, now, cost, 0) <= 0)
+		if (seen < 0)
 			return 0;
-		if (l->key_kind != XDPL_KEY_GLOBAL && !(l->flags & XDPL_LF_TRACK_FIRST) &&
-		    xdpl_track_after > 1 && xdpl_sketch_count(&k, now) < xdpl_track_after) {
-			xdpl_count(XDPL_C_UNTRACKED, p->len);
-			return 1;
-		}
-		s = xdpl_state_insert(l, p);
-		if (!s)
-			return 0;
+		if (!(s = xdpl_enter(&k, p, seen, &admitted)))
+			return admitted;
 	}
 	return xdpl_charge(s, l, now, cost);
 }
