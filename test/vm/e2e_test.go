@@ -45,20 +45,20 @@ func checkStack(t *testing.T, stack, passed uint64) {
 	}
 }
 
-// checkDelivered compares the packets xdplimit judged with those the
-// generator sent. On the host every frame reaches the peer's XDP program
-// (its NAPI runs on the sending CPU); under emulation the receiver falls
-// behind and veth drops frames when its XDP ring is full, before any program
-// sees them, so there only judged <= sent, and most, can be required.
+// checkDelivered compares the packets xdplimit judged (for a rule that
+// matches only the test's flow) with those the generator sent.
 func checkDelivered(t *testing.T, judged, sent uint64) {
 	t.Helper()
+	// veth drops frames before any program sees them when its XDP ring is
+	// full: under emulation often, on the host now and then (when the
+	// receiver's NAPI was deferred to ksoftirqd: 1.6% and 2.4% of a flood
+	// seen in repeated runs). What xdplimit did with the frames it saw is
+	// checked exactly elsewhere (its counters against the stack's).
+	least := sent - sent/10
 	if os.Getenv("XDPLIMIT_VM") != "" {
-		if judged > sent || judged < sent/2 {
-			t.Errorf("xdplimit judged %d packets, the generator sent %d", judged, sent)
-		}
-		return
+		least = sent / 2
 	}
-	if judged != sent {
+	if judged > sent || judged < least {
 		t.Errorf("xdplimit judged %d packets, the generator sent %d", judged, sent)
 	}
 }
@@ -138,14 +138,18 @@ func TestAlgorithmsOnVeth(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l := newLab(t, 1)
-			l.attach(t, "rules:\n  - name: r\n    limit: "+c.limit+"\n")
+			// Only the test's flow: background packets from the sender's
+			// stack (IPv6 MLD, ND) must not enter the rule's counters.
+			l.attach(t, "rules:\n  - name: r\n    match: {protocol: udp, src_cidrs: [198.18.0.1/32]}\n    limit: "+c.limit+"\n")
 			before := l.PeerNS.Snapshot(t)
+			rx0, tx0 := l.linkDrops(t)
 			start := monotonic()
 			res := l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(c.count))
 			end := monotonic()
 			stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
-			pass, _, _ := l.ruleCounts(t, "r")
-			t.Logf("sent %v", res)
+			rx1, tx1 := l.linkDrops(t)
+			pass, drop, _ := l.ruleCounts(t, "r")
+			t.Logf("sent %v; judged %d, passed %d; stack %d; link drops rx %d tx %d", res, pass+drop, pass, stack, rx1-rx0, tx1-tx0)
 			checkStack(t, stack, pass)
 			within(t, "admitted", float64(pass), c.want(start, end), accuracy())
 		})
@@ -200,8 +204,12 @@ deny: [198.18.2.0/24]
 		res := l.flood(t, f.MustBuild(), pktgen.Sources{}, 20000)
 		stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
 		if c.wantStack {
+			// Background packets (IPv6 MLD, ND) may add a few.
 			t.Logf("%s: %d of %d reached the stack", c.src, stack, res.Sent)
-			checkDelivered(t, stack, res.Sent)
+			if stack > res.Sent+5 {
+				t.Errorf("%s: %d reached the stack, more than the %d sent", c.src, stack, res.Sent)
+			}
+			checkDelivered(t, min(stack, res.Sent), res.Sent)
 		}
 		if !c.wantStack && stack > 5 {
 			t.Errorf("%s: %d of %d reached the stack, want none", c.src, stack, res.Sent)
@@ -285,7 +293,7 @@ func TestGenericMode(t *testing.T) {
 // leaves nothing.
 func TestKilledAttachKeepsEnforcingAndIsAdopted(t *testing.T) {
 	l := newLab(t, 1)
-	policy := "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1000/s, burst: 100}\n"
+	policy := "rules:\n  - name: r\n    match: {protocol: udp, src_cidrs: [198.18.0.1/32]}\n    limit: {algorithm: token_bucket, rate: 1000/s, burst: 100}\n"
 	p := l.attach(t, policy)
 	l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(200_000))
 	if err := p.stop(t, syscall.SIGKILL); err == nil {
@@ -370,6 +378,7 @@ rules:
     match: {src_cidrs: [198.18.0.1/32]}
     limit: {algorithm: token_bucket, rate: 10/s, burst: 100}
   - name: b
+    match: {src_cidrs: [198.18.0.9/32]}
     limit: {algorithm: token_bucket, rate: 50000/s, burst: 5000}
 `), 0o644); err != nil {
 		t.Fatal(err)

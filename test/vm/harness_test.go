@@ -89,8 +89,18 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// flood sends count UDP frames from src to the receiver, from the given CPUs.
+// flood sends count frames to the receiver from the given CPUs, and waits
+// until the receiver's stack has taken in what xdplimit passed.
 func (l *lab) flood(t *testing.T, frame []byte, src pktgen.Sources, count uint64, cpus ...int) pktgen.Result {
+	t.Helper()
+	res := l.send(t, frame, src, count, cpus...)
+	l.settle(t)
+	return res
+}
+
+// send is flood without waiting for the stack: for floods that overlap
+// another one, whose traffic keeps the stack busy.
+func (l *lab) send(t *testing.T, frame []byte, src pktgen.Sources, count uint64, cpus ...int) pktgen.Result {
 	t.Helper()
 	if err := l.gen.SetSources(src); err != nil {
 		t.Fatal(err)
@@ -100,6 +110,25 @@ func (l *lab) flood(t *testing.T, frame []byte, src pktgen.Sources, count uint64
 		t.Fatalf("flood: %v", err)
 	}
 	return res
+}
+
+// settle waits until the receiver's stack has taken in what was passed: a
+// frame XDP passes reaches the IP layer asynchronously (the veth's NAPI may
+// be deferred to ksoftirqd), so counters read the moment the generator
+// returns can miss frames still in flight. Settled means the stack's count
+// did not move for 50 ms.
+func (l *lab) settle(t *testing.T) {
+	t.Helper()
+	last := l.PeerNS.Snapshot(t).IPReceives()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		cur := l.PeerNS.Snapshot(t).IPReceives()
+		if cur == last {
+			return
+		}
+		last = cur
+	}
+	t.Fatalf("the receiver's stack is still taking in packets 5 s after the flood")
 }
 
 func (l *lab) udpFrame(payload int) []byte {
@@ -237,6 +266,32 @@ func (l *lab) xdpAttached(t *testing.T) *netlink.LinkXdp {
 		return nil
 	}
 	return x
+}
+
+// linkDrops reads the drop counters of both veth ends (rx and tx): where
+// the kernel counts frames lost between the generator and the stack.
+func (l *lab) linkDrops(t *testing.T) (rx, tx uint64) {
+	t.Helper()
+	for _, end := range []struct {
+		ns   *testutil.Netns
+		name string
+	}{{l.NS, l.Name}, {l.PeerNS, l.PeerName}} {
+		err := end.ns.Do(func() error {
+			nl, err := netlink.LinkByName(end.name)
+			if err != nil {
+				return err
+			}
+			if st := nl.Attrs().Statistics; st != nil {
+				rx += st.RxDropped
+				tx += st.TxDropped
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rx, tx
 }
 
 // requireClean checks that nothing of xdplimit is left on the receiver end.

@@ -25,6 +25,7 @@ rules:
     match: {src_cidrs: [198.18.0.1/32]}
     limit: {algorithm: token_bucket, rate: 1000/s, burst: 500}
   - name: spoofed
+    match: {src_cidrs: [10.0.0.0/8]}
     limit: {algorithm: token_bucket, rate: 1000/s, burst: 500}
 `, "--max-sources", "4096")
 
@@ -53,9 +54,13 @@ rules:
 	// refills at most its burst (0.5 s), so no refill is lost to the gaps.
 	var s result
 	var heavySent uint64
+	// The heavy source offers traffic from its first chunk's start to its
+	// last chunk's end; the expectation covers exactly that span.
 	heavyStart := monotonic()
+	var heavyEnd int64
 	for done := false; !done; {
-		r := l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(100_000), 0)
+		r := l.send(t, l.udpFrame(18), pktgen.Sources{}, floodCount(100_000), 0)
+		heavyEnd = monotonic()
 		heavySent += r.Sent
 		select {
 		case s = <-spoofed:
@@ -63,10 +68,10 @@ rules:
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	heavyEnd := monotonic()
 	if s.err != nil {
 		t.Fatal(s.err)
 	}
+	l.settle(t)
 	stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
 	hp, hd, _ := l.ruleCounts(t, "heavy")
 	sp, sd, _ := l.ruleCounts(t, "spoofed")
