@@ -164,12 +164,39 @@ static __always_inline __u64 xdpl_mix(__u64 h)
 	return h;
 }
 
-/* Counts the key in this CPU's sketch; returns its estimated count in the
- * current epoch, this packet included. Count-min never underestimates, so a
- * source that really sent track_after packets is always tracked; a collision
- * only tracks a source early. */
-static __always_inline __u32 xdpl_sketch_count(struct xdpl_key *k, __u64 now)
+/* A sketch cell is a u64:
+ *   bits  0-15  count: packets of keys hashed here that had no state entry,
+ *               in the count epoch (saturating)
+ *   bits 16-31  the count epoch (ns >> XDPL_SKETCH_EPOCH_SHIFT)
+ *   bits 32-47  the mark epoch (ns >> XDPL_SKETCH_MARK_SHIFT)
+ *   bit  48     marked: a key hashed here used its state entry in the mark
+ *               epoch (or, read one mark epoch later, the one before)
+ * A key is looked up in the state table only when all its cells are marked:
+ * a spoofed source's packet then costs its two cells (one page) and no table
+ * lookup, the dearest part of it in a big table. A hit marks, an insert does
+ * not: a spoofed source inserted through a count-min collision never comes
+ * back, and its marks would only send later keys to the table. */
+#define XDPL_CELL_MARKED     (1ULL << 48)
+#define XDPL_CELL_COUNT_MASK 0xffffffffULL
+
+/* A key's cells in this CPU's sketch. on = 0 where the sketch does not apply
+ * (global keys, XDPL_LF_TRACK_FIRST, track_after 1, a CPU beyond the sketch's
+ * regions): every key is then looked up and tracked from its first packet.
+ * looked: the state table was searched for the key (and it was missing). */
+struct xdpl_sketch {
+	__u64 *c[XDPL_SKETCH_ROWS];
+	int on;
+	int looked;
+};
+
+static __always_inline void xdpl_sketch_find(struct xdpl_level *l, struct xdpl_key *k,
+					     struct xdpl_sketch *sk)
 {
+	sk->on = 0;
+	sk->looked = 0;
+	if (l->key_kind == XDPL_KEY_GLOBAL || (l->flags & XDPL_LF_TRACK_FIRST) ||
+	    xdpl_track_after <= 1)
+		return;
 	__u64 h = xdpl_mix(xdpl_sketch_seed ^
 			   ((__u64)k->state_id << 32 | (__u64)k->port << 8 | k->family));
 
@@ -179,26 +206,77 @@ static __always_inline __u32 xdpl_sketch_count(struct xdpl_key *k, __u64 now)
 		h = xdpl_mix(h ^ k->addr[2]);
 		h = xdpl_mix(h ^ k->addr[3]);
 	}
-	__u32 epoch = (now >> XDPL_SKETCH_EPOCH_SHIFT) & 0xffff;
 	__u32 width = xdpl_sketch_width_mask + 1;
 	__u32 base = bpf_get_smp_processor_id() * XDPL_SKETCH_ROWS * width;
+	/* A key's cells share one 4 KiB page of the region, each row its
+	 * part of the page: one TLB miss per new key instead of one per row
+	 * (a page walk is the dearest part of a miss in a VM). Keys spread
+	 * evenly over the pages, so the rows' collisions stay independent. */
+	__u32 page = (h >> 32) & ((width * XDPL_SKETCH_ROWS / XDPL_SKETCH_PAGE_CELLS) - 1);
+
+	base += page * XDPL_SKETCH_PAGE_CELLS;
+#pragma unroll
+	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
+		__u32 idx = base + r * XDPL_SKETCH_ROW_CELLS +
+			    ((h >> (r * 16)) & (XDPL_SKETCH_ROW_CELLS - 1));
+		__u64 *c = bpf_map_lookup_elem(&xdpl_sketch_map, &idx);
+
+		if (!c)
+			return;
+		sk->c[r] = c;
+	}
+	sk->on = 1;
+}
+
+/* Whether every cell of the key is marked in this mark epoch or the last. */
+static __always_inline int xdpl_sketch_marked(struct xdpl_sketch *sk, __u64 now)
+{
+	__u32 m = (now >> XDPL_SKETCH_MARK_SHIFT) & 0xffff;
+
+#pragma unroll
+	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
+		__u64 v = *sk->c[r];
+
+		if (!(v & XDPL_CELL_MARKED) || ((m - (__u32)(v >> 32)) & 0xffff) > 1)
+			return 0;
+	}
+	return 1;
+}
+
+/* Marks the key's cells: it has a state entry and just used it. Writes only
+ * when the mark epoch moved, so a busy source costs reads. */
+static __always_inline void xdpl_sketch_mark(struct xdpl_sketch *sk, __u64 now)
+{
+	__u64 m = XDPL_CELL_MARKED | ((now >> XDPL_SKETCH_MARK_SHIFT) & 0xffff) << 32;
+
+#pragma unroll
+	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
+		__u64 v = *sk->c[r];
+		__u64 w = (v & XDPL_CELL_COUNT_MASK) | m;
+
+		/* Only this CPU writes its region: no atomics needed. */
+		if (v != w)
+			*sk->c[r] = w;
+	}
+}
+
+/* Counts a key without a state entry; returns its estimated count in the
+ * current epoch, this packet included. Count-min never underestimates, so a
+ * source that really sent track_after packets is always tracked; a collision
+ * only tracks a source early. */
+static __always_inline __u32 xdpl_sketch_count(struct xdpl_sketch *sk, __u64 now)
+{
+	__u32 e = (now >> XDPL_SKETCH_EPOCH_SHIFT) & 0xffff;
 	__u32 est = 0xffff;
 
 #pragma unroll
 	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
-		__u32 idx = base + r * width + ((h >> (r * 32)) & xdpl_sketch_width_mask);
-		__u32 *c = bpf_map_lookup_elem(&xdpl_sketch_map, &idx);
-
-		/* No cell (more CPUs than the map was sized for): track. */
-		if (!c)
-			return xdpl_track_after;
-		__u32 v = *c;
-		__u32 n = (v >> 16) == epoch ? (v & 0xffff) : 0;
+		__u64 v = *sk->c[r];
+		__u32 n = ((v >> 16) & 0xffff) == e ? (v & 0xffff) : 0;
 
 		if (n < 0xffff)
 			n++;
-		/* Only this CPU writes its region: no atomics needed. */
-		*c = epoch << 16 | n;
+		*sk->c[r] = (v & ~XDPL_CELL_COUNT_MASK) | e << 16 | n;
 		if (n < est)
 			est = n;
 	}
@@ -260,6 +338,40 @@ static __always_inline int xdpl_charge(struct xdpl_state *s, struct xdpl_level *
 	return ok > 0;
 }
 
+/* The key's state entry, looked up only when the sketch allows that it has
+ * one (its cells are marked); a hit keeps the cells marked. A tracked key
+ * that paused for over a mark epoch on this CPU is not looked up: its next
+ * packet is counted in the sketch like a new key's (xdpl_miss), and found
+ * once the count reaches track_after (xdpl_find_late). */
+static __always_inline struct xdpl_state *xdpl_find(struct xdpl_key *k, struct xdpl_sketch *sk,
+						    __u64 now)
+{
+	if (sk->on && !xdpl_sketch_marked(sk, now))
+		return NULL;
+	struct xdpl_state *s = xdpl_lookup(k);
+
+	if (!s)
+		sk->looked = 1;
+	else if (sk->on)
+		xdpl_sketch_mark(sk, now);
+	return s;
+}
+
+/* For a key that xdpl_find did not look up and that the sketch now counts
+ * as heavy: looks it up after all, before anything inserts it (an insert
+ * into a full LRU table evicts even when the key turns out to be there). */
+static __always_inline struct xdpl_state *xdpl_find_late(struct xdpl_key *k, struct xdpl_sketch *sk,
+							 __u64 now)
+{
+	if (sk->looked)
+		return NULL;
+	struct xdpl_state *s = xdpl_lookup(k);
+
+	if (s)
+		xdpl_sketch_mark(sk, now);
+	return s;
+}
+
 /* xdpl_check_level's answer for an admitting level without a state entry
  * that the sketch did not count (a global key, or the sketch off). */
 #define XDPL_NO_ENTRY 0x10000
@@ -267,100 +379,110 @@ static __always_inline int xdpl_charge(struct xdpl_state *s, struct xdpl_level *
 /* Decides for a key without a state entry: -1 when even a fresh bucket
  * refuses the packet; else the sketch's count for the key (this packet
  * included), or XDPL_NO_ENTRY where the sketch does not apply. */
-static __always_inline int xdpl_miss(struct xdpl_level *l, struct xdpl_key *k, __u64 now,
+static __always_inline int xdpl_miss(struct xdpl_level *l, struct xdpl_sketch *sk, __u64 now,
 				     __u64 cost)
 {
 	struct xdpl_state fresh = {};
 
 	if (xdpl_apply(&fresh, l, now, cost, 0) <= 0)
 		return -1;
-	if (l->key_kind != XDPL_KEY_GLOBAL && !(l->flags & XDPL_LF_TRACK_FIRST) &&
-	    xdpl_track_after > 1)
-		return xdpl_sketch_count(k, now);
+	if (sk->on)
+		return xdpl_sketch_count(sk, now);
 	return XDPL_NO_ENTRY;
 }
 
-/* At commit, for a key without an entry (seen: xdpl_miss's answer): admitted
- * without one while the sketch has seen the key fewer than track_after times
- * (returns NULL, *admitted = 1); else given an entry. The packets the sketch
- * let through before are not charged to it: count-min overestimates on
- * collisions, and charging its estimate would refuse a new source's first
- * packet. No entry even after an insert: NULL, *admitted = 0 -- refuse
- * rather than admit untracked traffic (fail closed; counted). */
-static __always_inline struct xdpl_state *xdpl_enter(struct xdpl_key *k, struct xdpl_pkt *p,
-						     __u32 seen, int *admitted)
+/* Whether a key without an entry is admitted without one: the sketch has
+ * seen it fewer than track_after times (seen: xdpl_miss's answer). The
+ * packets the sketch let through before are not charged to the entry it
+ * gets later: count-min overestimates on collisions, and charging its
+ * estimate would refuse a new source's first packet. */
+static __always_inline int xdpl_untracked(__u32 seen, struct xdpl_pkt *p)
 {
-	__u32 counted = seen != XDPL_NO_ENTRY ? seen : 0;
-
-	*admitted = 0;
-	if (counted && counted < xdpl_track_after) {
-		xdpl_count(XDPL_C_UNTRACKED, p->len);
-		*admitted = 1;
-		return NULL;
-	}
-	return xdpl_state_insert(k);
+	if (seen == 0 || seen == XDPL_NO_ENTRY || seen >= xdpl_track_after)
+		return 0;
+	xdpl_count(XDPL_C_UNTRACKED, p->len);
+	return 1;
 }
 
-/* Phase one for one level: decides without writing any state. Returns -1
- * when the level refuses the packet; 0 when it admits it and the key has an
- * entry; else xdpl_miss's answer. A global function, verified once on its
- * own: the verifier explores the rule's levels without re-walking the
- * algorithms, the sketch and the table for every path. */
+/* Phase one for one level: decides without writing any state (the sketch
+ * aside). Returns -1 when the level refuses the packet; 0 when it admits it
+ * and the key has an entry; else xdpl_miss's answer. A global function,
+ * verified once on its own: the verifier explores the rule's levels without
+ * re-walking the algorithms, the sketch and the table for every path. */
 __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
 {
 	if (!l || !p)
 		return -1;
 	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+	struct xdpl_sketch sk;
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
-	struct xdpl_state *s = xdpl_lookup(&k);
+	xdpl_sketch_find(l, &k, &sk);
+	struct xdpl_state *s = xdpl_find(&k, &sk, now);
 
-	if (s)
-		return xdpl_apply(s, l, now, cost, 0) > 0 ? 0 : -1;
-	return xdpl_miss(l, &k, now, cost);
+	if (!s) {
+		int seen = xdpl_miss(l, &sk, now, cost);
+
+		if (seen < 0 || seen == XDPL_NO_ENTRY || seen < xdpl_track_after)
+			return seen;
+		if (!(s = xdpl_find_late(&k, &sk, now)))
+			return seen;
+	}
+	return xdpl_apply(s, l, now, cost, 0) > 0 ? 0 : -1;
 }
 
 /* Phase two for one level: charges the packet. seen is phase one's answer.
  * Returns 1 when charged (or admitted untracked), 0 when the level refuses
- * after all (another CPU got there in between, or no entry could be made). */
+ * after all (another CPU got there in between, or no entry could be made:
+ * refuse rather than admit untracked traffic -- fail closed; counted). */
 __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now,
 						__u32 seen)
 {
 	if (!l || !p)
 		return 0;
+	if (xdpl_untracked(seen, p))
+		return 1;
 	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
 	struct xdpl_key k;
-	int admitted;
-
-	xdpl_key_of(l, p, &k);
-	struct xdpl_state *s = xdpl_lookup(&k);
-
-	if (!s && !(s = xdpl_enter(&k, p, seen, &admitted)))
-		return admitted;
-	return xdpl_charge(s, l, now, cost);
-}
-
-/* A rule with one level: decides and charges in one pass, with one table
- * lookup; the same decisions as check + commit. */
-__attribute__((noinline)) int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
-{
-	if (!l || !p)
-		return 0;
-	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
-	struct xdpl_key k;
-	int admitted;
 
 	xdpl_key_of(l, p, &k);
 	struct xdpl_state *s = xdpl_lookup(&k);
 
 	if (!s) {
-		int seen = xdpl_miss(l, &k, now, cost);
+		if (!(s = xdpl_state_insert(&k)))
+			return 0;
+	}
+	return xdpl_charge(s, l, now, cost);
+}
+
+/* A rule with one level: decides and charges in one pass, with at most one
+ * table lookup; the same decisions as check + commit. */
+__attribute__((noinline)) int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
+{
+	if (!l || !p)
+		return 0;
+	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+	struct xdpl_sketch sk;
+	struct xdpl_key k;
+
+	xdpl_key_of(l, p, &k);
+	xdpl_sketch_find(l, &k, &sk);
+	struct xdpl_state *s = xdpl_find(&k, &sk, now);
+
+	if (!s) {
+		int seen = xdpl_miss(l, &sk, now, cost);
 
 		if (seen < 0)
 			return 0;
-		if (!(s = xdpl_enter(&k, p, seen, &admitted)))
-			return admitted;
+		if (xdpl_untracked(seen, p))
+			return 1;
+		if (sk.on)
+			s = xdpl_find_late(&k, &sk, now);
+		if (!s) {
+			if (!(s = xdpl_state_insert(&k)))
+				return 0;
+		}
 	}
 	return xdpl_charge(s, l, now, cost);
 }

@@ -124,16 +124,17 @@ struct {
 } xdpl_last SEC(".maps");
 
 /* The admission sketch: for each CPU a region of XDPL_SKETCH_ROWS rows of
- * xdpl_sketch_width cells, epoch (16 bits) << 16 | count (16 bits); a cell
+ * xdpl_sketch_width cells (see xdpl_sketch_cell in xdplimit.bpf.c); a cell
  * of another epoch reads as zero, so it never needs clearing. A plain array
  * indexed by CPU rather than a per-CPU map, whose values stop at 32 KiB: a
  * sketch that small saturates within an epoch under a spoofed flood. Each
- * CPU writes only its own region. Sized by the control plane. */
+ * CPU writes only its own region. Sized by the control plane. A u64 cell
+ * costs no more than a u32 one: array values are rounded up to 8 bytes. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2 * XDPL_SKETCH_ROWS * 2048);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, __u64);
 } xdpl_sketch_map SEC(".maps");
 
 /* Injected time (XDPL_CLOCK_MAP), in ns. */

@@ -21,7 +21,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION     XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_LAYOUT_VERSION     XdplimitXdplConst = 3
 	XdplimitXdplConstXDPL_GENS               XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES          XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS       XdplimitXdplConst = 4
@@ -84,8 +84,11 @@ const (
 	XdplimitXdplConstXDPL_CAS_TRIES          XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_MAX_IPV6EXT        XdplimitXdplConst = 6
 	XdplimitXdplConstXDPL_SKETCH_ROWS        XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH   XdplimitXdplConst = 262144
+	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH   XdplimitXdplConst = 1048576
 	XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT XdplimitXdplConst = 24
+	XdplimitXdplConstXDPL_SKETCH_PAGE_CELLS  XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS   XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT  XdplimitXdplConst = 28
 	XdplimitXdplConstXDPL_DROP_RING          XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_SAMPLE_DENY        XdplimitXdplConst = 65535
 	XdplimitXdplConstXDPL_WHY_NON_IP         XdplimitXdplConst = 1

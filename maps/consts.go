@@ -86,8 +86,9 @@ const (
 	CounterNewSource    = Counter(gen.XdplimitXdplConstXDPL_C_NEW_SOURCE)
 	CounterInsertFail   = Counter(gen.XdplimitXdplConstXDPL_C_INSERT_FAIL)
 	CounterCASExhausted = Counter(gen.XdplimitXdplConstXDPL_C_CAS_EXHAUSTED)
-	// CounterUntracked: packets admitted at a per-source level without a
-	// state entry, because the sketch had not seen their key often enough.
+	// CounterUntracked: packets admitted at a per-source level without
+	// being charged to a state entry, because the sketch had not seen their
+	// key often enough in its current epoch (see docs/design.md).
 	CounterUntracked = Counter(gen.XdplimitXdplConstXDPL_C_UNTRACKED)
 )
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/gen"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/model"
 	"github.com/xdplimit/xdplimit/policy"
@@ -771,6 +772,94 @@ rules:
 	}
 }
 
+// TestSketchMarks: the sketch sends a key to the state table only while its
+// cells are marked, which a hit does and an insert does not. A tracked
+// source that keeps sending is charged for every packet; after a pause of
+// over a mark epoch its first packet is counted in the sketch like a new
+// key's and passes uncharged (the bound design.md states), and its second
+// finds its entry again instead of inserting a fresh one. Both the
+// single-level path and the two-phase one (with an aggregate) are covered.
+func TestSketchMarks(t *testing.T) {
+	const mark = time.Duration(1) << gen.XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT
+	base := 40 * mark // the start of a mark epoch and of a count epoch
+	for _, c := range []struct{ name, rule string }{
+		{"single level", ""},
+		{"with an aggregate", "    aggregate:\n      - key: global\n        limit: {algorithm: token_bucket, rate: 1000000/s, burst: 1000000}\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pinCPU(t, 0) // the sketch is per CPU; a subtest has its own thread
+			l := loadWith(t, maps.Options{Clock: maps.ClockMap}, `
+rules:
+  - name: r
+    limit: {algorithm: token_bucket, rate: 1000/s, burst: 10}
+`+c.rule)
+			pkt := udp4("192.0.2.9").bytes(t)
+			burst := func(at time.Duration, n int) string {
+				var v []uint32
+				for i := 0; i < n; i++ {
+					v = append(v, run(t, l, pkt, at))
+				}
+				return letters(v)
+			}
+			for _, step := range []struct {
+				what              string
+				at                time.Duration
+				n                 int
+				want              string
+				untracked, insert uint64
+			}{
+				// First packet untracked, the second inserts, then the
+				// bucket (burst 10) decides.
+				{"new source", base, 20, "PPPPPPPPPPPDDDDDDDDD", 1, 1},
+				// 100 ms later, same mark epoch: refilled to its burst,
+				// every packet charged.
+				{"same mark epoch", base + 100*time.Millisecond, 20, "PPPPPPPPPPDDDDDDDDDD", 1, 1},
+				// In the next mark epoch the marks from the last still
+				// count.
+				{"next mark epoch", base + mark + 100*time.Millisecond, 20, "PPPPPPPPPPDDDDDDDDDD", 1, 1},
+				// Two mark epochs of silence: the marks lapsed. One
+				// packet passes uncharged; the second finds the entry
+				// (no new insert), whose bucket decides again.
+				{"after a pause", base + 3*mark + 50*time.Millisecond, 20, "PPPPPPPPPPPDDDDDDDDD", 2, 1},
+				{"marked again", base + 3*mark + 50*time.Millisecond, 5, "DDDDD", 2, 1},
+			} {
+				if got := burst(step.at, step.n); got != step.want {
+					t.Errorf("%s: %s, want %s", step.what, got, step.want)
+				}
+				cs, err := l.Counters()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if u, n := cs[maps.CounterUntracked].Packets, cs[maps.CounterNewSource].Packets; u != step.untracked ||
+					n < step.insert || n > step.insert+1 {
+					// The aggregate's global entry is one more insert.
+					t.Errorf("%s: %d untracked, %d inserts, want %d and %d (+1 with an aggregate)",
+						step.what, u, n, step.untracked, step.insert)
+				}
+			}
+		})
+	}
+}
+
+// pinCPU keeps the test's thread on one CPU (and so on one sketch region)
+// until the test ends.
+func pinCPU(t *testing.T, cpu int) {
+	t.Helper()
+	runtime.LockOSThread()
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		t.Fatal(err)
+	}
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
+	})
+}
+
 func TestDecisionRecord(t *testing.T) {
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, Record: true}, `
 rules:
@@ -819,14 +908,7 @@ rules:
   - name: r
     limit: {algorithm: token_bucket, rate: 1000/s, burst: 50}
 `)
-	// Pin to one CPU: the sketch is per CPU.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var set unix.CPUSet
-	set.Set(0)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		t.Fatal(err)
-	}
+	pinCPU(t, 0) // the sketch is per CPU
 	heavy := udp4("192.0.2.1").bytes(t)
 	legit := make([][]byte, 10)
 	for i := range legit {

@@ -202,8 +202,9 @@ const sketchBudget = 32 << 20
 
 // sketchWidth is the cells per row per CPU: as wide as the budget allows on
 // this machine, up to XDPL_SKETCH_MAX_WIDTH. A wide sketch keeps count-min
-// collisions rare even when a spoofed flood brings ~1M new keys a second to
-// each CPU (16k per 16.8 ms epoch against 256k cells: ~1% tracked early).
+// collisions rare even when a spoofed flood brings ~5M new keys a second to
+// one CPU (~80k per 16.8 ms epoch): 0.2% of them tracked early against 1M
+// cells a row, 3-4% against 256k (docs/design.md).
 func sketchWidth(cpus int) uint32 {
 	w := uint32(gen.XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH)
 	rows := uint32(gen.XdplimitXdplConstXDPL_SKETCH_ROWS)

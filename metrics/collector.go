@@ -60,8 +60,9 @@ var (
 		"Packets refused after every compare-and-swap attempt on their state entry lost to other CPUs.",
 		"interface")
 	untrackedDesc = desc("untracked_packets_total",
-		"Packets admitted at a per-source level without a state entry: the admission sketch had not yet seen their "+
-			"key often enough to spend a table insert on it (spoofed one-packet sources). Aggregate levels still apply.",
+		"Packets admitted at a per-source level without being charged to a state entry: the admission sketch had not "+
+			"seen their key often enough in its current epoch to spend a table lookup or insert on it (spoofed one-packet "+
+			"sources; a tracked source's first packet after a pause of over ~0.3 s). Aggregate levels still apply.",
 		"interface")
 	policyInfoDesc = desc("policy_info",
 		"The policy in force: its file's SHA-256 (1 per interface).", "interface", "sha256")
