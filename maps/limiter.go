@@ -94,6 +94,9 @@ func Load(opts Options) (*Limiter, error) {
 		spec.Maps[SourcesMap].MaxEntries = opts.MaxOtherSources
 	}
 	spec.Maps[sketchMap].MaxEntries = sketchCells()
+	if err := checkPinnedLayout(opts.Pinned); err != nil {
+		return nil, err
+	}
 	sizeFromPinned(spec, opts.Pinned)
 	if err := setConstants(spec, opts); err != nil {
 		return nil, err
@@ -136,6 +139,30 @@ func Load(opts Options) (*Limiter, error) {
 			meta.LayoutVersion, LayoutVersion)
 	}
 	return l, nil
+}
+
+// checkPinnedLayout refuses pinned maps of another layout before anything
+// tries to use them: a map whose value changed size between layouts (the
+// sketch's, in layout 3) would otherwise fail to load with the kernel's
+// words for it, which do not say what to do.
+func checkPinnedLayout(pinned map[string]*ebpf.Map) error {
+	m, ok := pinned[gen.XdplimitMapXdplMeta]
+	if !ok {
+		return nil
+	}
+	// Raw bytes: the layout version is the first field in every layout,
+	// whatever the rest of the metadata became.
+	buf := make([]byte, m.ValueSize())
+	if len(buf) < 4 {
+		return fmt.Errorf("pinned metadata of %d bytes is not xdplimit's: detach first", len(buf))
+	}
+	if err := m.Lookup(uint32(0), buf); err != nil {
+		return fmt.Errorf("reading the pinned metadata: %w", err)
+	}
+	if v := binary.NativeEndian.Uint32(buf); v != 0 && v != LayoutVersion {
+		return fmt.Errorf("pinned maps have layout version %d, this xdplimit reads %d: detach first", v, LayoutVersion)
+	}
+	return nil
 }
 
 // sizeFromPinned gives the spec the size of a pinned state table: an adopted
@@ -730,6 +757,9 @@ func (l *Limiter) SourcesCapacities() (ipv4, other uint32) {
 func OpenPinned(pinned map[string]*ebpf.Map) (*Limiter, error) {
 	spec, err := gen.LoadXdplimit()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkPinnedLayout(pinned); err != nil {
 		return nil, err
 	}
 	sizeFromPinned(spec, pinned)
