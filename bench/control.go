@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -129,8 +127,6 @@ func attachReload(e *env, res *controlResults, reps int) error {
 		})
 	}
 	defer detach()
-	// The loader leaves its per-interface lock file behind on detach.
-	defer os.Remove(filepath.Join("/run/xdplimit", v.PeerName+".lock"))
 	attach := func() error {
 		return v.PeerNS.Do(func() error {
 			var err error

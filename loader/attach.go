@@ -116,7 +116,7 @@ func Attach(cfg Config) (*Attachment, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			a.lock.Close()
+			unlockInterface(a.lock)
 		}
 	}()
 
@@ -378,7 +378,7 @@ func (a *Attachment) Reload(p Policy) error {
 func (a *Attachment) Close() error {
 	a.link.Close()
 	a.Limiter.Close()
-	return a.lock.Close()
+	return unlockInterface(a.lock)
 }
 
 // Detach removes the program from the interface and every pin. The link is
@@ -386,7 +386,7 @@ func (a *Attachment) Close() error {
 // would leave the interface an RCU grace period later, after we returned
 // (an immediate re-attach would find it still there).
 func (a *Attachment) Detach() error {
-	defer a.lock.Close()
+	defer unlockInterface(a.lock)
 	err := detachLink(a.link)
 	a.link.Close()
 	a.Limiter.Close()
@@ -412,20 +412,50 @@ func removePins(dir string) error {
 	return nil
 }
 
+// lockDir holds the per-interface lock files.
+var lockDir = "/run/xdplimit"
+
 // lockInterface serialises control planes for one interface: an attach,
-// reload or detach at a time.
+// reload or detach at a time. The lock is an flock on <lockDir>/<iface>.lock.
+// unlockInterface removes the file while still holding it, so the directory
+// does not keep a file for every interface name ever managed; a process that
+// opened the file just before it went then holds a lock nobody else can
+// find, sees that the path no longer names its file, and starts over.
 func lockInterface(iface string) (*os.File, error) {
-	dir := "/run/xdplimit"
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(lockDir, 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, iface+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	path := filepath.Join(lockDir, iface+".lock")
+	for try := 0; ; try++ {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("another xdplimit process is managing %s (lock %s held)", iface, path)
+		}
+		var held, named unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &held); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if err := unix.Stat(path, &named); err == nil && named.Dev == held.Dev && named.Ino == held.Ino {
+			return f, nil
+		}
 		f.Close()
-		return nil, fmt.Errorf("another xdplimit process is managing %s (lock %s held)", iface, f.Name())
+		if try == 10 {
+			return nil, fmt.Errorf("lock %s keeps being replaced under us", path)
+		}
 	}
-	return f, nil
+}
+
+// unlockInterface releases an interface's lock and removes its file.
+func unlockInterface(f *os.File) error {
+	// Removed before the close, while held: see lockInterface.
+	err := os.Remove(f.Name())
+	if errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	return errors.Join(err, f.Close())
 }

@@ -99,7 +99,7 @@ func Detach(iface string) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
+	defer unlockInterface(lock)
 	if lk, err := link.LoadPinnedLink(filepath.Join(dir, "link"), nil); err == nil {
 		err := detachLink(lk)
 		lk.Close()

@@ -186,7 +186,12 @@ func (l *lab) start(t *testing.T, args ...string) *proc {
 	return p
 }
 
-func removePins(ifname string) { _ = os.RemoveAll("/sys/fs/bpf/xdplimit/" + ifname) }
+// removePins also removes the interface's lock file, which only a process
+// that exits normally removes itself (tests kill theirs).
+func removePins(ifname string) {
+	_ = os.RemoveAll("/sys/fs/bpf/xdplimit/" + ifname)
+	_ = os.Remove("/run/xdplimit/" + ifname + ".lock")
+}
 
 // run runs xdplimit to completion in the receiver namespace.
 func (l *lab) run(t *testing.T, args ...string) (string, error) {
