@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* The limiter's clock. bpf_ktime_get_ns costs ~35 ns here, a third of a
- * packet's budget; the coarse clock costs ~5 ns but only advances once per
- * scheduler tick. The control plane marks the levels whose burst or window is
- * too short for the tick (XDPL_LF_FINE_CLOCK); only those read the fine
- * clock. Tests and pcap replay inject time through xdpl_clock. */
+ * packet's budget; the coarse clock costs next to nothing but only advances
+ * once per scheduler tick. The control plane marks the levels whose burst or
+ * window is too short for the tick (XDPL_LF_FINE_CLOCK); only those read the
+ * fine clock. Tests and pcap replay inject time through xdpl_clock. */
 #ifndef XDPLIMIT_CLOCK_H
 #define XDPLIMIT_CLOCK_H
 
@@ -12,6 +12,32 @@
 
 /* Set by the loader before load; the verifier prunes the other branches. */
 volatile const __u32 xdpl_clock_mode = XDPL_CLOCK_KTIME;
+
+/* The coarse clock is jiffies in ns: the verifier inlines bpf_jiffies64 as a
+ * load, where bpf_ktime_get_coarse_ns is a helper that calls two more kernel
+ * functions (measured: 20 ns a packet on the development VM, whose CPU pays
+ * for every return under its return-stack mitigation). The tick in ns, set
+ * by the loader (clock_getres of CLOCK_MONOTONIC_COARSE: the kernel's
+ * TICK_NSEC, by which it advances jiffies). */
+volatile const __u64 xdpl_tick_ns = 4000000;
+/* jiffies * tick + this offset is CLOCK_MONOTONIC to within a tick, as
+ * bpf_ktime_get_coarse_ns is, so coarse and fine readings stay comparable
+ * (the sketch's epochs are shared by levels on either clock; pinned state
+ * outlives a load). The first packet after each load measures it; CPUs
+ * racing to do so differ by at most a tick. 0 means not measured yet. */
+__u64 xdpl_coarse_off = 0;
+
+static __always_inline __u64 xdpl_coarse_ns(void)
+{
+	__u64 t = bpf_jiffies64() * xdpl_tick_ns;
+	__u64 off = xdpl_coarse_off;
+
+	if (!off) {
+		off = bpf_ktime_get_coarse_ns() - t;
+		xdpl_coarse_off = off;
+	}
+	return t + off;
+}
 
 /* Each clock is read at most once per packet. */
 struct xdpl_clk {
@@ -32,7 +58,7 @@ static __always_inline __u64 xdpl_now(struct xdpl_clk *clk, __u8 level_flags)
 	}
 	if (xdpl_clock_mode == XDPL_CLOCK_COARSE && !(level_flags & XDPL_LF_FINE_CLOCK)) {
 		if (!clk->coarse)
-			clk->coarse = bpf_ktime_get_coarse_ns();
+			clk->coarse = xdpl_coarse_ns();
 		return clk->coarse;
 	}
 	if (!clk->fine)

@@ -263,10 +263,12 @@ const (
 	XdplimitVarXdplBenchBase       = "xdpl_bench_base"
 	XdplimitVarXdplBenchRotate     = "xdpl_bench_rotate"
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
+	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
 	XdplimitVarXdplRecord          = "xdpl_record"
 	XdplimitVarXdplSampleMask      = "xdpl_sample_mask"
 	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
 	XdplimitVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
+	XdplimitVarXdplTickNs          = "xdpl_tick_ns"
 	XdplimitVarXdplTrackAfter      = "xdpl_track_after"
 	XdplimitVarXdplUnusedConst     = "xdpl_unused_const"
 	XdplimitVarXdplUnusedDecision  = "xdpl_unused_decision"
@@ -356,10 +358,12 @@ type XdplimitVariableSpecs struct {
 	XdplBenchBase       *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
 	XdplBenchRotate     *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
+	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
 	XdplSampleMask      *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
+	XdplTickNs          *ebpf.VariableSpec `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.VariableSpec `ebpf:"xdpl_track_after"`
 	XdplUnusedConst     *ebpf.VariableSpec `ebpf:"xdpl_unused_const"`
 	XdplUnusedDecision  *ebpf.VariableSpec `ebpf:"xdpl_unused_decision"`
@@ -448,10 +452,12 @@ type XdplimitVariables struct {
 	XdplBenchBase       *ebpf.Variable `ebpf:"xdpl_bench_base"`
 	XdplBenchRotate     *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
+	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
 	XdplSampleMask      *ebpf.Variable `ebpf:"xdpl_sample_mask"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`
+	XdplTickNs          *ebpf.Variable `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.Variable `ebpf:"xdpl_track_after"`
 	XdplUnusedConst     *ebpf.Variable `ebpf:"xdpl_unused_const"`
 	XdplUnusedDecision  *ebpf.Variable `ebpf:"xdpl_unused_decision"`

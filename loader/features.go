@@ -38,7 +38,8 @@ func ProbeKernel() []Feature {
 		probe("LRU hash maps", "the per-source state table", features.HaveMapType(ebpf.LRUHash)),
 		probe("LPM trie maps", "allow/deny lists and CIDR matches", features.HaveMapType(ebpf.LPMTrie)),
 		probe("per-CPU arrays", "counters", features.HaveMapType(ebpf.PerCPUArray)),
-		probe("bpf_ktime_get_coarse_ns in XDP", "the cheap clock", features.HaveProgramHelper(ebpf.XDP, asm.FnKtimeGetCoarseNs)),
+		probe("bpf_jiffies64 in XDP", "the cheap clock", features.HaveProgramHelper(ebpf.XDP, asm.FnJiffies64)),
+		probe("bpf_ktime_get_coarse_ns in XDP", "aligning the cheap clock", features.HaveProgramHelper(ebpf.XDP, asm.FnKtimeGetCoarseNs)),
 		probe("bpf_get_prandom_u32 in XDP", "drop sampling for top", features.HaveProgramHelper(ebpf.XDP, asm.FnGetPrandomU32)),
 	}
 }

@@ -218,6 +218,10 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 			return fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
+	// The coarse clock counts jiffies; this is how many ns each one is.
+	if err := spec.Variables["xdpl_tick_ns"].Set(CoarseTick()); err != nil {
+		return fmt.Errorf("setting xdpl_tick_ns: %w", err)
+	}
 	return nil
 }
 
