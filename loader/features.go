@@ -40,7 +40,6 @@ func ProbeKernel() []Feature {
 		probe("per-CPU arrays", "counters", features.HaveMapType(ebpf.PerCPUArray)),
 		probe("bpf_jiffies64 in XDP", "the cheap clock", features.HaveProgramHelper(ebpf.XDP, asm.FnJiffies64)),
 		probe("bpf_ktime_get_coarse_ns in XDP", "aligning the cheap clock", features.HaveProgramHelper(ebpf.XDP, asm.FnKtimeGetCoarseNs)),
-		probe("bpf_get_prandom_u32 in XDP", "drop sampling for top", features.HaveProgramHelper(ebpf.XDP, asm.FnGetPrandomU32)),
 	}
 }
 
