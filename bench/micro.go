@@ -184,6 +184,8 @@ const (
 	mSWDrop       = "sliding window, over limit (drop)"
 	mSWPass       = "sliding window, under limit (pass)"
 	mIPv6         = "IPv6 source (/64 key), token bucket, drop"
+	mAggDrop      = "token bucket + global aggregate, over the source's limit (drop)"
+	mAggPass      = "token bucket + global aggregate, under both (pass)"
 	mKnown64k     = "64k known sources, 1M table, token bucket (mostly drop)"
 	mNew64k       = "new source into a full 64k table"
 	mNew1M        = "new source into a full 1M table"
@@ -261,6 +263,16 @@ func microBench(e *env, quick bool) (*microResults, error) {
 	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mIPv6, want: xdpDrop, warm: 1000,
 		frame: append([]byte(nil), udp6...)},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(tbDrop), nil))
+	// Two levels take the two-phase path: the global level is checked
+	// first (aggregates first), then the source's.
+	for _, a := range []struct {
+		name, limit string
+		want        uint32
+	}{{mAggDrop, tbDrop, xdpDrop}, {mAggPass, tbPass, xdpPass}} {
+		add(&microCase{group: "Known source (one IPv4 source, in the table)", name: a.name, want: a.want, warm: 1000},
+			limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(a.limit)+
+				"    aggregate:\n      - key: global\n        limit: "+tbPass+"\n", nil))
+	}
 
 	// Many sources: the program rewrites the source before parsing.
 	base := netip.MustParseAddr("10.0.0.0")
