@@ -372,8 +372,21 @@ static __always_inline struct xdpl_state *xdpl_find_late(struct xdpl_key *k, str
 	return s;
 }
 
+/* A global level's state, at its slot. NULL only for a slot out of range,
+ * which the control plane never writes: the level then refuses (fail
+ * closed, counted as an insert failure). */
+static __always_inline struct xdpl_state *xdpl_global(struct xdpl_level *l)
+{
+	__u32 slot = l->slot;
+	struct xdpl_state *g = bpf_map_lookup_elem(&xdpl_globals, &slot);
+
+	if (!g)
+		xdpl_count(XDPL_C_INSERT_FAIL, 0);
+	return g;
+}
+
 /* xdpl_check_level's answer for an admitting level without a state entry
- * that the sketch did not count (a global key, or the sketch off). */
+ * that the sketch did not count (the sketch off for the level). */
 #define XDPL_NO_ENTRY 0x10000
 
 /* Decides for a key without a state entry: -1 when even a fresh bucket
@@ -414,6 +427,12 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 	if (!l || !p)
 		return -1;
 	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+
+	if (l->key_kind == XDPL_KEY_GLOBAL) {
+		struct xdpl_state *g = xdpl_global(l);
+
+		return g && xdpl_apply(g, l, now, cost, 0) > 0 ? 0 : -1;
+	}
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
 
@@ -441,9 +460,15 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
 {
 	if (!l || !p)
 		return 0;
+	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+
+	if (l->key_kind == XDPL_KEY_GLOBAL) {
+		struct xdpl_state *g = xdpl_global(l);
+
+		return g ? xdpl_charge(g, l, now, cost) : 0;
+	}
 	if (xdpl_untracked(seen, p))
 		return 1;
-	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
@@ -463,6 +488,12 @@ __attribute__((noinline)) int xdpl_single_level(struct xdpl_level *l, struct xdp
 	if (!l || !p)
 		return 0;
 	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+
+	if (l->key_kind == XDPL_KEY_GLOBAL) {
+		struct xdpl_state *g = xdpl_global(l);
+
+		return g ? xdpl_charge(g, l, now, cost) : 0;
+	}
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
 

@@ -21,6 +21,8 @@ enum xdpl_const {
 	/* Counter slots are allocated by rule name and stay stable across
 	 * reloads; twice the rules so a reload can replace every name. */
 	XDPL_COUNTER_SLOTS = 512,
+	/* Global levels' state: one entry per level of both generations. */
+	XDPL_GLOBAL_SLOTS = 2 * XDPL_MAX_RULES * XDPL_MAX_LEVELS,
 	XDPL_NAME_LEN = 64,
 
 	/* Classification maps are arrays indexed by gen * SLOTS + value. */

@@ -87,13 +87,23 @@ struct {
 	__type(value, struct xdpl_state);
 } xdpl_sources4 SEC(".maps");
 
-/* Every other key: IPv6 sources and prefixes, src_ip+dst_port, global. */
+/* Every other key: IPv6 sources and prefixes, src_ip+dst_port. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, XDPL_MAX_OTHER_SOURCES);
 	__type(key, struct xdpl_key);
 	__type(value, struct xdpl_state);
 } xdpl_sources SEC(".maps");
+
+/* The state of `key: global` levels, at the level's slot: one hot entry
+ * per level that an array finds with no hashing (the verifier inlines the
+ * lookup) and that no flood can evict. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_GLOBAL_SLOTS);
+	__type(key, __u32);
+	__type(value, struct xdpl_state);
+} xdpl_globals SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

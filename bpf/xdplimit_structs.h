@@ -24,7 +24,9 @@ struct xdpl_level {
 	__u32 state_id;
 	__be32 mask4;	 /* IPv4 source mask (network order) */
 	__be32 mask6[4]; /* IPv6 source mask */
-	__u32 pad1;
+	/* key_kind XDPL_KEY_GLOBAL: the level's entry in xdpl_globals. A kept
+	 * level keeps its slot across a reload, as its state_id. */
+	__u32 slot;
 	/* token_bucket: p1 = emission interval per unit, ns << XDPL_FP_SHIFT;
 	 *               p2 = tolerance (burst * interval) in time units.
 	 * windows:      p1 = window in ns; p2 = limit per window in units. */

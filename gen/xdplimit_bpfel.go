@@ -27,6 +27,7 @@ const (
 	XdplimitXdplConstXDPL_BITMAP_WORDS       XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_MAX_LEVELS         XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_COUNTER_SLOTS      XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_GLOBAL_SLOTS       XdplimitXdplConst = 2048
 	XdplimitXdplConstXDPL_NAME_LEN           XdplimitXdplConst = 64
 	XdplimitXdplConstXDPL_PROTO_SLOTS        XdplimitXdplConst = 512
 	XdplimitXdplConstXDPL_PORT_SLOTS         XdplimitXdplConst = 65538
@@ -170,7 +171,7 @@ type XdplimitXdplLevel struct {
 	StateId   uint32
 	Mask4     uint32
 	Mask6     [4]uint32
-	Pad1      uint32
+	Slot      uint32
 	P1        uint64
 	P2        uint64
 }
@@ -245,6 +246,7 @@ const (
 	XdplimitMapXdplDrops           = "xdpl_drops"
 	XdplimitMapXdplDst4            = "xdpl_dst4"
 	XdplimitMapXdplDst6            = "xdpl_dst6"
+	XdplimitMapXdplGlobals         = "xdpl_globals"
 	XdplimitMapXdplLast            = "xdpl_last"
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
@@ -335,6 +337,7 @@ type XdplimitMapSpecs struct {
 	XdplDrops     *ebpf.MapSpec `ebpf:"xdpl_drops"`
 	XdplDst4      *ebpf.MapSpec `ebpf:"xdpl_dst4"`
 	XdplDst6      *ebpf.MapSpec `ebpf:"xdpl_dst6"`
+	XdplGlobals   *ebpf.MapSpec `ebpf:"xdpl_globals"`
 	XdplLast      *ebpf.MapSpec `ebpf:"xdpl_last"`
 	XdplMeta      *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames     *ebpf.MapSpec `ebpf:"xdpl_names"`
@@ -401,6 +404,7 @@ type XdplimitMaps struct {
 	XdplDrops     *ebpf.Map `ebpf:"xdpl_drops"`
 	XdplDst4      *ebpf.Map `ebpf:"xdpl_dst4"`
 	XdplDst6      *ebpf.Map `ebpf:"xdpl_dst6"`
+	XdplGlobals   *ebpf.Map `ebpf:"xdpl_globals"`
 	XdplLast      *ebpf.Map `ebpf:"xdpl_last"`
 	XdplMeta      *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames     *ebpf.Map `ebpf:"xdpl_names"`
@@ -428,6 +432,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplDrops,
 		m.XdplDst4,
 		m.XdplDst6,
+		m.XdplGlobals,
 		m.XdplLast,
 		m.XdplMeta,
 		m.XdplNames,

@@ -18,6 +18,7 @@ const (
 	MaxRules      = int(gen.XdplimitXdplConstXDPL_MAX_RULES)
 	MaxLevels     = int(gen.XdplimitXdplConstXDPL_MAX_LEVELS)
 	CounterSlots  = int(gen.XdplimitXdplConstXDPL_COUNTER_SLOTS)
+	globalSlots   = int(gen.XdplimitXdplConstXDPL_GLOBAL_SLOTS)
 	NameLen       = int(gen.XdplimitXdplConstXDPL_NAME_LEN)
 
 	protoSlots    = uint32(gen.XdplimitXdplConstXDPL_PROTO_SLOTS)

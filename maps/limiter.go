@@ -61,7 +61,7 @@ var MapNames = []string{
 	gen.XdplimitMapXdplSources, gen.XdplimitMapXdplSport, gen.XdplimitMapXdplSrc4,
 	gen.XdplimitMapXdplSrc6, gen.XdplimitMapXdplStats, gen.XdplimitMapXdplTcpf,
 	gen.XdplimitMapXdplVlan, gen.XdplimitMapXdplDrops, gen.XdplimitMapXdplLast,
-	gen.XdplimitMapXdplSketchMap, gen.XdplimitMapXdplSources4,
+	gen.XdplimitMapXdplSketchMap, gen.XdplimitMapXdplSources4, gen.XdplimitMapXdplGlobals,
 }
 
 // The state tables: per-source IPv4 keys, and every other key.
@@ -298,7 +298,7 @@ func (l *Limiter) Map(name string) *ebpf.Map {
 		gen.XdplimitMapXdplStats: m.XdplStats, gen.XdplimitMapXdplTcpf: m.XdplTcpf,
 		gen.XdplimitMapXdplVlan: m.XdplVlan, gen.XdplimitMapXdplDrops: m.XdplDrops,
 		gen.XdplimitMapXdplLast: m.XdplLast, gen.XdplimitMapXdplSketchMap: m.XdplSketchMap,
-		gen.XdplimitMapXdplSources4: m.XdplSources4,
+		gen.XdplimitMapXdplSources4: m.XdplSources4, gen.XdplimitMapXdplGlobals: m.XdplGlobals,
 	}[name]
 }
 
@@ -464,6 +464,18 @@ func (l *Limiter) Apply(img *Image) error {
 	for _, o := range old {
 		used[o.slot] = true
 	}
+	// Global levels keep their state in xdpl_globals: a kept level keeps
+	// its slot, a new one takes a slot no level in force uses, zeroed
+	// before the switch.
+	gused := make([]bool, globalSlots)
+	for _, o := range old {
+		for _, ol := range o.levels {
+			if ol.KeyKind == keyGlobal && int(ol.Slot) < globalSlots {
+				gused[ol.Slot] = true
+			}
+		}
+	}
+	gnext := 0
 	rules := make([]gen.XdplimitXdplRule, len(img.Rules))
 	nextFree := 0
 	for i, rs := range img.Rules {
@@ -513,9 +525,15 @@ func (l *Limiter) Apply(img *Image) error {
 					lv.StateId = ol.StateId
 				}
 			}
-			if lv.StateId == 0 {
+			kept := lv.StateId != 0
+			if !kept {
 				lv.StateId = meta.NextStateId
 				meta.NextStateId++
+			}
+			if ls.KeyKind == keyGlobal {
+				if err := l.globalSlot(lv, o.levels, kept, gused, &gnext); err != nil {
+					return fmt.Errorf("rule %q: %w", rs.Name, err)
+				}
 			}
 		}
 	}
@@ -566,6 +584,28 @@ func PolicyPath(m Meta) string {
 		b.WriteByte(byte(c))
 	}
 	return b.String()
+}
+
+// globalSlot gives a global level its slot in xdpl_globals: the slot of
+// the level in force whose state it keeps, else a free one, zeroed.
+func (l *Limiter) globalSlot(lv *gen.XdplimitXdplLevel, inForce []gen.XdplimitXdplLevel, kept bool, used []bool, next *int) error {
+	if kept {
+		for _, ol := range inForce {
+			if ol.StateId == lv.StateId && ol.KeyKind == keyGlobal {
+				lv.Slot = ol.Slot
+				return nil
+			}
+		}
+	}
+	for *next < len(used) && used[*next] {
+		*next++
+	}
+	if *next == len(used) {
+		return fmt.Errorf("no free slot for a global level (%d in use)", len(used))
+	}
+	used[*next] = true
+	lv.Slot = uint32(*next)
+	return l.objs.XdplGlobals.Update(lv.Slot, &gen.XdplimitXdplState{}, ebpf.UpdateAny)
 }
 
 // sameLimit: the state of a level carries over when everything that gives

@@ -120,10 +120,11 @@ func TestCollector(t *testing.T) {
 			`xdplimit_level_drops_total{interface="test0",level="1",rule="dns"}`: 1,
 			`xdplimit_level_drops_total{interface="test0",level="0",rule="syn"}`: 2,
 		},
-		// New entries: A's own and the global one, B's own, the SYN
-		// source's own; the refused third packet of A creates nothing.
-		"xdplimit_source_inserts_total":         {`xdplimit_source_inserts_total{interface="test0"}`: 4},
-		"xdplimit_tracked_sources":              {`xdplimit_tracked_sources{interface="test0"}`: 4},
+		// New entries: A's own, B's own, the SYN source's own (the global
+		// level's state is a slot, not a table entry); the refused third
+		// packet of A creates nothing.
+		"xdplimit_source_inserts_total":         {`xdplimit_source_inserts_total{interface="test0"}`: 3},
+		"xdplimit_tracked_sources":              {`xdplimit_tracked_sources{interface="test0"}`: 3},
 		"xdplimit_source_table_evictions_total": {`xdplimit_source_table_evictions_total{interface="test0"}`: 0},
 		// Both tables: the IPv4 one (1<<16) and the other keys' (a quarter).
 		"xdplimit_source_table_capacity":              {`xdplimit_source_table_capacity{interface="test0"}`: float64(l.SourcesCapacity())},
