@@ -482,8 +482,10 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
 }
 
 /* A rule with one level: decides and charges in one pass, with at most one
- * table lookup; the same decisions as check + commit. */
-__attribute__((noinline)) int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
+ * table lookup; the same decisions as check + commit. Inlined into
+ * xdpl_main (most rules have one level): as a global function its call cost
+ * a known source ~13 ns, for 14k fewer verified instructions. */
+static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
 {
 	if (!l || !p)
 		return 0;
