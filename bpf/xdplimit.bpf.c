@@ -168,11 +168,12 @@ static __always_inline __u64 xdpl_mix(__u64 h)
  *   bits  0-15  count: packets of keys hashed here that had no state entry,
  *               in the count epoch (saturating)
  *   bits 16-31  the count epoch (ns >> XDPL_SKETCH_EPOCH_SHIFT)
- *   bits 32-47  the mark epoch (ns >> XDPL_SKETCH_MARK_SHIFT)
+ *   bits 32-47  the mark epoch (ns >> XDPL_SKETCH_MARK_SHIFT; only the
+ *               first XDPL_SKETCH_MARK_ROWS rows' cells carry marks)
  *   bit  48     marked: a key hashed here used its state entry in the mark
  *               epoch (or, read one mark epoch later, the one before)
  * A key is looked up in the state table only when all its cells are marked:
- * a spoofed source's packet then costs its two cells (one page) and no table
+ * a spoofed source's packet then costs its four cells (one page) and no table
  * lookup, the dearest part of it in a big table. A hit marks, an insert does
  * not: a spoofed source inserted through a count-min collision never comes
  * back, and its marks would only send later keys to the table. */
@@ -218,7 +219,7 @@ static __always_inline void xdpl_sketch_find(struct xdpl_level *l, struct xdpl_k
 #pragma unroll
 	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
 		__u32 idx = base + r * XDPL_SKETCH_ROW_CELLS +
-			    ((h >> (r * 16)) & (XDPL_SKETCH_ROW_CELLS - 1));
+			    ((h >> (r * 8)) & (XDPL_SKETCH_ROW_CELLS - 1));
 		__u64 *c = bpf_map_lookup_elem(&xdpl_sketch_map, &idx);
 
 		if (!c)
@@ -228,13 +229,17 @@ static __always_inline void xdpl_sketch_find(struct xdpl_level *l, struct xdpl_k
 	sk->on = 1;
 }
 
-/* Whether every cell of the key is marked in this mark epoch or the last. */
+/* Whether the key's marked cells (those of the first XDPL_SKETCH_MARK_ROWS
+ * rows) are all marked in this mark epoch or the last. Marks need fewer
+ * rows than counts: only hits set them, which a spoofed flood does not
+ * make, and a false mark costs a lookup, not a verdict; every packet of a
+ * known source reads them. */
 static __always_inline int xdpl_sketch_marked(struct xdpl_sketch *sk, __u64 now)
 {
 	__u32 m = (now >> XDPL_SKETCH_MARK_SHIFT) & 0xffff;
 
 #pragma unroll
-	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
+	for (int r = 0; r < XDPL_SKETCH_MARK_ROWS; r++) {
 		__u64 v = *sk->c[r];
 
 		if (!(v & XDPL_CELL_MARKED) || ((m - (__u32)(v >> 32)) & 0xffff) > 1)
@@ -250,7 +255,7 @@ static __always_inline void xdpl_sketch_mark(struct xdpl_sketch *sk, __u64 now)
 	__u64 m = XDPL_CELL_MARKED | ((now >> XDPL_SKETCH_MARK_SHIFT) & 0xffff) << 32;
 
 #pragma unroll
-	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
+	for (int r = 0; r < XDPL_SKETCH_MARK_ROWS; r++) {
 		__u64 v = *sk->c[r];
 		__u64 w = (v & XDPL_CELL_COUNT_MASK) | m;
 

@@ -109,14 +109,15 @@ enum xdpl_const {
 
 	/* Admission sketch: a per-CPU count-min sketch of keys missing from
 	 * the state table; counters are tagged with a short epoch. */
-	XDPL_SKETCH_ROWS = 2,
+	XDPL_SKETCH_ROWS = 4,
+	XDPL_SKETCH_MARK_ROWS = 2, /* rows whose cells carry marks */
 	/* Cells per row per CPU, at most: the control plane picks the width
 	 * (a power of two) from the CPU count, within a memory budget. */
-	XDPL_SKETCH_MAX_WIDTH = 1 << 20,
+	XDPL_SKETCH_MAX_WIDTH = 1 << 18,
 	XDPL_SKETCH_EPOCH_SHIFT = 24, /* ns >> 24: epochs of 16.8 ms */
 	/* 8-byte cells per 4 KiB page, and per row within a page. */
 	XDPL_SKETCH_PAGE_CELLS = 512,
-	XDPL_SKETCH_ROW_CELLS = 256,
+	XDPL_SKETCH_ROW_CELLS = 128,
 	/* A cell is marked when a key hashed to it used its state entry in
 	 * this mark epoch or the one before; a key whose cells are not all
 	 * marked is not looked up in the state table. ns >> 28: 268 ms. */

@@ -84,11 +84,12 @@ const (
 	XdplimitXdplConstXDPL_WEIGHT_SHIFT       XdplimitXdplConst = 16
 	XdplimitXdplConstXDPL_CAS_TRIES          XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_MAX_IPV6EXT        XdplimitXdplConst = 6
-	XdplimitXdplConstXDPL_SKETCH_ROWS        XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH   XdplimitXdplConst = 1048576
+	XdplimitXdplConstXDPL_SKETCH_ROWS        XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_SKETCH_MARK_ROWS   XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH   XdplimitXdplConst = 262144
 	XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT XdplimitXdplConst = 24
 	XdplimitXdplConstXDPL_SKETCH_PAGE_CELLS  XdplimitXdplConst = 512
-	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS   XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS   XdplimitXdplConst = 128
 	XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT  XdplimitXdplConst = 28
 	XdplimitXdplConstXDPL_DROP_RING          XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_SAMPLE_DENY        XdplimitXdplConst = 65535

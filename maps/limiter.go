@@ -228,14 +228,14 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 const sketchMap = gen.XdplimitMapXdplSketchMap
 
 // sketchBudget bounds the admission sketch's memory (an array of 8-byte
-// elements, two rows per CPU).
+// elements, XDPL_SKETCH_ROWS rows per CPU).
 const sketchBudget = 32 << 20
 
 // sketchWidth is the cells per row per CPU: as wide as the budget allows on
 // this machine, up to XDPL_SKETCH_MAX_WIDTH. A wide sketch keeps count-min
 // collisions rare even when a spoofed flood brings ~5M new keys a second to
-// one CPU (~80k per 16.8 ms epoch): 0.2% of them tracked early against 1M
-// cells a row, 3-4% against 256k (docs/design.md).
+// one CPU (~80k per 16.8 ms epoch): 0.3-0.9% of them tracked early with four
+// rows of 256k cells, 3-5% with two (docs/design.md).
 func sketchWidth(cpus int) uint32 {
 	w := uint32(gen.XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH)
 	rows := uint32(gen.XdplimitXdplConstXDPL_SKETCH_ROWS)
