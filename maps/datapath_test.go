@@ -634,9 +634,9 @@ func flood(l *maps.Limiter, pkt []byte, repeat int) (int64, int64, float64, erro
 	return s, e, busy, nil
 }
 
-func loadWith(t *testing.T, opts maps.Options, yaml string) *maps.Limiter {
+// compileYAML compiles a policy given as YAML.
+func compileYAML(t *testing.T, yaml string) *maps.Image {
 	t.Helper()
-	requireBPF(t)
 	p, err := policy.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatalf("policy: %v", err)
@@ -645,6 +645,13 @@ func loadWith(t *testing.T, opts maps.Options, yaml string) *maps.Limiter {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return img
+}
+
+func loadWith(t *testing.T, opts maps.Options, yaml string) *maps.Limiter {
+	t.Helper()
+	requireBPF(t)
+	img := compileYAML(t, yaml)
 	if opts.MaxSources == 0 {
 		opts.MaxSources = 1 << 16
 	}
@@ -726,15 +733,7 @@ rules:
 	}
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap}, policyWith(3))
 	apply := func(yaml string) {
-		p, err := policy.Parse("test.yaml", []byte(yaml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := maps.Compile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Apply(img); err != nil {
+		if err := l.Apply(compileYAML(t, yaml)); err != nil {
 			t.Fatal(err)
 		}
 	}
