@@ -14,6 +14,7 @@ PKGS=(
   qemu-system-x86 busybox-static cpio kmod
   prometheus
   gnuplot-nox
+  redis-server redis-tools
 )
 
 if [ "$(id -u)" -ne 0 ]; then
