@@ -24,6 +24,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "pktgen.h"
+#include "hash.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -68,18 +69,6 @@ static __always_inline void count(__u32 stat)
 		*v += 1;
 }
 
-/* murmur3's 64-bit finaliser: a bijection, so distinct (cpu, seq) inputs
- * never collide before the truncation to 32 bits. */
-static __always_inline __u32 mix64(__u64 x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return (__u32)x;
-}
-
 /* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') for a 32-bit field changing from
  * 'from' to 'to'. The one's-complement sum is byte-order independent, so the
  * raw network-order words are summed as loaded. */
@@ -113,7 +102,10 @@ static __always_inline __u32 next_source(struct pktgen_state *st)
 		__u64 cpu = bpf_get_smp_processor_id();
 		__u32 mask = pktgen_config.mask;
 
-		return (pktgen_config.base & ~mask) | (mix64(seq ^ (cpu << 48)) & mask);
+		/* fmix64 is a bijection: distinct (cpu, seq) never collide
+		 * before the truncation to 32 bits. */
+		return (pktgen_config.base & ~mask) |
+		       ((__u32)xdpl_fmix64(seq ^ (cpu << 48)) & mask);
 	}
 
 	/* PKTGEN_MODE_SEQ: a wrapping cursor instead of seq % count, which
