@@ -122,6 +122,17 @@ static __always_inline struct xdpl_state *xdpl_find_late(struct xdpl_key *k, str
 	return s;
 }
 
+/* The packet's key at level l (into k), its cells in this CPU's sketch
+ * (into sk), and its state entry where the sketch allows that it has one. */
+static __always_inline struct xdpl_state *xdpl_key_entry(struct xdpl_level *l, struct xdpl_pkt *p,
+							 __u64 now, struct xdpl_key *k,
+							 struct xdpl_sketch *sk)
+{
+	xdpl_key_of(l, p, k);
+	xdpl_sketch_find(l, k, sk);
+	return xdpl_find(k, sk, now);
+}
+
 /* A global level's state, at its slot. NULL only for a slot out of range,
  * which the control plane never writes: the level then refuses (fail
  * closed, counted as an insert failure). */
@@ -193,10 +204,7 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 	XDPL_LEVEL_START(l, p, -1, g && xdpl_apply(g, l, now, cost, 0) > 0 ? 0 : -1);
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
-
-	xdpl_key_of(l, p, &k);
-	xdpl_sketch_find(l, &k, &sk);
-	struct xdpl_state *s = xdpl_find(&k, &sk, now);
+	struct xdpl_state *s = xdpl_key_entry(l, p, now, &k, &sk);
 
 	if (!s) {
 		int seen = xdpl_miss(l, &sk, now, cost);
@@ -240,10 +248,7 @@ static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_p
 	XDPL_LEVEL_START(l, p, 0, g ? xdpl_charge(g, l, now, cost) : 0);
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
-
-	xdpl_key_of(l, p, &k);
-	xdpl_sketch_find(l, &k, &sk);
-	struct xdpl_state *s = xdpl_find(&k, &sk, now);
+	struct xdpl_state *s = xdpl_key_entry(l, p, now, &k, &sk);
 
 	if (!s) {
 		int seen = xdpl_miss(l, &sk, now, cost);
