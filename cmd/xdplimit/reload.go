@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -29,7 +28,7 @@ a policy to the pinned limiter directly.`,
 			}
 			pid := s.Meta.Pid
 			s.Close()
-			if isXdplimit(pid) {
+			if loader.OwnerAlive(pid) {
 				if policyPath != "" {
 					return fmt.Errorf("attach (pid %d) runs for %s and owns its policy file: edit that file, then reload without --policy", pid, args[0])
 				}
@@ -56,13 +55,4 @@ a policy to the pinned limiter directly.`,
 	}
 	cmd.Flags().StringVar(&policyPath, "policy", "", "apply this policy file when no attach process runs")
 	return cmd
-}
-
-// isXdplimit: pid is alive and is an xdplimit process (pids get reused).
-func isXdplimit(pid uint32) bool {
-	if pid == 0 {
-		return false
-	}
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return err == nil && strings.HasPrefix(strings.TrimSpace(string(comm)), "xdplimit")
 }
