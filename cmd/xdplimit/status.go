@@ -18,7 +18,7 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [IFACE]",
 		Short: "Show where the limiter is attached, its policy and per-rule counters",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  cobra.MatchAll(cobra.MaximumNArgs(1), ifaceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ifaces := args
 			if len(ifaces) == 0 {
