@@ -23,10 +23,11 @@ import (
 // pinned state and records its own pid, so a legitimate owner may well have
 // started after it.
 func OwnerAlive(pid uint32) bool {
-	if pid == 0 {
-		return false
-	}
-	dir := fmt.Sprintf("/proc/%d", pid)
+	return pid != 0 && procIsXdplimit(fmt.Sprintf("/proc/%d", pid))
+}
+
+// procIsXdplimit judges the process of a /proc/PID directory.
+func procIsXdplimit(dir string) bool {
 	stat, err := os.ReadFile(dir + "/stat")
 	if err != nil {
 		return false

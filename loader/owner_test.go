@@ -91,6 +91,39 @@ func waitState(t *testing.T, pid int, state byte) {
 	}
 }
 
+// TestProcIsXdplimit covers what root cannot meet for real: another user's
+// process, whose exe link cannot be read, and a binary replaced while it
+// runs. The /proc directories are fakes.
+func TestProcIsXdplimit(t *testing.T) {
+	for _, c := range []struct {
+		name, stat, exe string // exe "": no link, as when it cannot be read
+		want            bool
+	}{
+		{"exe unreadable, named xdplimit", "7 (xdplimit) S 1", "", true},
+		{"exe unreadable, another name", "7 (sshd) S 1", "", false},
+		{"exe unreadable, zombie", "7 (xdplimit) Z 1", "", false},
+		{"replaced binary", "7 (xdplimit) S 1", "/usr/sbin/xdplimit (deleted)", true},
+		{"renamed process, xdplimit binary", "7 (worker) S 1", "/opt/xdplimit-1.2/bin/xdplimit", true},
+		{"a script named xdplimit: exe decides", "7 (xdplimit) S 1", "/usr/bin/python3", false},
+		{"unreadable stat", "", "", false},
+	} {
+		dir := t.TempDir()
+		if c.stat != "" {
+			if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(c.stat), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c.exe != "" {
+			if err := os.Symlink(c.exe, filepath.Join(dir, "exe")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := procIsXdplimit(dir); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 func TestParseProcStat(t *testing.T) {
 	for _, c := range []struct {
 		in    string

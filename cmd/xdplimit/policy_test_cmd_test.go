@@ -84,3 +84,16 @@ func TestPolicyTestCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyTestRefuses: what policy test refuses before it loads a
+// program, so without root.
+func TestPolicyTestRefuses(t *testing.T) {
+	good, _, bad := policyFiles(t)
+	runCases(t, []cliCase{
+		refused("no capture", "--pcap is required", "policy", "test", good),
+		refused("negative top", "--top -1: give 0 or more", "policy", "test", good, "--pcap", "c.pcap", "--top", "-1"),
+		{name: "policy with errors", args: []string{"policy", "test", bad, "--pcap", "c.pcap"}, code: 1,
+			stderr: badError(bad) + "\nxdplimit: " + bad + ": the policy has errors; see `xdplimit policy check`\n"},
+		refused("no policy", "accepts 1 arg(s), received 0", "policy", "test", "--pcap", "c.pcap"),
+	})
+}
