@@ -91,6 +91,9 @@ func Attach(cfg Config) (*Attachment, error) {
 	if warn == nil {
 		warn = func(string) {}
 	}
+	if err := CheckInterfaceName(cfg.Interface); err != nil {
+		return nil, err
+	}
 	nl, err := netlink.LinkByName(cfg.Interface)
 	if err != nil {
 		return nil, fmt.Errorf("interface %q: %w", cfg.Interface, err)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -70,6 +71,27 @@ func netnsInode() (uint64, error) {
 }
 
 func pinDir(iface string) string { return PinRoot + "/" + iface }
+
+// CheckInterfaceName refuses what Linux refuses as an interface name. The
+// name becomes a path under PinRoot and the lock directory, so ".." or a
+// '/' would reach outside them: `detach ..` would remove every pin in bpffs.
+func CheckInterfaceName(name string) error {
+	bad := ""
+	switch {
+	case name == "":
+		bad = "empty"
+	case len(name) >= unix.IFNAMSIZ:
+		bad = fmt.Sprintf("longer than %d bytes", unix.IFNAMSIZ-1)
+	case name == "." || name == "..":
+		bad = "not a name"
+	case strings.ContainsAny(name, "/: \t\n\v\f\r"):
+		bad = "holds '/', ':' or white space"
+	}
+	if bad != "" {
+		return fmt.Errorf("interface name %q: %s", name, bad)
+	}
+	return nil
+}
 
 // ErrNotAttached means no pinned xdplimit state exists for the interface.
 var ErrNotAttached = errors.New("xdplimit is not attached there")

@@ -24,6 +24,9 @@ type State struct {
 
 // Open opens the pinned state of an interface.
 func Open(iface string) (*State, error) {
+	if err := CheckInterfaceName(iface); err != nil {
+		return nil, err
+	}
 	if !isBPFFS(BPFFS) {
 		return nil, fmt.Errorf("%s: no bpffs at %s: %w", iface, BPFFS, ErrNotAttached)
 	}
@@ -91,6 +94,9 @@ func List() ([]string, error) {
 // gone (or that left it with --keep-on-exit): unpinning the link and closing
 // it detaches the program.
 func Detach(iface string) error {
+	if err := CheckInterfaceName(iface); err != nil {
+		return err
+	}
 	dir := pinDir(iface)
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("%s: %w", iface, ErrNotAttached)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -41,6 +43,27 @@ func (f *attachFlags) register(cmd *cobra.Command) {
 		"serve /metrics and /healthz here (\"\" to disable); anything but loopback is an explicit choice")
 }
 
+// config checks the flags before anything is touched: a typo fails before
+// the metrics port is bound or the interface changed.
+func (f *attachFlags) config(iface string) (loader.Config, error) {
+	if f.policy == "" {
+		return loader.Config{}, errors.New("--policy is required")
+	}
+	if f.maxSources == 0 {
+		return loader.Config{}, errors.New("--max-sources 0: give 1 or more")
+	}
+	mode, err := loader.ParseMode(f.mode)
+	if err != nil {
+		return loader.Config{}, err
+	}
+	clock, err := parseClock(f.clock)
+	if err != nil {
+		return loader.Config{}, err
+	}
+	return loader.Config{Interface: iface, Mode: mode, Force: f.force, MaxSources: f.maxSources,
+		MaxOtherSources: f.maxOther, Clock: clock}, nil
+}
+
 func parseClock(s string) (maps.Clock, error) {
 	switch s {
 	case "coarse":
@@ -62,19 +85,20 @@ SIGHUP re-reads the policy, and so does a change to the policy file or to a
 list file it names; SIGINT/SIGTERM detach and remove the pins
 (unless --keep-on-exit). Started again while pinned state exists, it adopts
 that state (counters and every source's bucket) without a gap.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MatchAll(cobra.ExactArgs(1), ifaceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.policy == "" {
-				return fmt.Errorf("--policy is required")
+			cfg, err := f.config(args[0])
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			errOut := cmd.ErrOrStderr()
+			log := slog.New(slog.NewTextHandler(errOut, nil))
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			// Listen before attaching: a taken port fails before the
 			// interface is touched.
 			var ln net.Listener
 			if f.metrics != "" {
-				var err error
 				if ln, err = net.Listen("tcp", f.metrics); err != nil {
 					return fmt.Errorf("--metrics-addr: %w", err)
 				}
@@ -83,7 +107,7 @@ that state (counters and every source's bucket) without a gap.`,
 			// attaching is then not missed.
 			changes, stopWatch := watchPolicy(f.policy, log)
 			defer stopWatch()
-			a, err := attach(ctx, args[0], f, log)
+			a, err := attach(cfg, f.policy, errOut, log)
 			if err != nil {
 				if ln != nil {
 					ln.Close()
@@ -102,7 +126,7 @@ that state (counters and every source's bucket) without a gap.`,
 			} else {
 				served <- nil
 			}
-			return serve(ctx, a, f, log, exp, changes, func() error {
+			return serve(ctx, a, f, log, errOut, exp, changes, func() error {
 				// In-flight scrapes finish before the maps close.
 				stopServing()
 				return <-served
@@ -113,30 +137,22 @@ that state (counters and every source's bucket) without a gap.`,
 	return cmd
 }
 
-func attach(_ context.Context, iface string, f attachFlags, log *slog.Logger) (*loader.Attachment, error) {
-	mode, err := loader.ParseMode(f.mode)
+// attach compiles the policy (its warnings go to warnings) and attaches
+// with cfg, the checked flags.
+func attach(cfg loader.Config, policyPath string, warnings io.Writer, log *slog.Logger) (*loader.Attachment, error) {
+	path, err := filepath.Abs(policyPath)
 	if err != nil {
 		return nil, err
 	}
-	clock, err := parseClock(f.clock)
+	if cfg.Policy, err = compilePolicy(path, warnings); err != nil {
+		return nil, err
+	}
+	cfg.Warn = func(s string) { log.Warn(s) }
+	a, err := loader.Attach(cfg)
 	if err != nil {
 		return nil, err
 	}
-	path, err := filepath.Abs(f.policy)
-	if err != nil {
-		return nil, err
-	}
-	p, err := compilePolicy(path, os.Stderr)
-	if err != nil {
-		return nil, err
-	}
-	a, err := loader.Attach(loader.Config{
-		Interface: iface, Mode: mode, Force: f.force, MaxSources: f.maxSources, MaxOtherSources: f.maxOther, Clock: clock,
-		Policy: p, Warn: func(s string) { log.Warn(s) },
-	})
-	if err != nil {
-		return nil, err
-	}
+	iface, p := cfg.Interface, cfg.Policy
 	// adopted=true: took over the pinned limiter of an earlier attach,
 	// its counters and buckets, without an enforcement gap.
 	log.Info("attached", "interface", iface, "mode", a.Mode, "adopted", a.Adopted, "policy", path,
@@ -145,15 +161,16 @@ func attach(_ context.Context, iface string, f attachFlags, log *slog.Logger) (*
 }
 
 // serve runs until a termination signal, reloading on SIGHUP and when the
-// watcher reports changed policy contents.
-func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.Logger,
+// watcher reports changed policy contents; a reloaded policy's warnings go
+// to warnings.
+func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.Logger, warnings io.Writer,
 	exp *metrics.Exporter, changes <-chan struct{}, stopMetrics func() error) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	path, _ := filepath.Abs(f.policy)
 	reload := func(trigger string) {
-		err := reloadFrom(a, path)
+		err := reloadFrom(a, path, warnings)
 		exp.ReloadResult(a.Interface, err)
 		if err != nil {
 			log.Error("reload failed; the previous policy stays in force", "policy", path, "trigger", trigger, "err", err)
@@ -181,8 +198,8 @@ func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.L
 	}
 }
 
-func reloadFrom(a *loader.Attachment, path string) error {
-	p, err := compilePolicy(path, os.Stderr)
+func reloadFrom(a *loader.Attachment, path string, warnings io.Writer) error {
+	p, err := compilePolicy(path, warnings)
 	if err != nil {
 		return err
 	}

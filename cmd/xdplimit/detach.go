@@ -15,7 +15,7 @@ func newDetachCmd() *cobra.Command {
 		Long: `detach removes a limiter left attached by an attach that exited with
 --keep-on-exit or was killed. A running attach holds the interface: stop it
 with SIGTERM instead, which detaches.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MatchAll(cobra.ExactArgs(1), ifaceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := loader.Detach(args[0]); err != nil {
 				return err

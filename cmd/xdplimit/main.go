@@ -4,9 +4,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/xdplimit/xdplimit/loader"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -26,9 +29,31 @@ anything for the packet. Policies are YAML files; see docs/policy.md.`,
 	return root
 }
 
-func main() {
-	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "xdplimit:", err)
-		os.Exit(1)
+// ifaceNames checks that every argument is a valid interface name, before
+// a command touches bpffs, the lock directory or the metrics port.
+func ifaceNames(_ *cobra.Command, args []string) error {
+	for _, a := range args {
+		if err := loader.CheckInterfaceName(a); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// run executes a command line and returns the exit status. main only
+// wires it to the process, so tests run exactly what users run.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(stderr, "xdplimit:", err)
+		return 1
+	}
+	return 0
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

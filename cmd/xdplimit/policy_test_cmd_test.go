@@ -17,30 +17,12 @@ import (
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
-// runCLI runs the command line and returns its standard output and error.
-func runCLI(args ...string) (string, string, error) {
-	var out, errOut bytes.Buffer
-	root := newRootCmd()
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err := root.Execute()
-	return out.String(), errOut.String(), err
-}
-
 // TestPolicyTestCommand wires flags to the replay: the engine itself is
 // tested in package replay.
 func TestPolicyTestCommand(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
-	pol := filepath.Join(dir, "p.yaml")
-	if err := os.WriteFile(pol, []byte(`rules:
-  - name: dns
-    match: {protocol: udp, dst_ports: [53]}
-    limit: {algorithm: token_bucket, rate: 1/s, burst: 3}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pol := writeFile(t, "p.yaml", goodPolicy)
 	var buf bytes.Buffer
 	w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
 	if err != nil {
@@ -63,9 +45,9 @@ func TestPolicyTestCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, errOut, err := runCLI("policy", "test", pol, "--pcap", capture, "--explain", "1,7", "--explain", "10", "--top", "1", "--max-sources", "4096")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
+	out, errOut, code := runCLI("policy", "test", pol, "--pcap", capture, "--explain", "1,7", "--explain", "10", "--top", "1", "--max-sources", "4096")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
 	}
 	// Each source: 3 of its 5 packets pass (burst 3 within 10 ms).
 	for _, want := range []string{
@@ -96,9 +78,22 @@ func TestPolicyTestCommand(t *testing.T) {
 		{[]string{"policy", "test", pol, "--pcap", pol}, "not a pcap or pcapng capture"},
 		{[]string{"policy", "test", capture, "--pcap", capture}, "the policy has errors"},
 	} {
-		_, _, err := runCLI(c.args...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: got %v, want an error with %q", c.args, err, c.want)
+		_, errOut, code := runCLI(c.args...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want an error with %q", c.args, code, errOut, c.want)
 		}
 	}
+}
+
+// TestPolicyTestRefuses: what policy test refuses before it loads a
+// program, so without root.
+func TestPolicyTestRefuses(t *testing.T) {
+	good, _, bad := policyFiles(t)
+	runCases(t, []cliCase{
+		refused("no capture", "--pcap is required", "policy", "test", good),
+		refused("negative top", "--top -1: give 0 or more", "policy", "test", good, "--pcap", "c.pcap", "--top", "-1"),
+		{name: "policy with errors", args: []string{"policy", "test", bad, "--pcap", "c.pcap"}, code: 1,
+			stderr: badError(bad) + "\nxdplimit: " + bad + ": the policy has errors; see `xdplimit policy check`\n"},
+		refused("no policy", "accepts 1 arg(s), received 0", "policy", "test", "--pcap", "c.pcap"),
+	})
 }

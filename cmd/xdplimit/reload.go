@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -21,7 +19,7 @@ func newReloadCmd() *cobra.Command {
 		Long: `reload signals the running attach of IFACE to re-read its policy file. When
 no attach process runs (it exited with --keep-on-exit), --policy FILE applies
 a policy to the pinned limiter directly.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MatchAll(cobra.ExactArgs(1), ifaceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := loader.Open(args[0])
 			if err != nil {
@@ -29,7 +27,7 @@ a policy to the pinned limiter directly.`,
 			}
 			pid := s.Meta.Pid
 			s.Close()
-			if isXdplimit(pid) {
+			if loader.OwnerAlive(pid) {
 				if policyPath != "" {
 					return fmt.Errorf("attach (pid %d) runs for %s and owns its policy file: edit that file, then reload without --policy", pid, args[0])
 				}
@@ -42,11 +40,12 @@ a policy to the pinned limiter directly.`,
 			if policyPath == "" {
 				return errors.New("no attach process runs for " + args[0] + ": give --policy FILE to apply one directly")
 			}
-			p, err := compilePolicy(policyPath, os.Stderr)
+			p, err := compilePolicy(policyPath, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			a, err := loader.Attach(loader.Config{Interface: args[0], Policy: p, Clock: maps.Clock(s.Meta.ClockMode)})
+			a, err := loader.Attach(loader.Config{Interface: args[0], Policy: p, Clock: maps.Clock(s.Meta.ClockMode),
+				Warn: func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w) }})
 			if err != nil {
 				return err
 			}
@@ -56,13 +55,4 @@ a policy to the pinned limiter directly.`,
 	}
 	cmd.Flags().StringVar(&policyPath, "policy", "", "apply this policy file when no attach process runs")
 	return cmd
-}
-
-// isXdplimit: pid is alive and is an xdplimit process (pids get reused).
-func isXdplimit(pid uint32) bool {
-	if pid == 0 {
-		return false
-	}
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return err == nil && strings.HasPrefix(strings.TrimSpace(string(comm)), "xdplimit")
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -19,7 +18,7 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [IFACE]",
 		Short: "Show where the limiter is attached, its policy and per-rule counters",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  cobra.MatchAll(cobra.MaximumNArgs(1), ifaceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ifaces := args
 			if len(ifaces) == 0 {
@@ -50,14 +49,10 @@ func newStatusCmd() *cobra.Command {
 	return cmd
 }
 
-func processAlive(pid uint32) bool {
-	return pid != 0 && syscall.Kill(int(pid), 0) == nil
-}
-
 func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 	m := s.Meta
 	owner := "no attach process (left with --keep-on-exit or killed)"
-	if processAlive(m.Pid) {
+	if loader.OwnerAlive(m.Pid) {
 		owner = fmt.Sprintf("attach process pid %d", m.Pid)
 	}
 	fmt.Fprintf(w, "%s: attached (%s), program id %d, since %s, %s\n", s.Interface, s.Mode(), s.ProgramID,

@@ -32,7 +32,7 @@ the per-source state table is never walked.
 
 On a terminal the view is redrawn in place (ANSI clear); otherwise, and with
 --once (one frame after one interval, for scripts), it prints plain text.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MatchAll(cobra.ExactArgs(1), ifaceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if interval < 100*time.Millisecond {
 				return fmt.Errorf("--interval %v: at least 100ms", interval)

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+func TestPolicyCheck(t *testing.T) {
+	good, warn, bad := policyFiles(t)
+	warning := warnLine(warn)
+	cases := []cliCase{
+		{name: "summary", args: []string{"policy", "check", good}, stdout: "policy " + good + ` (sha256 f9bd825295faa63e)
+mode: enforce
+allow: 0 prefixes, never limited
+deny: 0 prefixes, always dropped
+rules: 1, first match wins
+  1. dns (line 2): protocol udp, dst_ports [53]
+     own       key src_ip ipv4/32 ipv6/64: token_bucket 1 pkt/s burst 3
+     over limit: drop
+unmatched traffic: pass
+`},
+		{name: "quiet", args: []string{"policy", "check", "-q", good}},
+		{name: "warning", args: []string{"policy", "check", "-q", warn}, stderr: warning},
+		{name: "warning, strict", args: []string{"policy", "check", "-q", "--strict", warn}, code: 1,
+			stderr: warning + "xdplimit: " + warn + ": 1 warning (--strict)\n"},
+		{name: "errors", args: []string{"policy", "check", bad}, code: 1,
+			stderr: badError(bad) + "\nxdplimit: " + bad + ": 1 error\n"},
+		refused("missing file", "open "+good+".missing: no such file or directory", "policy", "check", good+".missing"),
+		refused("no file", "accepts 1 arg(s), received 0", "policy", "check"),
+		refused("two files", "accepts 1 arg(s), received 2", "policy", "check", good, warn),
+	}
+	// Every shipped example is valid and warning-free.
+	examples, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("examples: %v, %v", examples, err)
+	}
+	for _, e := range examples {
+		cases = append(cases, cliCase{name: filepath.Base(e), args: []string{"policy", "check", "-q", "--strict", e}})
+	}
+	runCases(t, cases)
+}
