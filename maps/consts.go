@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/xdplimit/xdplimit/gen"
-	"github.com/xdplimit/xdplimit/model"
 )
 
 // Constants come from bpf/xdplimit_consts.h through bpf2go; these are the
@@ -133,25 +132,4 @@ func (c Clock) String() string {
 		return "injected"
 	}
 	return fmt.Sprintf("clock(%d)", uint32(c))
-}
-
-// The reference models restate a few constants; they must agree.
-func init() {
-	for _, c := range []struct {
-		name      string
-		bpf, goes uint64
-	}{
-		{"token bucket", uint64(gen.XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET), model.AlgTokenBucket},
-		{"fixed window", uint64(gen.XdplimitXdplConstXDPL_ALG_FIXED_WINDOW), model.AlgFixedWindow},
-		{"sliding window", uint64(gen.XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW), model.AlgSlidingWindow},
-		{"time shift", uint64(gen.XdplimitXdplConstXDPL_TIME_SHIFT), model.TimeShift},
-		{"fp shift", uint64(gen.XdplimitXdplConstXDPL_FP_SHIFT), model.FPShift},
-		{"count bits", uint64(gen.XdplimitXdplConstXDPL_WIN_COUNT_BITS), model.CountBits},
-		{"seq bits", uint64(gen.XdplimitXdplConstXDPL_WIN_SEQ_BITS), model.SeqBits},
-		{"weight shift", uint64(gen.XdplimitXdplConstXDPL_WEIGHT_SHIFT), model.WeightShift},
-	} {
-		if c.bpf != c.goes {
-			panic(fmt.Sprintf("model and datapath disagree on %s: %d vs %d", c.name, c.goes, c.bpf))
-		}
-	}
 }
