@@ -470,7 +470,7 @@ func (l *Limiter) Apply(img *Image) error {
 	gused := make([]bool, globalSlots)
 	for _, o := range old {
 		for _, ol := range o.levels {
-			if ol.KeyKind == keyGlobal && int(ol.Slot) < globalSlots {
+			if ol.KeyKind == KeyGlobal && int(ol.Slot) < globalSlots {
 				gused[ol.Slot] = true
 			}
 		}
@@ -514,7 +514,7 @@ func (l *Limiter) Apply(img *Image) error {
 			if ls.trackFirst(l.trackAfter, ebpf.MustPossibleCPU()) {
 				lv.Flags |= lfTrackFirst
 			}
-			if ls.KeyKind != keyGlobal {
+			if ls.KeyKind != KeyGlobal {
 				lv.Mask4 = prefixMask4(ls.V4Prefix)
 				lv.Mask6 = prefixMask6(ls.V6Prefix)
 			}
@@ -530,7 +530,7 @@ func (l *Limiter) Apply(img *Image) error {
 				lv.StateId = meta.NextStateId
 				meta.NextStateId++
 			}
-			if ls.KeyKind == keyGlobal {
+			if ls.KeyKind == KeyGlobal {
 				if err := l.globalSlot(lv, o.levels, kept, gused, &gnext); err != nil {
 					return fmt.Errorf("rule %q: %w", rs.Name, err)
 				}
@@ -591,7 +591,7 @@ func PolicyPath(m Meta) string {
 func (l *Limiter) globalSlot(lv *gen.XdplimitXdplLevel, inForce []gen.XdplimitXdplLevel, kept bool, used []bool, next *int) error {
 	if kept {
 		for _, ol := range inForce {
-			if ol.StateId == lv.StateId && ol.KeyKind == keyGlobal {
+			if ol.StateId == lv.StateId && ol.KeyKind == KeyGlobal {
 				lv.Slot = ol.Slot
 				return nil
 			}
@@ -643,11 +643,11 @@ func (l *Limiter) writeGeneration(g uint32, img *Image, rules []gen.XdplimitXdpl
 		slots uint32
 		v     []Bitmap
 	}{
-		{m.XdplProto, protoSlots, img.Proto},
-		{m.XdplDport, portSlots, img.DPort},
-		{m.XdplSport, portSlots, img.SPort},
-		{m.XdplTcpf, tcpfSlots, img.TCPFlags},
-		{m.XdplVlan, vlanSlots, img.VLAN},
+		{m.XdplProto, ProtoSlots, img.Proto},
+		{m.XdplDport, PortSlots, img.DPort},
+		{m.XdplSport, PortSlots, img.SPort},
+		{m.XdplTcpf, TCPFlagSlots, img.TCPFlags},
+		{m.XdplVlan, VLANSlots, img.VLAN},
 	} {
 		if a.v == nil {
 			continue // dimension unused: never looked up

@@ -20,6 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/examples"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
@@ -94,7 +95,7 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 	if err != nil {
 		return err
 	}
-	img, err := maps.Compile(pol)
+	img, err := compiler.Compile(pol)
 	if err != nil {
 		return err
 	}
