@@ -8,6 +8,8 @@ import (
 	"github.com/xdplimit/xdplimit/gen"
 )
 
+// installed is a rule of the generation in force, for carrying state ids
+// and counter slots over a reload.
 type installed struct {
 	slot   uint32
 	levels []gen.XdplimitXdplLevel

@@ -104,8 +104,6 @@ func (l *Limiter) RuleStats() ([]RuleStat, error) {
 	return out, nil
 }
 
-// installed is a rule of the generation in force, for carrying state ids
-
 // SlotNames maps counter slots to the names of the rules in force.
 func (l *Limiter) SlotNames() (map[uint32]string, error) {
 	g, ctl, err := l.active()
