@@ -29,7 +29,7 @@ func (l *Limiter) Apply(img *Image) error {
 		return err
 	}
 	p, err := planGeneration(planInput{
-		img: img, inForce: inForce, nextStateID: meta.NextStateId,
+		img: img, inForce: inForce, nextStateID: meta.NextStateID,
 		clock: l.clock, tickNs: l.tickNs, trackAfter: l.trackAfter, cpus: ebpf.MustPossibleCPU(),
 	})
 	if err != nil {
@@ -55,7 +55,7 @@ func (l *Limiter) Apply(img *Image) error {
 	if err := l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
 		return err
 	}
-	meta.NextStateId = p.nextStateID
+	meta.NextStateID = p.nextStateID
 	if err := l.SetMeta(meta); err != nil {
 		return err
 	}

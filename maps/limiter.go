@@ -101,9 +101,9 @@ func Load(opts Options) (*Limiter, error) {
 	switch meta.LayoutVersion {
 	case 0: // new maps
 		meta.LayoutVersion = LayoutVersion
-		meta.NextStateId = 1
-		meta.ClockMode = uint32(opts.Clock)
-		meta.TickNs = l.tickNs
+		meta.NextStateID = 1
+		meta.Clock = opts.Clock
+		meta.Tick = time.Duration(l.tickNs)
 		if err := l.SetMeta(meta); err != nil {
 			l.Close()
 			return nil, err

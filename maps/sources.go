@@ -64,6 +64,6 @@ func OpenPinned(pinned map[string]*ebpf.Map) (*Limiter, error) {
 		l.Close()
 		return nil, fmt.Errorf("pinned maps have layout version %d, this xdplimit reads %d", meta.LayoutVersion, LayoutVersion)
 	}
-	l.clock = Clock(meta.ClockMode)
+	l.clock = meta.Clock
 	return l, nil
 }

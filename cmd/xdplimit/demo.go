@@ -123,7 +123,7 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		exp := metrics.New(nil)
-		if err := exp.AddAttachment(a); err != nil {
+		if err := exp.Add(a.Interface, a.Limiter, 0); err != nil {
 			ln.Close()
 			return err
 		}
