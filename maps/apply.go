@@ -63,20 +63,3 @@ func (l *Limiter) Apply(img *Image) error {
 	ctl.Active = next
 	return l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny)
 }
-
-// inForce reads the rules of generation g, in policy order.
-func (l *Limiter) inForce(g uint32, ctl gen.XdplimitXdplControl) ([]installed, error) {
-	var out []installed
-	for i := 0; i < int(ctl.Gen[g].Nrules) && i < MaxRules; i++ {
-		r, err := l.rule(g, i)
-		if err != nil {
-			return nil, err
-		}
-		name, err := l.name(r.CounterSlot)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, installed{name: name, slot: r.CounterSlot, levels: r.Levels[:r.Nlevels]})
-	}
-	return out, nil
-}

@@ -69,14 +69,9 @@ func (l *Limiter) name(slot uint32) (string, error) {
 	return string(b), nil
 }
 
-// RuleStats reads the counters of the rules in force, in policy order.
-func (l *Limiter) RuleStats() ([]RuleStat, error) {
-	g, ctl, err := l.active()
-	if err != nil {
-		return nil, err
-	}
-	var out []RuleStat
-	var vals []gen.XdplimitXdplRuleStats
+// inForce reads the rules of generation g, in policy order.
+func (l *Limiter) inForce(g uint32, ctl gen.XdplimitXdplControl) ([]installed, error) {
+	var out []installed
 	for i := 0; i < int(ctl.Gen[g].Nrules) && i < MaxRules; i++ {
 		r, err := l.rule(g, i)
 		if err != nil {
@@ -86,10 +81,33 @@ func (l *Limiter) RuleStats() ([]RuleStat, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := l.objs.XdplStats.Lookup(r.CounterSlot, &vals); err != nil {
+		out = append(out, installed{name: name, slot: r.CounterSlot, levels: r.Levels[:r.Nlevels]})
+	}
+	return out, nil
+}
+
+// current reads the rules of the generation in force, in policy order.
+func (l *Limiter) current() ([]installed, error) {
+	g, ctl, err := l.active()
+	if err != nil {
+		return nil, err
+	}
+	return l.inForce(g, ctl)
+}
+
+// RuleStats reads the counters of the rules in force, in policy order.
+func (l *Limiter) RuleStats() ([]RuleStat, error) {
+	rules, err := l.current()
+	if err != nil {
+		return nil, err
+	}
+	var out []RuleStat
+	var vals []gen.XdplimitXdplRuleStats
+	for i, r := range rules {
+		if err := l.objs.XdplStats.Lookup(r.slot, &vals); err != nil {
 			return nil, err
 		}
-		rs := RuleStat{Name: name, Index: i, LevelDrops: make([]uint64, r.Nlevels)}
+		rs := RuleStat{Name: r.name, Index: i, LevelDrops: make([]uint64, len(r.levels))}
 		for _, v := range vals {
 			for k := range rs.Verdicts {
 				rs.Verdicts[k].Packets += v.V[k].Packets
@@ -106,19 +124,13 @@ func (l *Limiter) RuleStats() ([]RuleStat, error) {
 
 // SlotNames maps counter slots to the names of the rules in force.
 func (l *Limiter) SlotNames() (map[uint32]string, error) {
-	g, ctl, err := l.active()
+	rules, err := l.current()
 	if err != nil {
 		return nil, err
 	}
 	out := map[uint32]string{}
-	for i := 0; i < int(ctl.Gen[g].Nrules) && i < MaxRules; i++ {
-		r, err := l.rule(g, i)
-		if err != nil {
-			return nil, err
-		}
-		if out[r.CounterSlot], err = l.name(r.CounterSlot); err != nil {
-			return nil, err
-		}
+	for _, r := range rules {
+		out[r.slot] = r.name
 	}
 	return out, nil
 }
