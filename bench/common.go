@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -77,7 +78,7 @@ func compilePolicy(yaml string, files map[string][]byte) (*maps.Image, *policy.P
 	if err != nil {
 		return nil, nil, fmt.Errorf("policy: %w", err)
 	}
-	img, err := maps.Compile(p)
+	img, err := compiler.Compile(p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("compile: %w", err)
 	}

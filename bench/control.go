@@ -170,7 +170,7 @@ func attachReload(e *env, res *controlResults, reps int) error {
 	} {
 		e.Logf("control: %s", r.name)
 		var pols [2]loader.Policy
-		tp := res.add(r.name+": parse and compile", "policy.Parse + maps.Compile")
+		tp := res.add(r.name+": parse and compile", "policy.Parse + compiler.Compile")
 		for i := range pols {
 			yaml, files := r.yaml(i)
 			tp.timed(1, func() error {

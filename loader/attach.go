@@ -19,9 +19,11 @@ import (
 type Mode int
 
 const (
-	ModeAuto    Mode = iota // native, falling back to generic where the driver lacks XDP
-	ModeNative              // in the driver
-	ModeGeneric             // after skb allocation: works everywhere, slower
+	// ModeAuto: native, falling back to generic where the driver lacks
+	// XDP. Native and generic are what the metadata records.
+	ModeAuto    Mode = 0
+	ModeNative       = Mode(maps.AttachNative)  // in the driver
+	ModeGeneric      = Mode(maps.AttachGeneric) // after skb allocation: works everywhere, slower
 )
 
 func (m Mode) String() string {
@@ -317,13 +319,13 @@ func (a *Attachment) recordMeta(cfg Config, fresh bool) error {
 		return err
 	}
 	if fresh {
-		m.AttachMode = uint32(a.Mode)
-		m.AttachedUnixNs = uint64(time.Now().UnixNano())
+		m.AttachMode = maps.AttachMode(a.Mode)
+		m.Attached = time.Now()
 	}
-	m.Ifindex = uint32(a.Ifindex)
+	m.Ifindex = a.Ifindex
 	m.NetnsIno, _ = netnsInode()
 	m.Pid = uint32(os.Getpid())
-	m.ClockMode = uint32(a.Limiter.Clock())
+	m.Clock = a.Limiter.Clock()
 	if err := a.Limiter.SetMeta(m); err != nil {
 		return err
 	}

@@ -1,14 +1,13 @@
 // Package maps is the typed face of the limiter's BPF maps: it loads the
-// program, compiles a policy into map entries, applies them as a new
-// generation, and reads the counters back. Nothing outside this package
-// builds raw map keys or values.
+// program, writes a compiled policy (an Image, built by package compiler)
+// as a new generation, and reads the counters back. Nothing outside this
+// package reads or writes the maps.
 package maps
 
 import (
 	"fmt"
 
 	"github.com/xdplimit/xdplimit/gen"
-	"github.com/xdplimit/xdplimit/model"
 )
 
 // Constants come from bpf/xdplimit_consts.h through bpf2go; these are the
@@ -21,36 +20,42 @@ const (
 	globalSlots   = int(gen.XdplimitXdplConstXDPL_GLOBAL_SLOTS)
 	NameLen       = int(gen.XdplimitXdplConstXDPL_NAME_LEN)
 
-	protoSlots    = uint32(gen.XdplimitXdplConstXDPL_PROTO_SLOTS)
-	portSlots     = uint32(gen.XdplimitXdplConstXDPL_PORT_SLOTS)
 	portIdxNone   = uint32(gen.XdplimitXdplConstXDPL_PORT_IDX_NONE)
-	portIdxFrag   = uint32(gen.XdplimitXdplConstXDPL_PORT_IDX_FRAG)
-	tcpfSlots     = uint32(gen.XdplimitXdplConstXDPL_TCPF_SLOTS)
-	tcpfIdxNone   = uint32(gen.XdplimitXdplConstXDPL_TCPF_IDX_NONE)
-	tcpfIdxFrag   = uint32(gen.XdplimitXdplConstXDPL_TCPF_IDX_FRAG)
-	vlanSlots     = uint32(gen.XdplimitXdplConstXDPL_VLAN_SLOTS)
 	vlanUntagged  = uint32(gen.XdplimitXdplConstXDPL_VLAN_IDX_UNTAGGED)
-	dimProto      = uint32(gen.XdplimitXdplConstXDPL_DIM_PROTO)
-	dimDport      = uint32(gen.XdplimitXdplConstXDPL_DIM_DPORT)
-	dimSport      = uint32(gen.XdplimitXdplConstXDPL_DIM_SPORT)
-	dimSrc        = uint32(gen.XdplimitXdplConstXDPL_DIM_SRC)
-	dimDst        = uint32(gen.XdplimitXdplConstXDPL_DIM_DST)
-	dimTCPF       = uint32(gen.XdplimitXdplConstXDPL_DIM_TCPF)
-	dimVLAN       = uint32(gen.XdplimitXdplConstXDPL_DIM_VLAN)
 	gfShadow      = uint32(gen.XdplimitXdplConstXDPL_GF_SHADOW)
 	gfACL         = uint32(gen.XdplimitXdplConstXDPL_GF_ACL)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
 	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
 	lfTrackFirst  = uint8(gen.XdplimitXdplConstXDPL_LF_TRACK_FIRST)
-	keySrc        = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC)
-	keySrcDport   = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC_DPORT)
-	keyGlobal     = uint8(gen.XdplimitXdplConstXDPL_KEY_GLOBAL)
 	rfShadow      = uint8(gen.XdplimitXdplConstXDPL_RF_SHADOW)
 	aclAllow      = uint32(gen.XdplimitXdplConstXDPL_ACL_ALLOW)
 	aclDeny       = uint32(gen.XdplimitXdplConstXDPL_ACL_DENY)
 	nVerdicts     = int(gen.XdplimitXdplConstXDPL_NVERDICTS)
 	nCounters     = int(gen.XdplimitXdplConstXDPL_NCOUNTERS)
 	ruleBitmapLen = int(gen.XdplimitXdplConstXDPL_BITMAP_WORDS)
+)
+
+// The shape of an Image: which dimensions a policy uses (Image.Dims), the
+// slots of each array dimension, and the key kinds of a level. The policy
+// compiler builds Images from these; the datapath reads them.
+const (
+	ProtoSlots     = uint32(gen.XdplimitXdplConstXDPL_PROTO_SLOTS)
+	PortSlots      = uint32(gen.XdplimitXdplConstXDPL_PORT_SLOTS)
+	PortIdxFrag    = uint32(gen.XdplimitXdplConstXDPL_PORT_IDX_FRAG)
+	TCPFlagSlots   = uint32(gen.XdplimitXdplConstXDPL_TCPF_SLOTS)
+	TCPFlagIdxNone = uint32(gen.XdplimitXdplConstXDPL_TCPF_IDX_NONE)
+	TCPFlagIdxFrag = uint32(gen.XdplimitXdplConstXDPL_TCPF_IDX_FRAG)
+	VLANSlots      = uint32(gen.XdplimitXdplConstXDPL_VLAN_SLOTS)
+	DimProto       = uint32(gen.XdplimitXdplConstXDPL_DIM_PROTO)
+	DimDport       = uint32(gen.XdplimitXdplConstXDPL_DIM_DPORT)
+	DimSport       = uint32(gen.XdplimitXdplConstXDPL_DIM_SPORT)
+	DimSrc         = uint32(gen.XdplimitXdplConstXDPL_DIM_SRC)
+	DimDst         = uint32(gen.XdplimitXdplConstXDPL_DIM_DST)
+	DimTCPFlags    = uint32(gen.XdplimitXdplConstXDPL_DIM_TCPF)
+	DimVLAN        = uint32(gen.XdplimitXdplConstXDPL_DIM_VLAN)
+	KeySrc         = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC)
+	KeySrcDport    = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC_DPORT)
+	KeyGlobal      = uint8(gen.XdplimitXdplConstXDPL_KEY_GLOBAL)
 )
 
 // Verdict indexes per-rule counters.
@@ -133,25 +138,4 @@ func (c Clock) String() string {
 		return "injected"
 	}
 	return fmt.Sprintf("clock(%d)", uint32(c))
-}
-
-// The reference models restate a few constants; they must agree.
-func init() {
-	for _, c := range []struct {
-		name      string
-		bpf, goes uint64
-	}{
-		{"token bucket", uint64(gen.XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET), model.AlgTokenBucket},
-		{"fixed window", uint64(gen.XdplimitXdplConstXDPL_ALG_FIXED_WINDOW), model.AlgFixedWindow},
-		{"sliding window", uint64(gen.XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW), model.AlgSlidingWindow},
-		{"time shift", uint64(gen.XdplimitXdplConstXDPL_TIME_SHIFT), model.TimeShift},
-		{"fp shift", uint64(gen.XdplimitXdplConstXDPL_FP_SHIFT), model.FPShift},
-		{"count bits", uint64(gen.XdplimitXdplConstXDPL_WIN_COUNT_BITS), model.CountBits},
-		{"seq bits", uint64(gen.XdplimitXdplConstXDPL_WIN_SEQ_BITS), model.SeqBits},
-		{"weight shift", uint64(gen.XdplimitXdplConstXDPL_WEIGHT_SHIFT), model.WeightShift},
-	} {
-		if c.bpf != c.goes {
-			panic(fmt.Sprintf("model and datapath disagree on %s: %d vs %d", c.name, c.goes, c.bpf))
-		}
-	}
 }

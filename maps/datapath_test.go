@@ -18,6 +18,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/gen"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/model"
@@ -641,7 +642,7 @@ func compileYAML(t *testing.T, yaml string) *maps.Image {
 	if err != nil {
 		t.Fatalf("policy: %v", err)
 	}
-	img, err := maps.Compile(p)
+	img, err := compiler.Compile(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/examples"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
@@ -64,7 +65,7 @@ func TestExamplesOnProgram(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			img, err := maps.Compile(p)
+			img, err := compiler.Compile(p)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -194,20 +193,10 @@ func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.Progra
 	counter(contendedDesc, s.Counters[maps.CounterCASExhausted].Packets, iface)
 	counter(untrackedDesc, s.Counters[maps.CounterUntracked].Packets, iface)
 	gauge(policyInfoDesc, 1, iface, policySHA(s.Meta))
-	gauge(programInfoDesc, 1, iface, modeLabel(s.Meta.AttachMode), strconv.FormatUint(uint64(progID), 10))
-	if ns := s.Meta.AttachedUnixNs; ns != 0 {
-		gauge(attachTimeDesc, float64(ns)/1e9, iface)
+	gauge(programInfoDesc, 1, iface, s.Meta.AttachMode.String(), strconv.FormatUint(uint64(progID), 10))
+	if t := s.Meta.Attached; !t.IsZero() {
+		gauge(attachTimeDesc, float64(t.UnixNano())/1e9, iface)
 	}
 }
 
-func policySHA(m maps.Meta) string { return hex.EncodeToString(m.PolicySha256[:]) }
-
-// modeLabel names the recorded attach mode; "none" for maps no attach
-// recorded (a limiter loaded but not attached, as in tests).
-func modeLabel(m uint32) string {
-	switch mode := loader.Mode(m); mode {
-	case loader.ModeNative, loader.ModeGeneric:
-		return mode.String()
-	}
-	return "none"
-}
+func policySHA(m maps.Meta) string { return hex.EncodeToString(m.PolicySHA256[:]) }

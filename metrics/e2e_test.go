@@ -74,7 +74,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	})
 
 	e := metrics.New(nil)
-	if err := e.AddAttachment(a); err != nil {
+	if err := e.Add(a.Interface, a.Limiter, 0); err != nil {
 		t.Fatal(err)
 	}
 	// A reload of the same policy, as SIGHUP would do.

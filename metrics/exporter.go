@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -91,18 +90,6 @@ func (e *Exporter) Add(iface string, l *maps.Limiter, progID ebpf.ProgramID) err
 	e.reloads.WithLabelValues(iface, ReloadSuccess)
 	e.reloads.WithLabelValues(iface, ReloadFailure)
 	return nil
-}
-
-// AddAttachment registers the limiter an attach holds.
-func (e *Exporter) AddAttachment(a *loader.Attachment) error {
-	return e.Add(a.Interface, a.Limiter, 0)
-}
-
-// AddState registers a pinned limiter opened read-only (loader.Open), for an
-// exporter running beside the attach process. The program id is the one the
-// state recorded when opened.
-func (e *Exporter) AddState(s *loader.State) error {
-	return e.Add(s.Interface, s.Limiter, s.ProgramID)
 }
 
 // Remove unregisters iface (after a detach); its reload counts go too.

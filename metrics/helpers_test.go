@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
@@ -38,7 +39,7 @@ func compile(tb testing.TB, yaml string) (*maps.Image, *policy.Policy) {
 	if err != nil {
 		tb.Fatalf("policy: %v", err)
 	}
-	img, err := maps.Compile(p)
+	img, err := compiler.Compile(p)
 	if err != nil {
 		tb.Fatalf("compile: %v", err)
 	}

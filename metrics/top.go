@@ -140,9 +140,9 @@ func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID, sources []
 	dt := cur.Time.Sub(prev.Time)
 	m := cur.Meta
 	fmt.Fprintf(bw, "xdplimit top %s  %s  interval %.2fs  %s mode, program %d\n", cur.Interface,
-		cur.Time.Format("2006-01-02 15:04:05"), dt.Seconds(), modeLabel(m.AttachMode), progID)
-	sha := hex.EncodeToString(m.PolicySha256[:])
-	fmt.Fprintf(bw, "policy %s (sha256 %s)\n\n", orDash(maps.PolicyPath(m)), sha[:16])
+		cur.Time.Format("2006-01-02 15:04:05"), dt.Seconds(), m.AttachMode, progID)
+	sha := hex.EncodeToString(m.PolicySHA256[:])
+	fmt.Fprintf(bw, "policy %s (sha256 %s)\n\n", orDash(m.PolicyPath), sha[:16])
 
 	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "RULE\tPASS/s\tDROP/s\tSHADOW/s\tPASS bit/s\tDROP bit/s\tDROP %\tPASSED\tDROPPED\tSHADOW\t")

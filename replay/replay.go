@@ -20,6 +20,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -125,7 +126,7 @@ type Report struct {
 // Run replays the capture through the program loaded with p and reports.
 // It needs the privileges to load BPF programs.
 func Run(p *policy.Policy, c *Capture, opts Options) (*Report, error) {
-	img, err := maps.Compile(p)
+	img, err := compiler.Compile(p)
 	if err != nil {
 		return nil, err
 	}

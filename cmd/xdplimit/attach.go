@@ -118,7 +118,7 @@ that state (counters and every source's bucket) without a gap.`,
 			served := make(chan error, 1)
 			srvCtx, stopServing := context.WithCancel(context.Background())
 			if ln != nil {
-				if err := exp.AddAttachment(a); err != nil {
+				if err := exp.Add(a.Interface, a.Limiter, 0); err != nil {
 					log.Warn("metrics unavailable", "err", err)
 				}
 				go func() { served <- exp.ServeListener(srvCtx, ln) }()

@@ -20,6 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/examples"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
@@ -94,7 +95,7 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 	if err != nil {
 		return err
 	}
-	img, err := maps.Compile(pol)
+	img, err := compiler.Compile(pol)
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		exp := metrics.New(nil)
-		if err := exp.AddAttachment(a); err != nil {
+		if err := exp.Add(a.Interface, a.Limiter, 0); err != nil {
 			ln.Close()
 			return err
 		}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/loader"
-	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
 
@@ -18,7 +18,7 @@ func compilePolicy(path string, w io.Writer) (loader.Policy, error) {
 	for _, d := range p.Warnings {
 		fmt.Fprintln(w, "warning:", d)
 	}
-	img, err := maps.Compile(p)
+	img, err := compiler.Compile(p)
 	if err != nil {
 		return loader.Policy{}, err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdplimit/xdplimit/loader"
-	"github.com/xdplimit/xdplimit/maps"
 )
 
 func newReloadCmd() *cobra.Command {
@@ -44,7 +43,7 @@ a policy to the pinned limiter directly.`,
 			if err != nil {
 				return err
 			}
-			a, err := loader.Attach(loader.Config{Interface: args[0], Policy: p, Clock: maps.Clock(s.Meta.ClockMode),
+			a, err := loader.Attach(loader.Config{Interface: args[0], Policy: p, Clock: s.Meta.Clock,
 				Warn: func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w) }})
 			if err != nil {
 				return err

@@ -56,8 +56,8 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 		owner = fmt.Sprintf("attach process pid %d", m.Pid)
 	}
 	fmt.Fprintf(w, "%s: attached (%s), program id %d, since %s, %s\n", s.Interface, s.Mode(), s.ProgramID,
-		time.Unix(0, int64(m.AttachedUnixNs)).Format(time.RFC3339), owner)
-	fmt.Fprintf(w, "  policy: %s (sha256 %s)\n", maps.PolicyPath(m), hex.EncodeToString(m.PolicySha256[:])[:16])
+		m.Attached.Format(time.RFC3339), owner)
+	fmt.Fprintf(w, "  policy: %s (sha256 %s)\n", m.PolicyPath, hex.EncodeToString(m.PolicySHA256[:])[:16])
 	tracked := "not counted (--count-sources)"
 	if countSources {
 		n, err := s.Limiter.TrackedSources()
@@ -66,8 +66,8 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 		}
 		tracked = fmt.Sprint(n)
 	}
-	fmt.Fprintf(w, "  clock: %s (tick %v); state table: %s tracked of %d\n", maps.Clock(m.ClockMode),
-		time.Duration(m.TickNs), tracked, s.Limiter.SourcesCapacity())
+	fmt.Fprintf(w, "  clock: %s (tick %v); state table: %s tracked of %d\n", m.Clock,
+		m.Tick, tracked, s.Limiter.SourcesCapacity())
 	rules, err := s.Limiter.RuleStats()
 	if err != nil {
 		return err

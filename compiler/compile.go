@@ -1,0 +1,271 @@
+// Package compiler turns a validated policy into the datapath's form, a
+// maps.Image: one bitmap of rules per value of each classified field, LPM
+// entries for prefixes, and each rule's levels as model parameters in
+// evaluation order. It knows the policy language and the Image; it never
+// touches a map.
+package compiler
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/model"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// Compile turns a validated policy into an maps.Image. It fails only on what the
+// datapath cannot represent; the policy package has already explained
+// everything else to the user.
+func Compile(p *policy.Policy) (*maps.Image, error) {
+	if len(p.Rules) > maps.MaxRules {
+		return nil, fmt.Errorf("%s: %d rules, the datapath holds %d", p.Path, len(p.Rules), maps.MaxRules)
+	}
+	img := &maps.Image{Shadow: p.Mode == policy.ModeShadow, Allow: p.Allow, Deny: p.Deny}
+	for _, r := range p.Rules {
+		rs, err := compileRule(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: rule %q: %w", p.Path, r.Line, r.Name, err)
+		}
+		rs.Shadow = rs.Shadow || img.Shadow
+		img.Rules = append(img.Rules, rs)
+	}
+	rules := p.Rules
+
+	// A dimension is looked up only when some rule constrains it.
+	for _, r := range rules {
+		m := r.Match
+		if m.Protocol != policy.ProtoAny {
+			img.Dims |= maps.DimProto
+		}
+		if len(m.DstPorts) > 0 {
+			img.Dims |= maps.DimDport
+		}
+		if len(m.SrcPorts) > 0 {
+			img.Dims |= maps.DimSport
+		}
+		if len(m.SrcCIDRs) > 0 {
+			img.Dims |= maps.DimSrc
+		}
+		if len(m.DstCIDRs) > 0 {
+			img.Dims |= maps.DimDst
+		}
+		if m.TCPFlags != nil {
+			img.Dims |= maps.DimTCPFlags
+		}
+		if len(m.VLANs) > 0 {
+			img.Dims |= maps.DimVLAN
+		}
+	}
+	if img.Dims&maps.DimProto != 0 {
+		img.Proto = make([]maps.Bitmap, maps.ProtoSlots)
+		for i, r := range rules {
+			for fam := 0; fam < 2; fam++ {
+				for proto := 0; proto < 256; proto++ {
+					if protoMatches(r.Match.Protocol, fam, proto) {
+						maps.SetBit(&img.Proto[fam*256+proto], i)
+					}
+				}
+			}
+		}
+	}
+	if img.Dims&maps.DimDport != 0 {
+		img.DPort = portBitmaps(rules, func(m *policy.Match) []policy.PortRange { return m.DstPorts })
+	}
+	if img.Dims&maps.DimSport != 0 {
+		img.SPort = portBitmaps(rules, func(m *policy.Match) []policy.PortRange { return m.SrcPorts })
+	}
+	if img.Dims&maps.DimTCPFlags != 0 {
+		img.TCPFlags = make([]maps.Bitmap, maps.TCPFlagSlots)
+		for i, r := range rules {
+			f := r.Match.TCPFlags
+			for v := uint32(0); v < maps.TCPFlagSlots; v++ {
+				var ok bool
+				switch {
+				case f == nil:
+					ok = true
+				case v == maps.TCPFlagIdxFrag:
+					// Non-first fragments carry no flags: judged as if
+					// they matched, so fragmenting does not evade a rule.
+					ok = true
+				case v == maps.TCPFlagIdxNone:
+					ok = false
+				default:
+					ok = uint8(v)&f.Set == f.Set && uint8(v)&f.Clear == 0
+				}
+				if ok {
+					maps.SetBit(&img.TCPFlags[v], i)
+				}
+			}
+		}
+	}
+	if img.Dims&maps.DimVLAN != 0 {
+		img.VLAN = make([]maps.Bitmap, maps.VLANSlots)
+		for i, r := range rules {
+			if len(r.Match.VLANs) == 0 {
+				for v := range img.VLAN {
+					maps.SetBit(&img.VLAN[v], i)
+				}
+				continue
+			}
+			for _, v := range r.Match.VLANs {
+				maps.SetBit(&img.VLAN[v], i)
+			}
+		}
+	}
+	if img.Dims&maps.DimSrc != 0 {
+		img.Src = prefixBitmaps(rules, func(m *policy.Match) []netip.Prefix { return m.SrcCIDRs })
+	}
+	if img.Dims&maps.DimDst != 0 {
+		img.Dst = prefixBitmaps(rules, func(m *policy.Match) []netip.Prefix { return m.DstCIDRs })
+	}
+	return img, nil
+}
+
+func protoMatches(p policy.Protocol, fam, proto int) bool {
+	switch p {
+	case policy.ProtoAny:
+		return true
+	case policy.ProtoICMP:
+		return fam == 0 && proto == 1
+	case policy.ProtoICMPv6:
+		return fam == 1 && proto == 58
+	}
+	return int(p) == proto
+}
+
+// portBitmaps: a rule without a port constraint matches every slot; one with
+// a constraint matches its ports and non-first fragments (whose ports are
+// unknown: they are limited as if the port matched, so fragmenting a flood
+// does not evade the rule), never protocols without ports.
+func portBitmaps(rules []policy.Rule, get func(*policy.Match) []policy.PortRange) []maps.Bitmap {
+	bm := make([]maps.Bitmap, maps.PortSlots)
+	for i := range rules {
+		ranges := get(&rules[i].Match)
+		if len(ranges) == 0 {
+			for s := range bm {
+				maps.SetBit(&bm[s], i)
+			}
+			continue
+		}
+		for _, pr := range ranges {
+			for p := uint32(pr.Lo); p <= uint32(pr.Hi); p++ {
+				maps.SetBit(&bm[p], i)
+			}
+		}
+		maps.SetBit(&bm[maps.PortIdxFrag], i)
+	}
+	return bm
+}
+
+// prefixBitmaps builds LPM entries so that the longest prefix matching an
+// address carries every rule that matches the address: each prefix any rule
+// names, plus /0 per family, maps to the rules without a constraint on this
+// dimension and the rules with a prefix containing it.
+func prefixBitmaps(rules []policy.Rule, get func(*policy.Match) []netip.Prefix) []maps.PrefixBitmap {
+	set := map[netip.Prefix]bool{
+		netip.PrefixFrom(netip.IPv4Unspecified(), 0): true,
+		netip.PrefixFrom(netip.IPv6Unspecified(), 0): true,
+	}
+	for i := range rules {
+		for _, p := range get(&rules[i].Match) {
+			set[p.Masked()] = true
+		}
+	}
+	var out []maps.PrefixBitmap
+	for p := range set {
+		e := maps.PrefixBitmap{Prefix: p}
+		for i := range rules {
+			cidrs := get(&rules[i].Match)
+			if len(cidrs) == 0 {
+				maps.SetBit(&e.Rules, i)
+				continue
+			}
+			for _, c := range cidrs {
+				if c.Addr().Is4() == p.Addr().Is4() && c.Bits() <= p.Bits() && c.Contains(p.Addr()) {
+					maps.SetBit(&e.Rules, i)
+					break
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b maps.PrefixBitmap) int {
+		if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+			return c
+		}
+		return a.Prefix.Bits() - b.Prefix.Bits()
+	})
+	return out
+}
+
+func compileRule(r policy.Rule) (maps.RuleSpec, error) {
+	rs := maps.RuleSpec{Name: r.Name, Shadow: r.Action == policy.ActionShadow}
+	if len(r.Levels) == 0 || len(r.Levels) > maps.MaxLevels {
+		return rs, fmt.Errorf("%d limit levels; the datapath evaluates 1 to %d", len(r.Levels), maps.MaxLevels)
+	}
+	for i, l := range r.Levels {
+		ls, err := compileLevel(l)
+		if err != nil {
+			if i == 0 {
+				return rs, fmt.Errorf("limit: %w", err)
+			}
+			return rs, fmt.Errorf("aggregate[%d]: %w", i-1, err)
+		}
+		ls.Origin = i
+		rs.Levels = append(rs.Levels, ls)
+	}
+	// Evaluate the levels that reject a flood cheapest first: a global
+	// bucket is one hot entry, a short prefix few entries; the per-source
+	// table, where a spoofed flood would insert, comes last.
+	slices.SortStableFunc(rs.Levels, func(a, b maps.LevelSpec) int { return rank(a) - rank(b) })
+	return rs, nil
+}
+
+func compileLevel(l policy.Level) (maps.LevelSpec, error) {
+	ls := maps.LevelSpec{Bytes: l.Limit.Unit == policy.Bytes, V4Prefix: 32, V6Prefix: 128}
+	switch l.Key.Kind {
+	case policy.KeySrcIP:
+		ls.KeyKind = maps.KeySrc
+	case policy.KeySrcIPDstPort:
+		ls.KeyKind = maps.KeySrcDport
+	case policy.KeyGlobal:
+		ls.KeyKind = maps.KeyGlobal
+	default:
+		return ls, fmt.Errorf("unknown key kind %v", l.Key.Kind)
+	}
+	if ls.KeyKind != maps.KeyGlobal {
+		ls.V4Prefix, ls.V6Prefix = l.Key.IPv4Prefix, l.Key.IPv6Prefix
+		if ls.V4Prefix < 0 || ls.V4Prefix > 32 || ls.V6Prefix < 0 || ls.V6Prefix > 128 {
+			return ls, fmt.Errorf("key prefix /%d, /%d out of range", ls.V4Prefix, ls.V6Prefix)
+		}
+	}
+	var err error
+	switch l.Limit.Algorithm {
+	case policy.TokenBucket:
+		ls.Params, err = model.TokenBucketParams(l.Limit.Count, l.Limit.Per, l.Limit.Burst, ls.Bytes)
+		ls.ToleranceNs = ls.Params.ToleranceNs()
+	case policy.FixedWindow:
+		ls.Params, err = model.WindowParams(model.AlgFixedWindow, l.Limit.Count, l.Limit.Window)
+		ls.ToleranceNs = uint64(l.Limit.Window)
+	case policy.SlidingWindow:
+		ls.Params, err = model.WindowParams(model.AlgSlidingWindow, l.Limit.Count, l.Limit.Window)
+		ls.ToleranceNs = uint64(l.Limit.Window)
+	default:
+		err = fmt.Errorf("unknown algorithm %v", l.Limit.Algorithm)
+	}
+	return ls, err
+}
+
+// rank orders levels for evaluation: global first, then per-source keys by
+// prefix length, then src_ip+dst_port keys.
+func rank(ls maps.LevelSpec) int {
+	switch ls.KeyKind {
+	case maps.KeyGlobal:
+		return 0
+	case maps.KeySrc:
+		return 1 + ls.V4Prefix
+	}
+	return 64 + ls.V4Prefix
+}

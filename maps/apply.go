@@ -1,0 +1,65 @@
+package maps
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/gen"
+)
+
+// Apply writes img as the inactive generation and then makes it the active
+// one with a single write, so that traffic sees the old policy or the new
+// one and never a mix. Until that write nothing in force has changed: an
+// error leaves the running policy as it was. Rules whose name and limit are
+// unchanged keep their state; a changed limit starts fresh. What to write
+// is planGeneration's; Apply reads what it needs and writes the plan.
+func (l *Limiter) Apply(img *Image) error {
+	g, ctl, err := l.active()
+	if err != nil {
+		return err
+	}
+	next := g ^ 1
+	meta, err := l.Meta()
+	if err != nil {
+		return err
+	}
+	inForce, err := l.inForce(g, ctl)
+	if err != nil {
+		return err
+	}
+	p, err := planGeneration(planInput{
+		img: img, inForce: inForce, nextStateID: meta.NextStateID,
+		clock: l.clock, tickNs: l.tickNs, trackAfter: l.trackAfter, cpus: ebpf.MustPossibleCPU(),
+	})
+	if err != nil {
+		return err
+	}
+	// New counter and global slots are ones no rule in force uses:
+	// zeroing them changes nothing traffic sees.
+	for _, s := range p.newSlots {
+		if err := l.resetSlot(s.slot, s.name); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.newGlobals {
+		if err := l.objs.XdplGlobals.Update(s, &gen.XdplimitXdplState{}, ebpf.UpdateAny); err != nil {
+			return err
+		}
+	}
+
+	if err := l.writeGeneration(next, img, p.rules); err != nil {
+		return fmt.Errorf("writing the new policy (the old one stays in force): %w", err)
+	}
+	ctl.Gen[next] = p.cfg
+	if err := l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
+		return err
+	}
+	meta.NextStateID = p.nextStateID
+	if err := l.SetMeta(meta); err != nil {
+		return err
+	}
+	// The switch: only the active word differs from what is in the map.
+	ctl.Active = next
+	return l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny)
+}

@@ -1,0 +1,72 @@
+package maps
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+
+	"github.com/xdplimit/xdplimit/gen"
+)
+
+// Why says what decided a packet.
+type Why uint32
+
+const (
+	WhyNonIP     = Why(gen.XdplimitXdplConstXDPL_WHY_NON_IP)
+	WhyMalformed = Why(gen.XdplimitXdplConstXDPL_WHY_MALFORMED)
+	WhyAllow     = Why(gen.XdplimitXdplConstXDPL_WHY_ALLOW)
+	WhyDeny      = Why(gen.XdplimitXdplConstXDPL_WHY_DENY)
+	WhyUnmatched = Why(gen.XdplimitXdplConstXDPL_WHY_UNMATCHED)
+	WhyRule      = Why(gen.XdplimitXdplConstXDPL_WHY_RULE)
+)
+
+func (w Why) String() string {
+	switch w {
+	case WhyNonIP:
+		return "non-IP"
+	case WhyMalformed:
+		return "malformed"
+	case WhyAllow:
+		return "allow list"
+	case WhyDeny:
+		return "deny list"
+	case WhyUnmatched:
+		return "unmatched"
+	case WhyRule:
+		return "rule"
+	}
+	return fmt.Sprintf("why(%d)", uint32(w))
+}
+
+// Decision is what the program recorded for the last packet (Options.Record).
+type Decision struct {
+	Why     Why
+	Verdict Verdict
+	Rule    int // index in the policy, -1 when no rule decided
+	Level   int // refusing level in policy order (0 = own limit), -1 if none refused
+	// Key is the state key of the refusing level (or the rule's first
+	// evaluated level when it admitted): the masked source, and the
+	// destination port for src_ip+dst_port keys; invalid for global keys.
+	Source netip.Addr // the source masked to the level's prefix
+	Port   uint16
+}
+
+// LastDecision reads the decision recorded for the last packet.
+func (l *Limiter) LastDecision() (Decision, error) {
+	var d gen.XdplimitXdplDecision
+	if err := l.objs.XdplLast.Lookup(uint32(0), &d); err != nil {
+		return Decision{}, err
+	}
+	out := Decision{Why: Why(d.Why), Verdict: Verdict(d.Verdict), Rule: int(d.Rule), Level: int(d.Level), Port: d.Key.Port}
+	var b [16]byte
+	for k, w := range d.Key.Addr {
+		binary.NativeEndian.PutUint32(b[k*4:], w)
+	}
+	switch d.Key.Family {
+	case 4:
+		out.Source = netip.AddrFrom4([4]byte(b[:4]))
+	case 6:
+		out.Source = netip.AddrFrom16(b)
+	}
+	return out, nil
+}

@@ -1,0 +1,160 @@
+package maps
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/gen"
+)
+
+func (l *Limiter) resetSlot(slot uint32, name string) error {
+	if len(name) >= NameLen {
+		return fmt.Errorf("rule name %q longer than %d bytes", name, NameLen-1)
+	}
+	var n gen.XdplimitXdplName
+	for i := 0; i < len(name); i++ {
+		n.Name[i] = int8(name[i])
+	}
+	if err := l.objs.XdplNames.Update(slot, &n, ebpf.UpdateAny); err != nil {
+		return err
+	}
+	zero := make([]gen.XdplimitXdplRuleStats, ebpf.MustPossibleCPU())
+	return l.objs.XdplStats.Update(slot, zero, ebpf.UpdateAny)
+}
+
+func (l *Limiter) writeGeneration(g uint32, img *Image, rules []gen.XdplimitXdplRule) error {
+	m := &l.objs.XdplimitMaps
+	for i := range rules {
+		if err := m.XdplRules.Update(g*uint32(MaxRules)+uint32(i), &rules[i], ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("rule %d: %w", i, err)
+		}
+	}
+	for _, a := range []struct {
+		m     *ebpf.Map
+		slots uint32
+		v     []Bitmap
+	}{
+		{m.XdplProto, ProtoSlots, img.Proto},
+		{m.XdplDport, PortSlots, img.DPort},
+		{m.XdplSport, PortSlots, img.SPort},
+		{m.XdplTcpf, TCPFlagSlots, img.TCPFlags},
+		{m.XdplVlan, VLANSlots, img.VLAN},
+	} {
+		if a.v == nil {
+			continue // dimension unused: never looked up
+		}
+		if err := writeArray(a.m, g*a.slots, a.v); err != nil {
+			return err
+		}
+	}
+	if err := writeLPM(m.XdplSrc4, m.XdplSrc6, g, img.Src); err != nil {
+		return fmt.Errorf("source prefixes: %w", err)
+	}
+	if err := writeLPM(m.XdplDst4, m.XdplDst6, g, img.Dst); err != nil {
+		return fmt.Errorf("destination prefixes: %w", err)
+	}
+	var acl []lpmValue[uint32]
+	for _, p := range img.Allow {
+		acl = append(acl, lpmValue[uint32]{p, aclAllow})
+	}
+	for _, p := range img.Deny {
+		acl = append(acl, lpmValue[uint32]{p, aclDeny})
+	}
+	if err := writeLPMValues(m.XdplAcl4, m.XdplAcl6, g, acl); err != nil {
+		return fmt.Errorf("allow/deny lists: %w", err)
+	}
+	return nil
+}
+
+func writeArray(m *ebpf.Map, base uint32, vals []Bitmap) error {
+	keys := make([]uint32, len(vals))
+	for i := range keys {
+		keys[i] = base + uint32(i)
+	}
+	// Batch in chunks: one syscall per few thousand entries.
+	const chunk = 8192
+	for i := 0; i < len(keys); i += chunk {
+		j := min(i+chunk, len(keys))
+		if _, err := m.BatchUpdate(keys[i:j], vals[i:j], nil); err != nil {
+			// Kernels or maps without batch support: one by one.
+			for k := i; k < j; k++ {
+				if err := m.Update(keys[k], &vals[k], ebpf.UpdateAny); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+type lpmValue[V any] struct {
+	prefix netip.Prefix
+	value  V
+}
+
+func writeLPM(m4, m6 *ebpf.Map, g uint32, entries []PrefixBitmap) error {
+	vals := make([]lpmValue[Bitmap], len(entries))
+	for i, e := range entries {
+		vals[i] = lpmValue[Bitmap]{e.Prefix, e.Rules}
+	}
+	return writeLPMValues(m4, m6, g, vals)
+}
+
+// writeLPMValues replaces generation g's entries of an IPv4/IPv6 trie pair.
+func writeLPMValues[V any](m4, m6 *ebpf.Map, g uint32, entries []lpmValue[V]) error {
+	if err := clearLPM[gen.XdplimitXdplLpm4](m4, g, func(k *gen.XdplimitXdplLpm4) uint8 { return k.Gen }); err != nil {
+		return err
+	}
+	if err := clearLPM[gen.XdplimitXdplLpm6](m6, g, func(k *gen.XdplimitXdplLpm6) uint8 { return k.Gen }); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		p := e.prefix.Masked()
+		var err error
+		if p.Addr().Is4() {
+			k := gen.XdplimitXdplLpm4{Prefixlen: uint32(8 + p.Bits()), Gen: uint8(g), Addr: p.Addr().As4()}
+			err = m4.Update(&k, &e.value, ebpf.UpdateAny)
+		} else {
+			k := gen.XdplimitXdplLpm6{Prefixlen: uint32(8 + p.Bits()), Gen: uint8(g), Addr: p.Addr().As16()}
+			err = m6.Update(&k, &e.value, ebpf.UpdateAny)
+		}
+		if err != nil {
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.E2BIG) {
+				return fmt.Errorf("%v: the trie is full (%d entries per family for both generations): %w", p, m4.MaxEntries(), err)
+			}
+			return fmt.Errorf("%v: %w", p, err)
+		}
+	}
+	return nil
+}
+
+func clearLPM[K any](m *ebpf.Map, g uint32, genOf func(*K) uint8) error {
+	// Collect first: deleting while walking a trie restarts the walk.
+	var stale []K
+	var cur, next K
+	var prev any
+	for {
+		err := m.NextKey(prev, &next)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if uint32(genOf(&next)) == g {
+			stale = append(stale, next)
+		}
+		cur = next
+		prev = &cur
+	}
+	for i := range stale {
+		if err := m.Delete(&stale[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}

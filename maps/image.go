@@ -1,0 +1,124 @@
+package maps
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/model"
+)
+
+// Bitmap is the set of rules (by index in file order) a field value admits.
+type Bitmap = gen.XdplimitXdplBitmap
+
+// LevelSpec is one compiled limiter level before state ids are assigned.
+type LevelSpec struct {
+	Params      model.Params
+	Bytes       bool
+	KeyKind     uint8
+	V4Prefix    int
+	V6Prefix    int
+	ToleranceNs uint64 // token bucket burst as time; windows: the window
+	// Origin is the level's index in the policy (0 = the rule's own
+	// limit); Levels are in evaluation order, which differs.
+	Origin int
+}
+
+// RuleSpec is one compiled rule.
+type RuleSpec struct {
+	Name   string
+	Shadow bool
+	Levels []LevelSpec
+}
+
+// PrefixBitmap is an LPM entry of a classification trie.
+type PrefixBitmap struct {
+	Prefix netip.Prefix
+	Rules  Bitmap
+}
+
+// Image is a whole policy in datapath form, independent of the generation
+// it will be written to and of the state ids and counter slots the running
+// limiter assigns.
+type Image struct {
+	Rules  []RuleSpec
+	Dims   uint32
+	Shadow bool
+
+	Proto        []Bitmap // ProtoSlots entries, when DimProto is used
+	DPort, SPort []Bitmap // PortSlots entries
+	TCPFlags     []Bitmap // TCPFlagSlots entries
+	VLAN         []Bitmap // VLANSlots entries
+	Src, Dst     []PrefixBitmap
+	Allow, Deny  []netip.Prefix
+}
+
+// SetBit adds rule i to b.
+func SetBit(b *Bitmap, i int) { b.W[i/64] |= 1 << (i % 64) }
+
+// needsFineClock says whether a level's burst or window is too short for the
+// coarse clock, which advances once per tick: a token bucket whose burst
+// lasts less than a few ticks would lose refill each tick (a burst of 1 at
+// 10k/s would admit one packet per 4 ms tick), and a window only a few ticks
+// long would have its boundaries off by a large share.
+func (ls LevelSpec) needsFineClock(tickNs uint64) bool {
+	if ls.Params.Algorithm == model.AlgTokenBucket {
+		return ls.ToleranceNs < 4*tickNs
+	}
+	return ls.ToleranceNs < 100*tickNs
+}
+
+// untrackedMax is the most a key without a state entry can pass at one level
+// per second: track_after - 1 packets per CPU per sketch epoch.
+func untrackedMax(trackAfter uint32, cpus int) float64 {
+	epoch := float64(uint64(1)<<gen.XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT) / 1e9
+	return float64(trackAfter-1) * float64(cpus) / epoch
+}
+
+// maxFrameBytes is the frame size assumed for byte-counting levels when
+// deciding whether the sketch may leave keys untracked (Ethernet MTU frames).
+const maxFrameBytes = 1518
+
+// trackFirst says whether a level must create state at a key's first
+// packet: when an untracked key could pass more than half its limit, leaving
+// keys untracked would let a source evade the limit by staying below the
+// sketch's threshold.
+func (ls LevelSpec) trackFirst(trackAfter uint32, cpus int) bool {
+	if trackAfter <= 1 || ls.KeyKind == KeyGlobal {
+		return false
+	}
+	var rate float64 // units per second
+	switch ls.Params.Algorithm {
+	case model.AlgTokenBucket:
+		rate = 1e9 * float64(uint64(1)<<model.FPShift) / float64(ls.Params.P1)
+	default:
+		rate = float64(ls.Params.P2) / (float64(ls.Params.P1) / 1e9)
+	}
+	untracked := untrackedMax(trackAfter, cpus)
+	if ls.Bytes {
+		untracked *= maxFrameBytes
+	}
+	return 2*untracked > rate
+}
+
+// prefixMask4 returns the IPv4 mask as the datapath compares it: network
+// order bytes read as a native-endian u32, like the packet's address.
+func prefixMask4(bits int) uint32 {
+	var b [4]byte
+	for i := 0; i < bits; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	return binary.NativeEndian.Uint32(b[:])
+}
+
+func prefixMask6(bits int) [4]uint32 {
+	var b [16]byte
+	for i := 0; i < bits; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	var m [4]uint32
+	for i := range m {
+		m[i] = binary.NativeEndian.Uint32(b[i*4:])
+	}
+	return m
+}

@@ -1,0 +1,66 @@
+package maps
+
+import (
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/gen"
+)
+
+// mapList is the one list of the limiter's maps: each map's name (its pin
+// file) and where the loaded objects hold it. MapNames and Map derive from
+// it; TestMapList checks it against the program's maps.
+var mapList = []struct {
+	name string
+	of   func(*gen.XdplimitMaps) *ebpf.Map
+}{
+	{gen.XdplimitMapXdplAcl4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl4 }},
+	{gen.XdplimitMapXdplAcl6, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl6 }},
+	{gen.XdplimitMapXdplClock, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplClock }},
+	{gen.XdplimitMapXdplCounters, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplCounters }},
+	{gen.XdplimitMapXdplCtl, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplCtl }},
+	{gen.XdplimitMapXdplDport, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplDport }},
+	{gen.XdplimitMapXdplDst4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplDst4 }},
+	{gen.XdplimitMapXdplDst6, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplDst6 }},
+	{gen.XdplimitMapXdplMeta, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplMeta }},
+	{gen.XdplimitMapXdplNames, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplNames }},
+	{gen.XdplimitMapXdplProto, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplProto }},
+	{gen.XdplimitMapXdplRules, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRules }},
+	{gen.XdplimitMapXdplSources, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSources }},
+	{gen.XdplimitMapXdplSport, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSport }},
+	{gen.XdplimitMapXdplSrc4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSrc4 }},
+	{gen.XdplimitMapXdplSrc6, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSrc6 }},
+	{gen.XdplimitMapXdplStats, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplStats }},
+	{gen.XdplimitMapXdplTcpf, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplTcpf }},
+	{gen.XdplimitMapXdplVlan, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplVlan }},
+	{gen.XdplimitMapXdplDrops, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplDrops }},
+	{gen.XdplimitMapXdplLast, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLast }},
+	{gen.XdplimitMapXdplSketchMap, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSketchMap }},
+	{gen.XdplimitMapXdplSources4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSources4 }},
+	{gen.XdplimitMapXdplGlobals, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplGlobals }},
+}
+
+// MapNames lists every map of the limiter, the unit of pinning.
+var MapNames = func() []string {
+	names := make([]string, len(mapList))
+	for i, e := range mapList {
+		names[i] = e.name
+	}
+	return names
+}()
+
+// The state tables: per-source IPv4 keys, and every other key.
+const (
+	Sources4Map = gen.XdplimitMapXdplSources4
+	SourcesMap  = gen.XdplimitMapXdplSources
+)
+
+// Map returns one map by name (for pinning and adoption); nil for a name
+// that is not the limiter's.
+func (l *Limiter) Map(name string) *ebpf.Map {
+	for _, e := range mapList {
+		if e.name == name {
+			return e.of(&l.objs.XdplimitMaps)
+		}
+	}
+	return nil
+}

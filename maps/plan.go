@@ -1,0 +1,182 @@
+package maps
+
+import (
+	"fmt"
+
+	"github.com/xdplimit/xdplimit/gen"
+)
+
+// installed is a rule of the generation in force, for carrying state ids
+// and counter slots over a reload.
+type installed struct {
+	name   string
+	slot   uint32
+	levels []gen.XdplimitXdplLevel
+}
+
+// planInput is everything that decides what Apply writes: the new policy,
+// the rules in force (in policy order), the next free state id and the
+// load-time settings that set level flags.
+type planInput struct {
+	img         *Image
+	inForce     []installed
+	nextStateID uint32
+	clock       Clock
+	tickNs      uint64
+	trackAfter  uint32
+	cpus        int
+}
+
+// plan is what Apply writes: the new generation's rules and configuration,
+// the counter slots and global-level slots that new rules and levels take
+// (zeroed before the switch, with each new slot's rule name), and the next
+// free state id.
+type plan struct {
+	rules       []gen.XdplimitXdplRule
+	cfg         gen.XdplimitXdplGenCfg
+	newSlots    []newSlot
+	newGlobals  []uint32
+	nextStateID uint32
+}
+
+type newSlot struct {
+	slot uint32
+	name string
+}
+
+// planGeneration decides the next generation without touching a map.
+// Counter slots follow rule names: a kept name keeps its slot and counters,
+// a new name takes a slot no rule in force uses. A level keeps its state id
+// when its rule's name, its place in the policy and its limit are
+// unchanged, and takes a new one otherwise. Global levels keep their state
+// in xdpl_globals: a kept level keeps its slot, a new one takes a slot no
+// level in force uses.
+func planGeneration(in planInput) (plan, error) {
+	p := plan{nextStateID: in.nextStateID}
+	old := map[string]installed{}
+	for _, r := range in.inForce {
+		old[r.name] = r
+	}
+	used := make([]bool, CounterSlots)
+	gused := make([]bool, globalSlots)
+	for _, o := range old {
+		used[o.slot] = true
+		for _, ol := range o.levels {
+			if ol.KeyKind == KeyGlobal && int(ol.Slot) < globalSlots {
+				gused[ol.Slot] = true
+			}
+		}
+	}
+	gnext, nextFree := 0, 0
+	p.rules = make([]gen.XdplimitXdplRule, len(in.img.Rules))
+	for i, rs := range in.img.Rules {
+		r := &p.rules[i]
+		o, had := old[rs.Name]
+		if had {
+			r.CounterSlot = o.slot
+		} else {
+			for nextFree < CounterSlots && used[nextFree] {
+				nextFree++
+			}
+			if nextFree == CounterSlots {
+				return p, fmt.Errorf("no free counter slot for rule %q", rs.Name)
+			}
+			used[nextFree] = true
+			r.CounterSlot = uint32(nextFree)
+			if len(rs.Name) >= NameLen {
+				return p, fmt.Errorf("rule name %q longer than %d bytes", rs.Name, NameLen-1)
+			}
+			p.newSlots = append(p.newSlots, newSlot{r.CounterSlot, rs.Name})
+		}
+		if rs.Shadow {
+			r.Flags |= rfShadow
+		}
+		r.Nlevels = uint8(len(rs.Levels))
+		for k, ls := range rs.Levels {
+			lv := &r.Levels[k]
+			in.levelFields(lv, ls)
+			for _, ol := range o.levels {
+				if ol.Origin == lv.Origin && sameLimit(ol, *lv) {
+					lv.StateId = ol.StateId
+				}
+			}
+			kept := lv.StateId != 0
+			if !kept {
+				lv.StateId = p.nextStateID
+				p.nextStateID++
+			}
+			if ls.KeyKind != KeyGlobal {
+				continue
+			}
+			fresh, err := globalSlot(lv, o.levels, kept, gused, &gnext)
+			if err != nil {
+				return p, fmt.Errorf("rule %q: %w", rs.Name, err)
+			}
+			if fresh {
+				p.newGlobals = append(p.newGlobals, lv.Slot)
+			}
+		}
+	}
+	p.cfg = gen.XdplimitXdplGenCfg{Dims: in.img.Dims, Nrules: uint32(len(p.rules))}
+	if in.img.Shadow {
+		p.cfg.Flags |= gfShadow
+	}
+	if len(in.img.Allow)+len(in.img.Deny) > 0 {
+		p.cfg.Flags |= gfACL
+	}
+	return p, nil
+}
+
+// levelFields sets what a level is, from its compiled form and the clock
+// and sketch the program was loaded with; the state id and global slot are
+// the planner's.
+func (in planInput) levelFields(lv *gen.XdplimitXdplLevel, ls LevelSpec) {
+	lv.Algorithm = ls.Params.Algorithm
+	lv.KeyKind = ls.KeyKind
+	lv.P1, lv.P2 = ls.Params.P1, ls.Params.P2
+	if ls.Bytes {
+		lv.Flags |= lfBytes
+	}
+	if in.clock == ClockCoarse && ls.needsFineClock(in.tickNs) {
+		lv.Flags |= lfFineClock
+	}
+	if ls.trackFirst(in.trackAfter, in.cpus) {
+		lv.Flags |= lfTrackFirst
+	}
+	if ls.KeyKind != KeyGlobal {
+		lv.Mask4 = prefixMask4(ls.V4Prefix)
+		lv.Mask6 = prefixMask6(ls.V6Prefix)
+	}
+	lv.Origin = uint8(ls.Origin)
+}
+
+// globalSlot gives a global level its slot in xdpl_globals: the slot of
+// the level in force whose state it keeps, else a free one (fresh: to be
+// zeroed before the switch).
+func globalSlot(lv *gen.XdplimitXdplLevel, inForce []gen.XdplimitXdplLevel, kept bool, used []bool, next *int) (fresh bool, err error) {
+	if kept {
+		for _, ol := range inForce {
+			if ol.StateId == lv.StateId && ol.KeyKind == KeyGlobal {
+				lv.Slot = ol.Slot
+				return false, nil
+			}
+		}
+	}
+	for *next < len(used) && used[*next] {
+		*next++
+	}
+	if *next == len(used) {
+		return false, fmt.Errorf("no free slot for a global level (%d in use)", len(used))
+	}
+	used[*next] = true
+	lv.Slot = uint32(*next)
+	return true, nil
+}
+
+// sameLimit: the state of a level carries over when everything that gives
+// its state meaning is unchanged.
+func sameLimit(a, b gen.XdplimitXdplLevel) bool {
+	return a.Algorithm == b.Algorithm && a.KeyKind == b.KeyKind && a.Mask4 == b.Mask4 &&
+		a.Mask6 == b.Mask6 && a.P1 == b.P1 && a.P2 == b.P2 &&
+		a.Flags&lfBytes == b.Flags&lfBytes
+}
