@@ -1,0 +1,379 @@
+// Package fleet holds the end-to-end tests of fleet-wide limits (issue 16),
+// run in the lab of internal/testutil/fleetlab. This file proves the lab
+// itself: every host reaches Redis (single and cluster) through its own
+// link, faults can be injected per host or per server, floods reach the
+// host they are aimed at, and nothing outlives the test.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testutil/fleetlab"
+	"github.com/xdplimit/xdplimit/pktgen"
+)
+
+func TestLab(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireRedis(t)
+	var namespaces []string
+	newLab := func(t *testing.T) *fleetlab.Lab {
+		l := fleetlab.New(t, 3)
+		for _, ns := range l.Namespaces() {
+			namespaces = append(namespaces, ns.Name())
+		}
+		return l
+	}
+
+	t.Run("single", func(t *testing.T) { testSingle(t, newLab(t)) })
+	t.Run("cluster", func(t *testing.T) { testCluster(t, newLab(t)) })
+	t.Run("flood", func(t *testing.T) { testFlood(t, newLab(t)) })
+
+	// The subtests' cleanups have run: their namespaces and servers must
+	// be gone, whatever the subtests did.
+	t.Run("nothing left", func(t *testing.T) {
+		if len(namespaces) == 0 {
+			t.Skip("skipping: no lab was built (the subtests said why)")
+		}
+		for _, name := range namespaces {
+			if _, err := os.Stat(filepath.Join(testutil.NetnsDir, name)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("namespace %s outlived its test (%v)", name, err)
+			}
+		}
+		// Nor any other namespace this process made.
+		prefix := fmt.Sprintf("%s%d-", testutil.NetnsPrefix, os.Getpid())
+		entries, err := os.ReadDir(testutil.NetnsDir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), prefix) {
+				t.Errorf("namespace %s outlived its test", e.Name())
+			}
+		}
+		pids, err := testutil.RedisChildren()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) > 0 {
+			t.Errorf("redis-server children outlived their test: %v", pids)
+		}
+	})
+}
+
+// within runs a call with a deadline and returns its error and duration.
+func within(d time.Duration, call func(ctx context.Context) error) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	start := time.Now()
+	err := call(ctx)
+	return time.Since(start), err
+}
+
+// eventually retries call until it succeeds or d has passed.
+func eventually(t *testing.T, what string, d time.Duration, call func(ctx context.Context) error) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err = within(time.Second, call); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s: still failing after %v: %v", what, d, err)
+}
+
+// mustFail checks that call fails once its deadline (limit) has passed, if
+// not sooner, and returns promptly then: a fault must show as an error in
+// bounded time, never as a hang. The fleet sync bounds its calls the same
+// way, with a context deadline.
+func mustFail(t *testing.T, what string, limit time.Duration, call func(ctx context.Context) error) {
+	t.Helper()
+	took, err := within(limit, call)
+	if err == nil {
+		t.Fatalf("%s: call succeeded", what)
+	}
+	if slack := 500 * time.Millisecond; took > limit+slack {
+		t.Fatalf("%s: failed only after %v (deadline %v): %v", what, took, limit, err)
+	}
+	t.Logf("%s: failed after %v: %v", what, took.Round(time.Millisecond), err)
+}
+
+func ping(c redis.UniversalClient) func(ctx context.Context) error {
+	return func(ctx context.Context) error { return c.Ping(ctx).Err() }
+}
+
+// testPartition cuts host 1 off from Redis: its calls fail within their
+// deadline while hosts 0 and 2 go on working; after Heal host 1 recovers.
+// call(i) is a Redis call made from host i.
+func testPartition(t *testing.T, l *fleetlab.Lab, call func(i int) func(context.Context) error) {
+	l.Partition(t, 1)
+	mustFail(t, "partitioned host 1", 2*time.Second, call(1))
+	for _, i := range []int{0, 2} {
+		if _, err := within(time.Second, call(i)); err != nil {
+			t.Fatalf("host %d during host 1's partition: %v", i, err)
+		}
+	}
+	l.Heal(t, 1)
+	eventually(t, "host 1 after Heal", 10*time.Second, call(1))
+}
+
+func testSingle(t *testing.T, l *fleetlab.Lab) {
+	const password = "lab-secret"
+	srv := l.StartRedis(t, password)
+	if srv.Addr() != l.RedisAddr() {
+		t.Fatalf("server at %s, lab says %s", srv.Addr(), l.RedisAddr())
+	}
+	// The final check looks for leftover servers this way: it must see
+	// a live one.
+	if pids, err := testutil.RedisChildren(); err != nil || !slices.Contains(pids, srv.PID()) {
+		t.Fatalf("RedisChildren() = %v, %v; want it to hold %d", pids, err, srv.PID())
+	}
+	ctx := context.Background()
+	clients := make([]*redis.Client, l.Hosts())
+	for i := range clients {
+		h := l.Host(i)
+		c := srv.ClientIn(h.NS)
+		t.Cleanup(func() { c.Close() })
+		clients[i] = c
+		key := fmt.Sprintf("host:%d", i)
+		if err := c.Set(ctx, key, h.NS.Name(), 0).Err(); err != nil {
+			t.Fatalf("host %d: SET: %v", i, err)
+		}
+		if got, err := c.Get(ctx, key).Result(); err != nil || got != h.NS.Name() {
+			t.Fatalf("host %d: GET = %q, %v", i, got, err)
+		}
+		// The server sees the host's Eth1 address: the call went
+		// through that host's own link.
+		info, err := c.Do(ctx, "CLIENT", "INFO").Text()
+		if want := "addr=" + h.Eth1Addr.String() + ":"; err != nil || !strings.Contains(info, want) {
+			t.Fatalf("host %d: CLIENT INFO %q (%v), want %s", i, info, err, want)
+		}
+	}
+
+	t.Run("password", func(t *testing.T) {
+		c := redis.NewClient(testutil.FastFailOptions(l.Host(0).NS, "", srv.Addr()).Simple())
+		defer c.Close()
+		if err := c.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+			t.Fatalf("PING without the password: %v, want NOAUTH", err)
+		}
+	})
+
+	t.Run("partition", func(t *testing.T) {
+		testPartition(t, l, func(i int) func(context.Context) error { return ping(clients[i]) })
+	})
+
+	t.Run("kill and restart", func(t *testing.T) {
+		if err := clients[0].Set(ctx, "survivor", "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		pid := srv.PID()
+		srv.Kill(t)
+		mustFail(t, "killed server", 2*time.Second, ping(clients[0]))
+		srv.Restart(t)
+		if srv.PID() == pid || srv.Addr() != l.RedisAddr() {
+			t.Fatalf("restart: pid %d -> %d, addr %s", pid, srv.PID(), srv.Addr())
+		}
+		eventually(t, "host 0 after restart", 5*time.Second, ping(clients[0]))
+		if n, err := clients[0].DBSize(ctx).Result(); err != nil || n != 0 {
+			t.Fatalf("restarted server holds %d keys (%v), want empty", n, err)
+		}
+	})
+
+	t.Run("pause and resume", func(t *testing.T) {
+		srv.Pause(t)
+		mustFail(t, "paused server", 2*time.Second, ping(clients[2]))
+		srv.Resume(t)
+		eventually(t, "host 2 after Resume", 5*time.Second, ping(clients[2]))
+	})
+}
+
+func testCluster(t *testing.T, l *fleetlab.Lab) {
+	cluster := l.StartCluster(t, testutil.RedisClusterConfig{Shards: 3})
+	ctx := context.Background()
+	clients := make([]*redis.ClusterClient, l.Hosts())
+	for i := range clients {
+		c := cluster.ClientIn(l.Host(i).NS)
+		t.Cleanup(func() { c.Close() })
+		clients[i] = c
+		for k := range 30 {
+			key := fmt.Sprintf("h%d:k%d", i, k)
+			if err := c.Set(ctx, key, i, 0).Err(); err != nil {
+				t.Fatalf("host %d: SET %s: %v", i, key, err)
+			}
+			if got, err := c.Get(ctx, key).Int(); err != nil || got != i {
+				t.Fatalf("host %d: GET %s = %d, %v", i, key, got, err)
+			}
+		}
+	}
+	// 90 keys over 16384 slots: every shard holds some, so every host
+	// reached every shard.
+	for j, s := range cluster.Shards {
+		c := s.Client()
+		n, err := c.DBSize(ctx).Result()
+		c.Close()
+		if err != nil || n == 0 {
+			t.Fatalf("shard %d holds %d keys (%v)", j, n, err)
+		}
+	}
+
+	get := func(c *redis.ClusterClient) func(context.Context) error {
+		return func(ctx context.Context) error { return c.Get(ctx, "h0:k0").Err() }
+	}
+	t.Run("partition", func(t *testing.T) {
+		testPartition(t, l, func(i int) func(context.Context) error { return get(clients[i]) })
+	})
+
+	t.Run("restart a shard", func(t *testing.T) {
+		master, err := clients[0].MasterForKey(ctx, "h0:k0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var shard *testutil.RedisServer
+		for _, s := range cluster.Shards {
+			if s.Addr() == master.Options().Addr {
+				shard = s
+			}
+		}
+		if shard == nil {
+			t.Fatalf("h0:k0 on %s, not one of %v", master.Options().Addr, cluster.Addrs())
+		}
+		shard.Kill(t)
+		shard.Restart(t)
+		cluster.WaitOK(t)
+		eventually(t, "GET after the shard restarted", 10*time.Second, func(ctx context.Context) error {
+			err := clients[0].Get(ctx, "h0:k0").Err()
+			if errors.Is(err, redis.Nil) {
+				return nil // the restarted shard is empty
+			}
+			return fmt.Errorf("GET h0:k0 = %v, want redis.Nil", err)
+		})
+	})
+}
+
+func testFlood(t *testing.T, l *fleetlab.Lab) {
+	const target = 1
+	h := l.Host(target)
+	sink, err := pktgen.AttachSink(h.NS.Path(), h.Eth0, pktgen.SinkCount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+
+	// A socket on the host receives what its stack delivers: spoofed
+	// sources and every source port must get through.
+	var conn *net.UDPConn
+	if err := h.NS.Do(func() (err error) {
+		conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 9999})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A buffer for the whole flood, past rmem_max (root may force it):
+	// the reader shares two CPUs with everything else.
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cerr := raw.Control(func(fd uintptr) {
+		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	}); cerr != nil || err != nil {
+		t.Fatalf("SO_RCVBUFFORCE: %v %v", cerr, err)
+	}
+	got := make(chan map[netip.AddrPort]int, 1)
+	go func() {
+		seen := map[netip.AddrPort]int{}
+		buf := make([]byte, 2048)
+		for {
+			_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+			_, from, err := conn.ReadFrom(buf)
+			if err != nil {
+				got <- seen
+				return
+			}
+			seen[from.(*net.UDPAddr).AddrPort()]++
+		}
+	}()
+
+	snmp := h.NS.Snapshot(t)
+	before := make([]uint64, l.Hosts())
+	for i := range before {
+		before[i] = rxPackets(t, l, i)
+	}
+	const count, sources, rate = 2000, 50, 10000
+	src := netip.MustParseAddr("198.51.100.1")
+	res, err := l.Flood(context.Background(), target, fleetlab.Flood{
+		Count: count, Src: src, Sources: sources, SrcPorts: [2]uint16{5000, 5009},
+		DstPort: 9999, Payload: 64, Rate: rate, Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flood: %d frames in %v", res.Sent, res.Elapsed)
+	if res.Sent != count {
+		t.Fatalf("sent %d, want %d", res.Sent, count)
+	}
+	// The last chunk leaves when the schedule reaches it, one chunk
+	// (rate × 10 ms) before the end.
+	if minimum := time.Duration((count - rate/100) * float64(time.Second) / rate); res.Elapsed < minimum {
+		t.Fatalf("%d frames in %v: faster than %d/s", count, res.Elapsed, rate)
+	}
+
+	seen := <-got
+	for i := range before {
+		d := rxPackets(t, l, i) - before[i]
+		switch {
+		case i == target && (d < count || d > count+10):
+			t.Errorf("host %d: eth0 rx grew by %d, want %d", i, d, count)
+		case i != target && d > 10:
+			t.Errorf("host %d: eth0 rx grew by %d though the flood went to host %d", i, d, target)
+		}
+	}
+	// The hosts' own background packets (neighbour discovery) pass
+	// through XDP and the counters too: allow a few.
+	if n, err := sink.Received(); err != nil || n < count || n > count+10 {
+		t.Errorf("XDP on host %d saw %d frames (%v), want %d", target, n, err, count)
+	}
+	udp := h.NS.Snapshot(t).Delta(snmp)
+	if udp.UDPInDatagrams+udp.UDPRcvbufErrors < count {
+		t.Errorf("host %d's UDP took %d datagrams (%d read, %d dropped for buffer), want %d",
+			target, udp.UDPInDatagrams+udp.UDPRcvbufErrors, udp.UDPInDatagrams, udp.UDPRcvbufErrors, count)
+	}
+	addrs, ports, total := map[netip.Addr]bool{}, map[uint16]bool{}, 0
+	for ap, n := range seen {
+		addrs[ap.Addr()], ports[ap.Port()] = true, true
+		total += n
+	}
+	if total != int(udp.UDPInDatagrams) || len(addrs) != sources || len(ports) != 10 {
+		t.Errorf("socket read %d datagrams (SNMP: %d) from %d sources and %d ports, want %d sources and 10 ports",
+			total, udp.UDPInDatagrams, len(addrs), len(ports), sources)
+	}
+	for a := range addrs {
+		b := a.As4()
+		if off := int(b[3]) - 1; [3]byte(b[:3]) != [3]byte{198, 51, 100} || off < 0 || off >= sources {
+			t.Errorf("unexpected source %v", a)
+		}
+	}
+}
+
+func rxPackets(t *testing.T, l *fleetlab.Lab, i int) uint64 {
+	t.Helper()
+	st, err := l.Eth0Stats(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.RxPackets
+}
