@@ -13,6 +13,7 @@
 #include "limiters.h"
 #include "counters.h"
 #include "sketch.h"
+#include "fleet.h"
 
 static __always_inline void xdpl_key_of(struct xdpl_level *l, struct xdpl_pkt *p,
 					struct xdpl_key *k)
@@ -77,14 +78,17 @@ static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_key *k)
 	return xdpl_lookup(k);
 }
 
-/* Charges a packet to a state entry; 1 when admitted. */
+/* Charges a packet to the state entry of key k (NULL for a global level);
+ * 1 when admitted. A fleet level's admissions are noted for the sync. */
 static __always_inline int xdpl_charge(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
-				       __u64 cost)
+				       __u64 cost, struct xdpl_key *k)
 {
 	int ok = xdpl_apply(s, l, now, cost, 1);
 
 	if (ok < 0)
 		xdpl_count(XDPL_C_CAS_EXHAUSTED, 0);
+	if (ok > 0 && (l->flags & XDPL_LF_FLEET))
+		xdpl_fleet_admitted(s, l, k, cost, ok);
 	return ok > 0;
 }
 
@@ -224,7 +228,7 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now,
 						__u32 seen)
 {
-	XDPL_LEVEL_START(l, p, 0, g ? xdpl_charge(g, l, now, cost) : 0);
+	XDPL_LEVEL_START(l, p, 0, g ? xdpl_charge(g, l, now, cost, NULL) : 0);
 	if (xdpl_untracked(seen, p))
 		return 1;
 	struct xdpl_key k;
@@ -236,7 +240,7 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
 		if (!(s = xdpl_state_insert(&k)))
 			return 0;
 	}
-	return xdpl_charge(s, l, now, cost);
+	return xdpl_charge(s, l, now, cost, &k);
 }
 
 /* A rule with one level: decides and charges in one pass, with at most one
@@ -245,7 +249,7 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
  * a known source ~13 ns, for 14k fewer verified instructions. */
 static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
 {
-	XDPL_LEVEL_START(l, p, 0, g ? xdpl_charge(g, l, now, cost) : 0);
+	XDPL_LEVEL_START(l, p, 0, g ? xdpl_charge(g, l, now, cost, NULL) : 0);
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
 	struct xdpl_state *s = xdpl_key_entry(l, p, now, &k, &sk);
@@ -264,7 +268,7 @@ static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_p
 				return 0;
 		}
 	}
-	return xdpl_charge(s, l, now, cost);
+	return xdpl_charge(s, l, now, cost, &k);
 }
 
 /* Evaluates the rule's levels in two phases. First every level decides

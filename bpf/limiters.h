@@ -13,7 +13,8 @@
  * With commit == 0 an algorithm only decides (reads, never writes): the
  * first of the two phases in which a rule's levels are evaluated.
  *
- * Return: 1 admit, 0 over limit, -1 still contended after XDPL_CAS_TRIES.
+ * Return: 1 admit (2: admitted, and opened a fixed window), 0 over limit,
+ * -1 still contended after XDPL_CAS_TRIES.
  */
 #ifndef XDPLIMIT_LIMITERS_H
 #define XDPLIMIT_LIMITERS_H
@@ -60,7 +61,8 @@ static __always_inline __u64 xdpl_win_count(__u64 word)
 	return word & XDPL_WIN_COUNT_MASK;
 }
 
-/* fixed_window: at most limit units per aligned window. The state word holds
+/* fixed_window: at most limit units per aligned window (p3 shifts the
+ * alignment: fleet levels align windows to the wall clock). The state word holds
  * the window's 24-bit sequence and its count; b holds the full index of the
  * window last opened, which tells a stale entry (idle for 2^24 windows) from
  * a current one with the same sequence bits. */
@@ -68,7 +70,7 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
 					     __u64 cost, int commit)
 {
 	__u64 w = l->p1, limit = l->p2;
-	__u64 idx = now / w;
+	__u64 idx = (now + l->p3) / w;
 
 	if (cost > limit)
 		return 0;
@@ -95,8 +97,10 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
 			return 1;
 		if (__sync_val_compare_and_swap(
 			&s->a, old, (seq << XDPL_WIN_COUNT_BITS) | (cnt + cost)) == old) {
-			if (seq == (idx & XDPL_WIN_SEQ_MASK) && cnt == 0)
+			if (seq == (idx & XDPL_WIN_SEQ_MASK) && cnt == 0) {
 				XDPL_WRITE_ONCE(s->b, idx);
+				return 2; /* opened the window (fleet levels report it) */
+			}
 			return 1;
 		}
 	}

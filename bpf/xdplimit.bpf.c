@@ -16,6 +16,7 @@
 #include "classify.h"
 #include "counters.h"
 #include "levels.h"
+#include "fleet_apply.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 

@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 3,
+	XDPL_LAYOUT_VERSION = 4,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -59,6 +59,9 @@ enum xdpl_const {
 	/* Create the entry at a key's first packet: the level's limit is below
 	 * what an untracked key may pass (see xdpl_track_after). */
 	XDPL_LF_TRACK_FIRST = 1 << 2,
+	/* The limit is the fleet's: admissions are reported for the sync with
+	 * Redis (bpf/fleet.h). */
+	XDPL_LF_FLEET = 1 << 3,
 
 	XDPL_KEY_SRC = 0,	/* source address masked to a prefix */
 	XDPL_KEY_SRC_DPORT = 1, /* ... and destination port */
@@ -86,7 +89,8 @@ enum xdpl_const {
 	XDPL_C_CAS_EXHAUSTED = 8,
 	XDPL_C_UNTRACKED =
 	    9, /* admitted at a level without a state entry (sketch: not heavy yet) */
-	XDPL_NCOUNTERS = 10,
+	XDPL_C_FLEET_LOST = 10, /* fleet keys not reported: the ring was full */
+	XDPL_NCOUNTERS = 11,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -122,6 +126,20 @@ enum xdpl_const {
 	 * this mark epoch or the one before; a key whose cells are not all
 	 * marked is not looked up in the state table. ns >> 28: 268 ms. */
 	XDPL_SKETCH_MARK_SHIFT = 28,
+
+	/* Fleet levels (bpf/fleet.h). A token bucket's state word b holds the
+	 * sync epoch above this bit and the units admitted since the last sync
+	 * below it. */
+	XDPL_FLEET_EPOCH_SHIFT = 48,
+	XDPL_FLEET_BATCH = 4096,   /* entries xdpl_fleet_apply takes per run */
+	XDPL_FLEET_TAKE = 1,	   /* token_bucket: take the pending units */
+	XDPL_FLEET_FOLD_TAT = 2,   /* token_bucket: tat = max(tat, fleet's) */
+	XDPL_FLEET_READ = 3,	   /* fixed_window: read the window word */
+	XDPL_FLEET_ADD = 4,	   /* fixed_window: add other hosts' units */
+	XDPL_FOP_GLOBAL = 1 << 0,  /* the entry is xdpl_globals[slot] */
+	XDPL_FOP_DONE = 1 << 1,	   /* out: done */
+	XDPL_FOP_MISSING = 1 << 2, /* out: no state entry (evicted) */
+	XDPL_FOP_STALE = 1 << 3,   /* out: the window has moved on */
 
 	/* Sampled drops for top: a per-CPU ring. */
 	XDPL_DROP_RING = 256,

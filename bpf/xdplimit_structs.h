@@ -32,6 +32,9 @@ struct xdpl_level {
 	 * windows:      p1 = window in ns; p2 = limit per window in units. */
 	__u64 p1;
 	__u64 p2;
+	/* fixed_window: added to now before the window index is taken, so that
+	 * a fleet's hosts open their windows together (0 at host scope). */
+	__u64 p3;
 };
 
 struct xdpl_rule {
@@ -94,6 +97,30 @@ struct xdpl_key4 {
 struct xdpl_state {
 	__u64 a;
 	__u64 b;
+};
+
+/* Written by the control plane at every fleet sync. */
+struct xdpl_fleet_sync {
+	__u32 epoch;
+	__u32 pad;
+};
+
+/* One entry of xdpl_fleet_apply's batch (XDPL_FLEET_* ops). */
+struct xdpl_fleet_op {
+	struct xdpl_key key;
+	__u32 slot;  /* with XDPL_FOP_GLOBAL */
+	__u16 op;    /* XDPL_FLEET_* */
+	__u16 flags; /* XDPL_FOP_* */
+	__u64 arg0;
+	__u64 arg1;
+	__u64 out0;
+	__u64 out1;
+};
+
+/* The "packet" the control plane runs xdpl_fleet_apply on. */
+struct xdpl_fleet_run {
+	__u32 n;
+	__u32 pad[15];
 };
 
 struct xdpl_counter {

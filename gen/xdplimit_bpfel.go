@@ -21,7 +21,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION     XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_LAYOUT_VERSION     XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_GENS               XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES          XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS       XdplimitXdplConst = 4
@@ -53,6 +53,7 @@ const (
 	XdplimitXdplConstXDPL_LF_BYTES           XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_LF_FINE_CLOCK      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_LF_TRACK_FIRST     XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_LF_FLEET           XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_KEY_SRC            XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_KEY_SRC_DPORT      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_KEY_GLOBAL         XdplimitXdplConst = 2
@@ -73,7 +74,8 @@ const (
 	XdplimitXdplConstXDPL_C_INSERT_FAIL      XdplimitXdplConst = 7
 	XdplimitXdplConstXDPL_C_CAS_EXHAUSTED    XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_C_UNTRACKED        XdplimitXdplConst = 9
-	XdplimitXdplConstXDPL_NCOUNTERS          XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_C_FLEET_LOST       XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_NCOUNTERS          XdplimitXdplConst = 11
 	XdplimitXdplConstXDPL_CLOCK_KTIME        XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CLOCK_COARSE       XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_CLOCK_MAP          XdplimitXdplConst = 2
@@ -91,6 +93,16 @@ const (
 	XdplimitXdplConstXDPL_SKETCH_PAGE_CELLS  XdplimitXdplConst = 512
 	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS   XdplimitXdplConst = 128
 	XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT  XdplimitXdplConst = 28
+	XdplimitXdplConstXDPL_FLEET_EPOCH_SHIFT  XdplimitXdplConst = 48
+	XdplimitXdplConstXDPL_FLEET_BATCH        XdplimitXdplConst = 4096
+	XdplimitXdplConstXDPL_FLEET_TAKE         XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_FLEET_FOLD_TAT     XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_FLEET_READ         XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_FLEET_ADD          XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FOP_GLOBAL         XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_FOP_DONE           XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_FOP_MISSING        XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FOP_STALE          XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_DROP_RING          XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_SAMPLE_DENY        XdplimitXdplConst = 65535
 	XdplimitXdplConstXDPL_WHY_NON_IP         XdplimitXdplConst = 1
@@ -140,6 +152,24 @@ type XdplimitXdplDropSample struct {
 	Len     uint32
 }
 
+type XdplimitXdplFleetOp struct {
+	_     structs.HostLayout
+	Key   XdplimitXdplKey
+	Slot  uint32
+	Op    uint16
+	Flags uint16
+	Arg0  uint64
+	Arg1  uint64
+	Out0  uint64
+	Out1  uint64
+}
+
+type XdplimitXdplFleetSync struct {
+	_     structs.HostLayout
+	Epoch uint32
+	Pad   uint32
+}
+
 type XdplimitXdplGenCfg struct {
 	_      structs.HostLayout
 	Dims   uint32
@@ -175,6 +205,7 @@ type XdplimitXdplLevel struct {
 	Slot      uint32
 	P1        uint64
 	P2        uint64
+	P3        uint64
 }
 
 type XdplimitXdplLpm4 struct {
@@ -247,6 +278,9 @@ const (
 	XdplimitMapXdplDrops           = "xdpl_drops"
 	XdplimitMapXdplDst4            = "xdpl_dst4"
 	XdplimitMapXdplDst6            = "xdpl_dst6"
+	XdplimitMapXdplFleetBatch      = "xdpl_fleet_batch"
+	XdplimitMapXdplFleetCtl        = "xdpl_fleet_ctl"
+	XdplimitMapXdplFleetKeys       = "xdpl_fleet_keys"
 	XdplimitMapXdplGlobals         = "xdpl_globals"
 	XdplimitMapXdplLast            = "xdpl_last"
 	XdplimitMapXdplMeta            = "xdpl_meta"
@@ -262,6 +296,7 @@ const (
 	XdplimitMapXdplStats           = "xdpl_stats"
 	XdplimitMapXdplTcpf            = "xdpl_tcpf"
 	XdplimitMapXdplVlan            = "xdpl_vlan"
+	XdplimitProgXdplFleetApply     = "xdpl_fleet_apply"
 	XdplimitProgXdplMain           = "xdpl_main"
 	XdplimitVarXdplBenchBase       = "xdpl_bench_base"
 	XdplimitVarXdplBenchRotate     = "xdpl_bench_rotate"
@@ -322,37 +357,41 @@ type XdplimitSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitProgramSpecs struct {
-	XdplMain *ebpf.ProgramSpec `ebpf:"xdpl_main"`
+	XdplFleetApply *ebpf.ProgramSpec `ebpf:"xdpl_fleet_apply"`
+	XdplMain       *ebpf.ProgramSpec `ebpf:"xdpl_main"`
 }
 
 // XdplimitMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitMapSpecs struct {
-	XdplAcl4      *ebpf.MapSpec `ebpf:"xdpl_acl4"`
-	XdplAcl6      *ebpf.MapSpec `ebpf:"xdpl_acl6"`
-	XdplClock     *ebpf.MapSpec `ebpf:"xdpl_clock"`
-	XdplCounters  *ebpf.MapSpec `ebpf:"xdpl_counters"`
-	XdplCtl       *ebpf.MapSpec `ebpf:"xdpl_ctl"`
-	XdplDport     *ebpf.MapSpec `ebpf:"xdpl_dport"`
-	XdplDrops     *ebpf.MapSpec `ebpf:"xdpl_drops"`
-	XdplDst4      *ebpf.MapSpec `ebpf:"xdpl_dst4"`
-	XdplDst6      *ebpf.MapSpec `ebpf:"xdpl_dst6"`
-	XdplGlobals   *ebpf.MapSpec `ebpf:"xdpl_globals"`
-	XdplLast      *ebpf.MapSpec `ebpf:"xdpl_last"`
-	XdplMeta      *ebpf.MapSpec `ebpf:"xdpl_meta"`
-	XdplNames     *ebpf.MapSpec `ebpf:"xdpl_names"`
-	XdplProto     *ebpf.MapSpec `ebpf:"xdpl_proto"`
-	XdplRules     *ebpf.MapSpec `ebpf:"xdpl_rules"`
-	XdplSketchMap *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
-	XdplSources   *ebpf.MapSpec `ebpf:"xdpl_sources"`
-	XdplSources4  *ebpf.MapSpec `ebpf:"xdpl_sources4"`
-	XdplSport     *ebpf.MapSpec `ebpf:"xdpl_sport"`
-	XdplSrc4      *ebpf.MapSpec `ebpf:"xdpl_src4"`
-	XdplSrc6      *ebpf.MapSpec `ebpf:"xdpl_src6"`
-	XdplStats     *ebpf.MapSpec `ebpf:"xdpl_stats"`
-	XdplTcpf      *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
-	XdplVlan      *ebpf.MapSpec `ebpf:"xdpl_vlan"`
+	XdplAcl4       *ebpf.MapSpec `ebpf:"xdpl_acl4"`
+	XdplAcl6       *ebpf.MapSpec `ebpf:"xdpl_acl6"`
+	XdplClock      *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplCounters   *ebpf.MapSpec `ebpf:"xdpl_counters"`
+	XdplCtl        *ebpf.MapSpec `ebpf:"xdpl_ctl"`
+	XdplDport      *ebpf.MapSpec `ebpf:"xdpl_dport"`
+	XdplDrops      *ebpf.MapSpec `ebpf:"xdpl_drops"`
+	XdplDst4       *ebpf.MapSpec `ebpf:"xdpl_dst4"`
+	XdplDst6       *ebpf.MapSpec `ebpf:"xdpl_dst6"`
+	XdplFleetBatch *ebpf.MapSpec `ebpf:"xdpl_fleet_batch"`
+	XdplFleetCtl   *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
+	XdplFleetKeys  *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
+	XdplGlobals    *ebpf.MapSpec `ebpf:"xdpl_globals"`
+	XdplLast       *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplMeta       *ebpf.MapSpec `ebpf:"xdpl_meta"`
+	XdplNames      *ebpf.MapSpec `ebpf:"xdpl_names"`
+	XdplProto      *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplRules      *ebpf.MapSpec `ebpf:"xdpl_rules"`
+	XdplSketchMap  *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
+	XdplSources    *ebpf.MapSpec `ebpf:"xdpl_sources"`
+	XdplSources4   *ebpf.MapSpec `ebpf:"xdpl_sources4"`
+	XdplSport      *ebpf.MapSpec `ebpf:"xdpl_sport"`
+	XdplSrc4       *ebpf.MapSpec `ebpf:"xdpl_src4"`
+	XdplSrc6       *ebpf.MapSpec `ebpf:"xdpl_src6"`
+	XdplStats      *ebpf.MapSpec `ebpf:"xdpl_stats"`
+	XdplTcpf       *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
+	XdplVlan       *ebpf.MapSpec `ebpf:"xdpl_vlan"`
 }
 
 // XdplimitVariableSpecs contains global variables before they are loaded into the kernel.
@@ -396,30 +435,33 @@ func (o *XdplimitObjects) Close() error {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitMaps struct {
-	XdplAcl4      *ebpf.Map `ebpf:"xdpl_acl4"`
-	XdplAcl6      *ebpf.Map `ebpf:"xdpl_acl6"`
-	XdplClock     *ebpf.Map `ebpf:"xdpl_clock"`
-	XdplCounters  *ebpf.Map `ebpf:"xdpl_counters"`
-	XdplCtl       *ebpf.Map `ebpf:"xdpl_ctl"`
-	XdplDport     *ebpf.Map `ebpf:"xdpl_dport"`
-	XdplDrops     *ebpf.Map `ebpf:"xdpl_drops"`
-	XdplDst4      *ebpf.Map `ebpf:"xdpl_dst4"`
-	XdplDst6      *ebpf.Map `ebpf:"xdpl_dst6"`
-	XdplGlobals   *ebpf.Map `ebpf:"xdpl_globals"`
-	XdplLast      *ebpf.Map `ebpf:"xdpl_last"`
-	XdplMeta      *ebpf.Map `ebpf:"xdpl_meta"`
-	XdplNames     *ebpf.Map `ebpf:"xdpl_names"`
-	XdplProto     *ebpf.Map `ebpf:"xdpl_proto"`
-	XdplRules     *ebpf.Map `ebpf:"xdpl_rules"`
-	XdplSketchMap *ebpf.Map `ebpf:"xdpl_sketch_map"`
-	XdplSources   *ebpf.Map `ebpf:"xdpl_sources"`
-	XdplSources4  *ebpf.Map `ebpf:"xdpl_sources4"`
-	XdplSport     *ebpf.Map `ebpf:"xdpl_sport"`
-	XdplSrc4      *ebpf.Map `ebpf:"xdpl_src4"`
-	XdplSrc6      *ebpf.Map `ebpf:"xdpl_src6"`
-	XdplStats     *ebpf.Map `ebpf:"xdpl_stats"`
-	XdplTcpf      *ebpf.Map `ebpf:"xdpl_tcpf"`
-	XdplVlan      *ebpf.Map `ebpf:"xdpl_vlan"`
+	XdplAcl4       *ebpf.Map `ebpf:"xdpl_acl4"`
+	XdplAcl6       *ebpf.Map `ebpf:"xdpl_acl6"`
+	XdplClock      *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplCounters   *ebpf.Map `ebpf:"xdpl_counters"`
+	XdplCtl        *ebpf.Map `ebpf:"xdpl_ctl"`
+	XdplDport      *ebpf.Map `ebpf:"xdpl_dport"`
+	XdplDrops      *ebpf.Map `ebpf:"xdpl_drops"`
+	XdplDst4       *ebpf.Map `ebpf:"xdpl_dst4"`
+	XdplDst6       *ebpf.Map `ebpf:"xdpl_dst6"`
+	XdplFleetBatch *ebpf.Map `ebpf:"xdpl_fleet_batch"`
+	XdplFleetCtl   *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
+	XdplFleetKeys  *ebpf.Map `ebpf:"xdpl_fleet_keys"`
+	XdplGlobals    *ebpf.Map `ebpf:"xdpl_globals"`
+	XdplLast       *ebpf.Map `ebpf:"xdpl_last"`
+	XdplMeta       *ebpf.Map `ebpf:"xdpl_meta"`
+	XdplNames      *ebpf.Map `ebpf:"xdpl_names"`
+	XdplProto      *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplRules      *ebpf.Map `ebpf:"xdpl_rules"`
+	XdplSketchMap  *ebpf.Map `ebpf:"xdpl_sketch_map"`
+	XdplSources    *ebpf.Map `ebpf:"xdpl_sources"`
+	XdplSources4   *ebpf.Map `ebpf:"xdpl_sources4"`
+	XdplSport      *ebpf.Map `ebpf:"xdpl_sport"`
+	XdplSrc4       *ebpf.Map `ebpf:"xdpl_src4"`
+	XdplSrc6       *ebpf.Map `ebpf:"xdpl_src6"`
+	XdplStats      *ebpf.Map `ebpf:"xdpl_stats"`
+	XdplTcpf       *ebpf.Map `ebpf:"xdpl_tcpf"`
+	XdplVlan       *ebpf.Map `ebpf:"xdpl_vlan"`
 }
 
 func (m *XdplimitMaps) Close() error {
@@ -433,6 +475,9 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplDrops,
 		m.XdplDst4,
 		m.XdplDst6,
+		m.XdplFleetBatch,
+		m.XdplFleetCtl,
+		m.XdplFleetKeys,
 		m.XdplGlobals,
 		m.XdplLast,
 		m.XdplMeta,
@@ -476,11 +521,13 @@ type XdplimitVariables struct {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitPrograms struct {
-	XdplMain *ebpf.Program `ebpf:"xdpl_main"`
+	XdplFleetApply *ebpf.Program `ebpf:"xdpl_fleet_apply"`
+	XdplMain       *ebpf.Program `ebpf:"xdpl_main"`
 }
 
 func (p *XdplimitPrograms) Close() error {
 	return _XdplimitClose(
+		p.XdplFleetApply,
 		p.XdplMain,
 	)
 }

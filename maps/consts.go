@@ -96,6 +96,9 @@ const (
 	// being charged to a state entry, because the sketch had not seen their
 	// key often enough in its current epoch (see docs/design.md).
 	CounterUntracked = Counter(gen.XdplimitXdplConstXDPL_C_UNTRACKED)
+	// CounterFleetLost counts fleet keys the datapath could not report (its
+	// ring was full): their consumption is synced at their next report.
+	CounterFleetLost = Counter(gen.XdplimitXdplConstXDPL_C_FLEET_LOST)
 )
 
 var counterNames = map[Counter]string{
@@ -109,6 +112,7 @@ var counterNames = map[Counter]string{
 	CounterInsertFail:   "insert_failure",
 	CounterCASExhausted: "cas_exhausted",
 	CounterUntracked:    "untracked",
+	CounterFleetLost:    "fleet_key_lost",
 }
 
 func (c Counter) String() string {

@@ -451,6 +451,21 @@ func TestModelAgreement(t *testing.T) {
 			p, _ := model.WindowParams(model.AlgFixedWindow, n, w)
 			return fmt.Sprintf("{algorithm: fixed_window, packets: %d, window: %v}", n, w), p, false
 		}},
+		// Fleet levels: the token bucket also counts what it admitted for
+		// the sync; the fixed window starts its windows at a phase.
+		{"token_bucket_fleet", func(r *rand.Rand) (string, model.Params, bool) {
+			rate, burst := 1+r.Uint64N(5000), 1+r.Uint64N(50)
+			p, err := model.TokenBucketParams(rate, time.Second, burst, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprintf("{algorithm: token_bucket, rate: %d/s, burst: %d, scope: fleet}", rate, burst), p, false
+		}},
+		{"fixed_window_fleet", func(r *rand.Rand) (string, model.Params, bool) {
+			n, w := 1+r.Uint64N(100), time.Duration(1+r.IntN(500))*time.Millisecond
+			p, _ := model.WindowParams(model.AlgFixedWindow, n, w)
+			return fmt.Sprintf("{algorithm: fixed_window, packets: %d, window: %v, scope: fleet}", n, w), p, false
+		}},
 		{"sliding_window", func(r *rand.Rand) (string, model.Params, bool) {
 			n, w := 1+r.Uint64N(100), time.Duration(1+r.IntN(500))*time.Millisecond
 			p, _ := model.WindowParams(model.AlgSlidingWindow, n, w)
@@ -471,7 +486,18 @@ func TestModelAgreement(t *testing.T) {
 				// The models are of the algorithms: the admission sketch
 				// (which delays a key's entry to its second packet) is off
 				// here and tested on its own.
-				l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, "rules:\n  - name: r\n    limit: "+lim+"\n")
+				head := ""
+				if strings.Contains(lim, "scope: fleet") {
+					head = "fleet: {redis: redis://127.0.0.1:6379/0}\n"
+				}
+				l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, head+"rules:\n  - name: r\n    limit: "+lim+"\n")
+				if head != "" {
+					fls, err := l.FleetLevels()
+					if err != nil || len(fls) != 1 {
+						t.Fatalf("fleet levels: %v %v", fls, err)
+					}
+					params.P3 = fls[0].P3
+				}
 				// A handful of sources, bursty arrivals, some long gaps.
 				srcs := []frame{udp4("192.0.2.1"), udp4("192.0.2.2"), udp6("2001:db8::1"), udp4("192.0.2.3")}
 				states := make([]model.State, len(srcs))

@@ -22,6 +22,8 @@ type LevelSpec struct {
 	// Origin is the level's index in the policy (0 = the rule's own
 	// limit); Levels are in evaluation order, which differs.
 	Origin int
+	// Fleet: the limit is shared by the fleet's hosts (scope: fleet).
+	Fleet bool
 }
 
 // RuleSpec is one compiled rule.

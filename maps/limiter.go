@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/gen"
@@ -45,6 +46,7 @@ type Options struct {
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
 type Limiter struct {
 	objs       gen.XdplimitObjects
+	fleetKeys  *ringbuf.Reader // opened by DrainFleetKeys
 	clock      Clock
 	tickNs     uint64
 	trackAfter uint32
@@ -265,7 +267,12 @@ func (l *Limiter) Clock() Clock { return l.clock }
 
 // Close releases the program and map file descriptors. Pinned objects and
 // an attached link keep the datapath running.
-func (l *Limiter) Close() error { return l.objs.Close() }
+func (l *Limiter) Close() error {
+	if l.fleetKeys != nil {
+		l.fleetKeys.Close()
+	}
+	return l.objs.Close()
+}
 
 // SetClock sets the injected time (ClockMap only).
 func (l *Limiter) SetClock(ns uint64) error {

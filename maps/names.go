@@ -37,6 +37,9 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplSketchMap, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSketchMap }},
 	{gen.XdplimitMapXdplSources4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSources4 }},
 	{gen.XdplimitMapXdplGlobals, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplGlobals }},
+	{gen.XdplimitMapXdplFleetKeys, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetKeys }},
+	{gen.XdplimitMapXdplFleetCtl, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetCtl }},
+	{gen.XdplimitMapXdplFleetBatch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetBatch }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.

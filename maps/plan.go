@@ -25,6 +25,9 @@ type planInput struct {
 	tickNs      uint64
 	trackAfter  uint32
 	cpus        int
+	// wallOffset is the wall clock minus the datapath's clock, in ns:
+	// fleet fixed windows start when the wall clock's windows do.
+	wallOffset int64
 }
 
 // plan is what Apply writes: the new generation's rules and configuration,
@@ -98,6 +101,9 @@ func planGeneration(in planInput) (plan, error) {
 			for _, ol := range o.levels {
 				if ol.Origin == lv.Origin && sameLimit(ol, *lv) {
 					lv.StateId = ol.StateId
+					if lv.Flags&lfFleet != 0 && ol.Flags&lfFleet != 0 {
+						lv.P3 = ol.P3 // kept windows keep their alignment
+					}
 				}
 			}
 			kept := lv.StateId != 0
@@ -148,6 +154,12 @@ func (in planInput) levelFields(lv *gen.XdplimitXdplLevel, ls LevelSpec) {
 		lv.Mask6 = prefixMask6(ls.V6Prefix)
 	}
 	lv.Origin = uint8(ls.Origin)
+	if ls.Fleet {
+		lv.Flags |= lfFleet
+		if lv.Algorithm == AlgFixedWindow && lv.P1 > 0 {
+			lv.P3 = uint64(((in.wallOffset % int64(lv.P1)) + int64(lv.P1)) % int64(lv.P1))
+		}
+	}
 }
 
 // globalSlot gives a global level its slot in xdpl_globals: the slot of

@@ -45,6 +45,9 @@ type Params struct {
 	// token bucket: P1 = emission interval per unit in ns << FPShift,
 	// P2 = tolerance in 1/16 ns. Windows: P1 = window ns, P2 = limit.
 	P1, P2 uint64
+	// P3: fixed_window's phase in ns, added to now before the window
+	// index is taken (fleet levels align windows to the wall clock).
+	P3 uint64
 }
 
 // State is one state entry (struct xdpl_state).
@@ -135,7 +138,7 @@ func (s *State) tokenBucket(p Params, now, cost uint64) bool {
 
 func (s *State) fixedWindow(p Params, now, cost uint64) bool {
 	w, limit := p.P1, p.P2
-	idx := now / w
+	idx := (now + p.P3) / w
 	if cost > limit {
 		return false
 	}
