@@ -242,6 +242,7 @@ func compileLevel(l policy.Level) (maps.LevelSpec, error) {
 		}
 	}
 	var err error
+	ls.Fleet = l.Limit.Scope == policy.ScopeFleet
 	switch l.Limit.Algorithm {
 	case policy.TokenBucket:
 		ls.Params, err = model.TokenBucketParams(l.Limit.Count, l.Limit.Per, l.Limit.Burst, ls.Bytes)

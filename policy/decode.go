@@ -26,6 +26,9 @@ type decoder struct {
 	anchors   []*ast.AnchorNode
 	errs      []*Error
 	warns     []Diagnostic
+	// fleetScopes are the scope: fleet values seen, checked against the
+	// fleet: section once the whole file is decoded.
+	fleetScopes []posString
 }
 
 func (d *decoder) errorAt(file string, line, col int, field, msg string) {

@@ -30,10 +30,17 @@ func (p *Policy) Describe(w io.Writer) {
 				what = "aggregate"
 			}
 			fmt.Fprintf(w, "     %-9s key %s: %s\n", what, l.Key, l.Limit)
+			if l.Limit.Scope == ScopeFleet && p.Fleet != nil {
+				fmt.Fprintf(w, "               %s\n", p.Fleet.bound(l.Limit))
+			}
 		}
 		fmt.Fprintf(w, "     over limit: %s\n", r.Action)
 	}
 	fmt.Fprintf(w, "unmatched traffic: pass\n")
+	if f := p.Fleet; f != nil {
+		fmt.Fprintf(w, "fleet: Redis %v (cluster %v), namespace %s, sync every %s, fallback %s\n",
+			f.Redis, f.Cluster, f.Namespace, f.Sync, f.Fallback)
+	}
 	if n := len(p.Warnings); n > 0 {
 		fmt.Fprintf(w, "%d %s\n", n, plural(n, "warning", "warnings"))
 	}

@@ -111,7 +111,7 @@ func (d *decoder) policy(data []byte) *Policy {
 		d.errorAt(d.file, 1, 1, "", "policy file is empty; a policy that limits nothing is `rules: []`")
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "fleet")
 	if top == nil {
 		return nil
 	}
@@ -131,6 +131,10 @@ func (d *decoder) policy(data []byte) *Policy {
 	allow := d.addrList(top["allow"], "allow")
 	deny := d.addrList(top["deny"], "deny")
 	p.Allow, p.Deny = d.checkOverlap(allow, deny)
+	if f, ok := top["fleet"]; ok {
+		p.Fleet = d.fleet(f)
+	}
+	d.checkFleet(p)
 	return p
 }
 
@@ -437,7 +441,7 @@ func (d *decoder) key(n ast.Node, path string) (Key, bool) {
 func (d *decoder) limit(n ast.Node, path string) (Limit, bool) {
 	before := len(d.errs)
 	var l Limit
-	m := d.mapping(n, path, "algorithm", "rate", "burst", "packets", "bytes", "window")
+	m := d.mapping(n, path, "algorithm", "rate", "burst", "packets", "bytes", "window", "scope")
 	if m == nil {
 		return l, false
 	}
@@ -455,6 +459,9 @@ func (d *decoder) limit(n ast.Node, path string) (Limit, bool) {
 		d.tokenBucket(n, path, m, &l)
 	} else {
 		d.window(n, path, m, &l)
+	}
+	if f, ok := m["scope"]; ok {
+		l.Scope = d.scope(f, join(path, "scope"), l.Algorithm)
 	}
 	return l, len(d.errs) == before
 }

@@ -28,6 +28,10 @@ type Policy struct {
 	// SHA256: whatever reloads on change must watch them too.
 	ListFiles []string
 
+	// Fleet is the fleet: section, nil when the policy has none. Levels
+	// with Scope ScopeFleet exist only when it is set.
+	Fleet *Fleet
+
 	Warnings []Diagnostic // sorted by position, like errors
 }
 
@@ -146,6 +150,9 @@ type Limit struct {
 	Per       time.Duration
 	Burst     uint64
 	Window    time.Duration
+	// Scope says who shares the limit: this host (the default) or every
+	// host of the policy's fleet, through Redis.
+	Scope Scope
 }
 
 // String renders the limit in normalised units: "token_bucket 1000 pkt/s
@@ -158,9 +165,9 @@ func (l Limit) String() string {
 		if l.Per == time.Second {
 			rate = fmt.Sprintf("%d %s/s", l.Count, u)
 		}
-		return fmt.Sprintf("%s %s burst %d", l.Algorithm, rate, l.Burst)
+		return fmt.Sprintf("%s %s burst %d%s", l.Algorithm, rate, l.Burst, l.Scope.suffix())
 	}
-	return fmt.Sprintf("%s %d %s per %s", l.Algorithm, l.Count, u, formatDuration(l.Window))
+	return fmt.Sprintf("%s %d %s per %s%s", l.Algorithm, l.Count, u, formatDuration(l.Window), l.Scope.suffix())
 }
 
 // formatDuration writes round durations the way a policy would: "1h" rather
