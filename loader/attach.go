@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/policy"
 )
 
 // Mode is the XDP attach mode.
@@ -54,6 +55,9 @@ type Policy struct {
 	Image  *maps.Image
 	Path   string
 	SHA256 [32]byte
+	// Fleet is the policy's fleet: section (nil without one), for the
+	// fleet sync that runs beside the attachment.
+	Fleet *policy.Fleet
 }
 
 // Config for Attach.
@@ -419,6 +423,10 @@ func removePins(dir string) error {
 
 // lockDir holds the per-interface lock files.
 var lockDir = "/run/xdplimit"
+
+// RunDir is the directory of the per-interface run-time files (lock files,
+// the fleet status a running attach writes).
+func RunDir() string { return lockDir }
 
 // lockInterface serialises control planes for one interface: an attach,
 // reload or detach at a time. The lock is an flock on <lockDir>/<iface>.lock.

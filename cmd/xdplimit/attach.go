@@ -107,7 +107,7 @@ that state (counters and every source's bucket) without a gap.`,
 			// attaching is then not missed.
 			changes, stopWatch := watchPolicy(f.policy, log)
 			defer stopWatch()
-			a, err := attach(cfg, f.policy, errOut, log)
+			a, pol, err := attach(cfg, f.policy, errOut, log)
 			if err != nil {
 				if ln != nil {
 					ln.Close()
@@ -115,6 +115,13 @@ that state (counters and every source's bucket) without a gap.`,
 				return err
 			}
 			exp := metrics.New(log)
+			fr := newFleetRunner(a, log, exp.Registry())
+			if err := fr.apply(pol.Fleet); err != nil {
+				// Only a password file that vanished since the policy was
+				// read gets here: the limiter enforces locally.
+				log.Error("fleet sync not started; fleet levels enforce locally", "err", err)
+			}
+			defer fr.stop()
 			served := make(chan error, 1)
 			srvCtx, stopServing := context.WithCancel(context.Background())
 			if ln != nil {
@@ -126,7 +133,7 @@ that state (counters and every source's bucket) without a gap.`,
 			} else {
 				served <- nil
 			}
-			return serve(ctx, a, f, log, errOut, exp, changes, func() error {
+			return serve(ctx, a, f, log, errOut, exp, fr, changes, func() error {
 				// In-flight scrapes finish before the maps close.
 				stopServing()
 				return <-served
@@ -139,38 +146,41 @@ that state (counters and every source's bucket) without a gap.`,
 
 // attach compiles the policy (its warnings go to warnings) and attaches
 // with cfg, the checked flags.
-func attach(cfg loader.Config, policyPath string, warnings io.Writer, log *slog.Logger) (*loader.Attachment, error) {
+func attach(cfg loader.Config, policyPath string, warnings io.Writer, log *slog.Logger) (*loader.Attachment, loader.Policy, error) {
 	path, err := filepath.Abs(policyPath)
 	if err != nil {
-		return nil, err
+		return nil, loader.Policy{}, err
 	}
 	if cfg.Policy, err = compilePolicy(path, warnings); err != nil {
-		return nil, err
+		return nil, loader.Policy{}, err
 	}
 	cfg.Warn = func(s string) { log.Warn(s) }
 	a, err := loader.Attach(cfg)
 	if err != nil {
-		return nil, err
+		return nil, loader.Policy{}, err
 	}
 	iface, p := cfg.Interface, cfg.Policy
 	// adopted=true: took over the pinned limiter of an earlier attach,
 	// its counters and buckets, without an enforcement gap.
 	log.Info("attached", "interface", iface, "mode", a.Mode, "adopted", a.Adopted, "policy", path,
 		"rules", len(p.Image.Rules), "clock", a.Limiter.Clock(), "max_sources", a.Limiter.SourcesCapacity())
-	return a, nil
+	return a, p, nil
 }
 
 // serve runs until a termination signal, reloading on SIGHUP and when the
 // watcher reports changed policy contents; a reloaded policy's warnings go
 // to warnings.
 func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.Logger, warnings io.Writer,
-	exp *metrics.Exporter, changes <-chan struct{}, stopMetrics func() error) error {
+	exp *metrics.Exporter, fr *fleetRunner, changes <-chan struct{}, stopMetrics func() error) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	path, _ := filepath.Abs(f.policy)
 	reload := func(trigger string) {
-		err := reloadFrom(a, path, warnings)
+		p, err := reloadFrom(a, path, warnings)
+		if err == nil {
+			err = fr.apply(p.Fleet)
+		}
 		exp.ReloadResult(a.Interface, err)
 		if err != nil {
 			log.Error("reload failed; the previous policy stays in force", "policy", path, "trigger", trigger, "err", err)
@@ -198,10 +208,10 @@ func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.L
 	}
 }
 
-func reloadFrom(a *loader.Attachment, path string, warnings io.Writer) error {
+func reloadFrom(a *loader.Attachment, path string, warnings io.Writer) (loader.Policy, error) {
 	p, err := compilePolicy(path, warnings)
 	if err != nil {
-		return err
+		return p, err
 	}
-	return a.Reload(p)
+	return p, a.Reload(p)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/xdplimit/xdplimit/compiler"
+	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -22,5 +23,12 @@ func compilePolicy(path string, w io.Writer) (loader.Policy, error) {
 	if err != nil {
 		return loader.Policy{}, err
 	}
-	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256}, nil
+	if p.Fleet != nil {
+		// A password that cannot be read is a bad policy: refused before
+		// anything changes, not found out at the first sync.
+		if _, err := fleet.Password(p.Fleet); err != nil {
+			return loader.Policy{}, err
+		}
+	}
+	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet}, nil
 }

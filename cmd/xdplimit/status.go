@@ -89,5 +89,35 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 		cs[maps.CounterUnmatched].Packets, cs[maps.CounterMalformed].Packets, cs[maps.CounterNonIP].Packets)
 	fmt.Fprintf(w, "  new sources %d, table insert failures %d, contended updates %d\n",
 		cs[maps.CounterNewSource].Packets, cs[maps.CounterInsertFail].Packets, cs[maps.CounterCASExhausted].Packets)
+	levels, err := s.Limiter.FleetLevels()
+	if err != nil {
+		return err
+	}
+	if len(levels) > 0 {
+		printFleet(w, s.Interface, len(levels), loader.OwnerAlive(m.Pid), cs[maps.CounterFleetLost].Packets)
+	}
 	return nil
+}
+
+// printFleet reports the fleet sync of a policy with fleet levels, as the
+// attach process last wrote it.
+func printFleet(w io.Writer, iface string, levels int, owner bool, lost uint64) {
+	fs, err := readFleetStatus(iface)
+	switch {
+	case !owner:
+		fmt.Fprintf(w, "  fleet: %d levels, no sync running (no attach process): enforced from local state\n", levels)
+	case err != nil:
+		fmt.Fprintf(w, "  fleet: %d levels, sync state unknown (%v)\n", levels, err)
+	case fs.Up:
+		fmt.Fprintf(w, "  fleet: %d levels, Redis %v namespace %s up since %s, sync %s\n", levels, fs.Redis,
+			fs.Namespace, fs.Since.Format(time.RFC3339), fs.Sync)
+	case !fs.Known:
+		fmt.Fprintf(w, "  fleet: %d levels, Redis %v: first sync pending\n", levels, fs.Redis)
+	default:
+		fmt.Fprintf(w, "  fleet: %d levels, Redis %v DOWN since %s (%s: %s), enforcing with fallback %s\n", levels,
+			fs.Redis, fs.Since.Format(time.RFC3339), fs.ErrorKind, fs.LastError, fs.Fallback)
+	}
+	if lost > 0 {
+		fmt.Fprintf(w, "  fleet: %d key reports lost to a full ring (synced at their next report)\n", lost)
+	}
 }

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdplimit/xdplimit/fleet"
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// fleetRunner runs the fleet sync of an attach beside the datapath. A
+// reload that keeps the fleet: section keeps the engine (the levels in force
+// are re-read); one that changes it restarts the engine; one that drops it
+// stops the engine. No change here touches the datapath's state: reloads
+// keep every level's state as before.
+type fleetRunner struct {
+	a   *loader.Attachment
+	log *slog.Logger
+	reg prometheus.Registerer
+
+	mu     sync.Mutex
+	conf   *policy.Fleet
+	e      *fleet.Engine
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newFleetRunner(a *loader.Attachment, log *slog.Logger, reg prometheus.Registerer) *fleetRunner {
+	return &fleetRunner{a: a, log: log, reg: reg}
+}
+
+// apply brings the runner in line with the fleet: section in force.
+func (r *fleetRunner) apply(f *policy.Fleet) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f != nil && r.e != nil && reflect.DeepEqual(f, r.conf) {
+		return r.e.Reload()
+	}
+	r.stopLocked()
+	if f == nil {
+		return nil
+	}
+	pw, err := fleet.Password(f)
+	if err != nil {
+		return err
+	}
+	iface := r.a.Interface
+	e, err := fleet.New(fleet.Options{Fleet: f, Password: pw, Interface: iface,
+		Logf: func(format string, args ...any) { r.log.Warn(fmt.Sprintf(format, args...), "interface", iface) },
+	}, r.a.Limiter)
+	if err != nil {
+		return err
+	}
+	if r.reg != nil {
+		if err := r.reg.Register(e.Metrics()); err != nil {
+			r.log.Warn("fleet metrics unavailable", "err", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.conf, r.e, r.cancel, r.done = f, e, cancel, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		go e.Run(ctx)
+		writeFleetStatus(ctx, iface, e, r.log)
+	}(r.done)
+	r.log.Info("fleet sync started", "interface", iface, "redis", f.Redis, "namespace", f.Namespace,
+		"sync", f.Sync, "fallback", f.Fallback)
+	return nil
+}
+
+func (r *fleetRunner) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopLocked()
+}
+
+func (r *fleetRunner) stopLocked() {
+	if r.e == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+	if r.reg != nil {
+		r.reg.Unregister(r.e.Metrics())
+	}
+	r.e.Close()
+	os.Remove(fleetStatusPath(r.a.Interface))
+	r.e, r.conf = nil, nil
+}
+
+// fleetStatusPath is where a running attach leaves its fleet state for
+// `xdplimit status`, beside the interface's lock file.
+func fleetStatusPath(iface string) string {
+	return filepath.Join(loader.RunDir(), iface+".fleet.json")
+}
+
+// writeFleetStatus rewrites the status file every second until ctx ends.
+func writeFleetStatus(ctx context.Context, iface string, e *fleet.Engine, log *slog.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	warned := false
+	for {
+		data, _ := json.Marshal(e.Status())
+		path := fleetStatusPath(iface)
+		tmp := path + ".tmp"
+		err := os.MkdirAll(filepath.Dir(path), 0o700)
+		if err == nil {
+			err = os.WriteFile(tmp, data, 0o644)
+		}
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil && !warned {
+			log.Warn("cannot write the fleet status file", "path", path, "err", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// readFleetStatus reads what a running attach wrote.
+func readFleetStatus(iface string) (fleet.Status, error) {
+	var s fleet.Status
+	data, err := os.ReadFile(fleetStatusPath(iface))
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(data, &s)
+}

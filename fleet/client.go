@@ -1,0 +1,128 @@
+package fleet
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/xdplimit/xdplimit/internal/fileutil"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// Password returns the Redis password of a fleet: the first line of its
+// password_file, else $REDIS_PASSWORD, else "". Errors name the setting and
+// never include the password.
+func Password(f *policy.Fleet) (string, error) {
+	if f.PasswordFile == "" {
+		return os.Getenv("REDIS_PASSWORD"), nil
+	}
+	data, err := fileutil.ReadRegular(f.PasswordFile, 4096)
+	if err != nil {
+		return "", fmt.Errorf("fleet.password_file: %w", err)
+	}
+	pw, _, _ := strings.Cut(string(data), "\n")
+	pw = strings.TrimRight(pw, "\r")
+	if pw == "" {
+		return "", fmt.Errorf("fleet.password_file %s: the first line is empty", f.PasswordFile)
+	}
+	return pw, nil
+}
+
+// newClient makes the Redis client of a fleet: one server, or a cluster
+// from its seed nodes. It does not connect: the engine does, and retries.
+// Timeouts are bounded by the sync interval so that a slow Redis stretches
+// a sync, never the control plane.
+func newClient(f *policy.Fleet, password string, dial func(context.Context, string, string) (net.Conn, error)) (redis.UniversalClient, error) {
+	timeout := min(max(4*f.Sync, 200*time.Millisecond), 2*time.Second)
+	var addrs []string
+	var tlsConf *tls.Config
+	db := 0
+	user := ""
+	for _, raw := range f.Redis {
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("fleet.redis %q: %w", raw, err)
+		}
+		addrs = append(addrs, o.Addr)
+		if o.TLSConfig != nil {
+			tlsConf = o.TLSConfig
+		}
+		db = o.DB
+		if u, err := url.Parse(raw); err == nil {
+			user = u.User.Username()
+		}
+	}
+	if f.Cluster {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: addrs, Username: user, Password: password, TLSConfig: tlsConf,
+			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+			MaxRetries: -1, PoolSize: 4, MaxRedirects: 3, Dialer: dial,
+			ContextTimeoutEnabled: true,
+		}), nil
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: addrs[0], Username: user, Password: password, DB: db, TLSConfig: tlsConf,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+		MaxRetries: -1, PoolSize: 4, Dialer: dial,
+		ContextTimeoutEnabled: true,
+		// The engine checks the server itself (HELLO would fail against an
+		// old server and fall back silently).
+		Protocol: 2,
+	}), nil
+}
+
+// ErrorKind sorts sync errors for metrics and for the one warning logged
+// per change of state.
+type ErrorKind string
+
+const (
+	KindConnect  ErrorKind = "connect"  // refused, unreachable, DNS
+	KindTimeout  ErrorKind = "timeout"  // no answer within the deadline
+	KindAuth     ErrorKind = "auth"     // wrong or missing password
+	KindTLS      ErrorKind = "tls"      // handshake or certificate
+	KindProtocol ErrorKind = "protocol" // not a Redis, or a reply we cannot read
+	KindServer   ErrorKind = "server"   // a Redis error reply (OOM, cluster down, ...)
+	KindDatapath ErrorKind = "datapath" // the local BPF side failed
+)
+
+// ErrorKinds lists every kind, for metrics that start at zero.
+var ErrorKinds = []ErrorKind{KindConnect, KindTimeout, KindAuth, KindTLS, KindProtocol, KindServer, KindDatapath}
+
+// classify names what went wrong, and which setting to look at.
+func classify(err error) (ErrorKind, string) {
+	var ne net.Error
+	var tlsRec tls.RecordHeaderError
+	var certErr *tls.CertificateVerificationError
+	msg := err.Error()
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return KindTimeout, "fleet.redis: no answer in time"
+	case strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH") ||
+		strings.Contains(msg, "invalid password") || strings.Contains(msg, "AUTH <password> called without"):
+		return KindAuth, "fleet.password_file / REDIS_PASSWORD: Redis refused the credentials"
+	case errors.As(err, &tlsRec) || errors.As(err, &certErr) || strings.Contains(msg, "tls:") ||
+		strings.Contains(msg, "x509:"):
+		return KindTLS, "fleet.redis (rediss://): the TLS handshake failed"
+	case errors.Is(err, errNotRedis) || strings.Contains(msg, "redis: can't parse") ||
+		strings.Contains(msg, "unknown command") || strings.Contains(msg, "got unexpected"):
+		return KindProtocol, "fleet.redis: the server does not answer as a Redis"
+	case isRedisError(err):
+		return KindServer, "fleet.redis: Redis answered with an error"
+	}
+	return KindConnect, "fleet.redis: cannot reach the server"
+}
+
+func isRedisError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+var errNotRedis = errors.New("not a Redis reply")

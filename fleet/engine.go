@@ -1,0 +1,286 @@
+// Package fleet holds limits for a whole fleet of hosts through Redis. The
+// datapath never waits for it: each host enforces from its own BPF state,
+// and every sync interval the engine exchanges what the host admitted for
+// each fleet key that admitted anything, and folds what the other hosts
+// admitted into the local state (docs/design.md, "Fleet limits").
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// Datapath is the local side of the sync: the limiter's fleet maps and
+// its apply program (maps.Limiter).
+type Datapath interface {
+	FleetLevels() ([]maps.FleetLevel, error)
+	SetFleetEpoch(uint32) error
+	FleetRun([]maps.FleetOp) error
+	DrainFleetKeys(max int, fn func(maps.FleetKey)) (int, error)
+}
+
+// Options configure an engine. Only Fleet is required.
+type Options struct {
+	Fleet    *policy.Fleet
+	Password string
+	// Interface labels metrics and messages.
+	Interface string
+	// Logf reports changes of state (one line each, never one per sync).
+	Logf func(format string, args ...any)
+	// Now is the datapath's clock in ns (default CLOCK_MONOTONIC, which
+	// both of the datapath's clocks follow).
+	Now func() uint64
+	// Wall is the wall clock in ns (default CLOCK_REALTIME): fixed windows
+	// are numbered by it. Token buckets use the Redis server's clock
+	// unless RedisUs is set.
+	Wall func() int64
+	// RedisUs, when set, replaces the Redis server's TIME for token
+	// buckets (tests with injected time).
+	RedisUs func() float64
+	// Dialer, when set, opens the connections to Redis (tests dial from
+	// another network namespace with it).
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxKeys bounds the keys exchanged per sync (default DefaultMaxKeys):
+	// past it, the heaviest go first and the rest are counted as unsynced.
+	MaxKeys int
+}
+
+// DefaultMaxKeys is the default bound on keys exchanged per sync.
+const DefaultMaxKeys = 200000
+
+// Engine runs the sync of one interface's fleet levels.
+type Engine struct {
+	opts   Options
+	dp     Datapath
+	client redis.UniversalClient
+	m      *Metrics
+
+	mu       sync.Mutex
+	levels   map[uint32]*level // by state id, the levels in force
+	epoch    uint32
+	recentTB map[maps.FleetKey]*level // token-bucket keys taken last sync
+	fw       map[maps.FleetKey]*fwKey
+	link     linkState
+	lastSync uint64 // datapath clock at the previous sync's take
+}
+
+// New makes an engine; it connects on its first sync. The levels in force
+// are read from the datapath now and again after every Reload.
+func New(opts Options, dp Datapath) (*Engine, error) {
+	if opts.Fleet == nil {
+		return nil, errors.New("fleet: no fleet: section")
+	}
+	if opts.Now == nil {
+		opts.Now = monotonicNs
+	}
+	if opts.Wall == nil {
+		opts.Wall = func() int64 { return time.Now().UnixNano() }
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if opts.MaxKeys <= 0 {
+		opts.MaxKeys = DefaultMaxKeys
+	}
+	c, err := newClient(opts.Fleet, opts.Password, opts.Dialer)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{opts: opts, dp: dp, client: c, m: newMetrics(opts.Interface),
+		recentTB: map[maps.FleetKey]*level{}, fw: map[maps.FleetKey]*fwKey{}}
+	e.link.init(opts.Fleet.Sync)
+	if err := e.Reload(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close releases the Redis connections.
+func (e *Engine) Close() error { return e.client.Close() }
+
+// Metrics is the engine's Prometheus collectors.
+func (e *Engine) Metrics() *Metrics { return e.m }
+
+// Reload re-reads the fleet levels in force, after a policy reload. Keys of
+// levels that are gone are forgotten; kept levels keep their keys.
+func (e *Engine) Reload() error {
+	fls, err := e.dp.FleetLevels()
+	if err != nil {
+		return fmt.Errorf("fleet: reading the levels in force: %w", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.levels = make(map[uint32]*level, len(fls))
+	for _, fl := range fls {
+		lv := newLevel(fl)
+		e.levels[fl.StateID] = &lv
+	}
+	for k := range e.recentTB {
+		if e.levels[k.StateID] == nil {
+			delete(e.recentTB, k)
+		}
+	}
+	for k := range e.fw {
+		if e.levels[k.StateID] == nil {
+			delete(e.fw, k)
+		}
+	}
+	e.m.levels.Set(float64(len(e.levels)))
+	return nil
+}
+
+// Run syncs every interval until ctx ends.
+func (e *Engine) Run(ctx context.Context) {
+	t := time.NewTicker(e.opts.Fleet.Sync)
+	defer t.Stop()
+	for {
+		e.Sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Sync runs one sync: take what the datapath admitted, exchange it with
+// Redis (unless Redis is down and its retry is not due), fold what the
+// other hosts admitted. Errors are counted and logged on a change of state,
+// and never stop the datapath: it keeps enforcing from its own state.
+func (e *Engine) Sync(ctx context.Context) SyncResult {
+	start := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	res, err := e.sync(ctx)
+	if err != nil {
+		kind, _ := classify(err)
+		if errors.Is(err, errDatapath) {
+			kind = KindDatapath
+		}
+		res.Err, res.Kind = err, kind
+		e.m.errors.WithLabelValues(string(kind)).Inc()
+	}
+	e.m.duration.Observe(time.Since(start).Seconds())
+	e.m.syncs.Inc()
+	e.m.exchanged.Add(float64(res.Exchanged))
+	e.m.unsynced.Add(float64(res.Unsynced))
+	return res
+}
+
+// SyncResult is what one sync did, for tests and `status`.
+type SyncResult struct {
+	Reported  int // keys the datapath reported
+	Exchanged int // keys exchanged with Redis
+	Unsynced  int // keys over MaxKeys, not exchanged
+	Folded    int // keys whose state moved for other hosts' admissions
+	Skipped   bool
+	Err       error
+	Kind      ErrorKind
+}
+
+var errDatapath = errors.New("datapath")
+
+func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
+	var res SyncResult
+	// A new epoch first: every key that admits from now on reports again.
+	e.epoch++
+	if err := e.dp.SetFleetEpoch(e.epoch); err != nil {
+		return res, fmt.Errorf("%w: %v", errDatapath, err)
+	}
+	tb := map[maps.FleetKey]*level{}
+	for k, lv := range e.recentTB {
+		tb[k] = lv
+	}
+	n, err := e.dp.DrainFleetKeys(4*e.opts.MaxKeys, func(k maps.FleetKey) {
+		lv := e.levels[k.StateID]
+		if lv == nil {
+			return // a level replaced by a reload
+		}
+		if lv.Algorithm == maps.AlgTokenBucket {
+			tb[k] = lv
+		} else {
+			e.trackFW(k, lv)
+		}
+	})
+	res.Reported = n
+	if err != nil {
+		return res, fmt.Errorf("%w: reading reported keys: %v", errDatapath, err)
+	}
+	takes, err := e.takeTB(tb)
+	if err != nil {
+		return res, err
+	}
+	fws, err := e.readFW()
+	if err != nil {
+		return res, err
+	}
+	e.recentTB = map[maps.FleetKey]*level{}
+	for _, t := range takes {
+		if t.pending > 0 {
+			e.recentTB[t.key] = t.lv
+		}
+	}
+	if !e.link.due(time.Now()) {
+		// Redis is down and its retry is not due: the datapath enforces
+		// from local state (fallback: local); what was taken is dropped.
+		res.Skipped = true
+		e.expireFW()
+		return res, nil
+	}
+	now := e.opts.Now()
+	span := e.opts.Fleet.Sync
+	if e.lastSync != 0 && now > e.lastSync {
+		span = time.Duration(now - e.lastSync)
+	}
+	e.lastSync = now
+	takes, fws, res.Unsynced = e.bound(takes, fws)
+	tbx := make([]tbExchange, len(takes))
+	for i, t := range takes {
+		tbx[i] = tbExchange{key: t.lv.redisKey(e.opts.Fleet.Namespace, t.key),
+			addUs: float64(t.pending) * t.lv.intervalUs, ttlMs: t.lv.ttlMs,
+			spanUs: float64(span) / 1e3}
+		if e.opts.RedisUs != nil {
+			tbx[i].nowUs = fmtUs(e.opts.RedisUs())
+		}
+	}
+	fwx := make([]fwExchange, len(fws))
+	for i, f := range fws {
+		fwx[i] = fwExchange{key: f.redisKey(e.opts.Fleet.Namespace), add: f.unsent, ttlMs: f.k.lv.ttlMs}
+	}
+	timeout := max(2*e.opts.Fleet.Sync, time.Second)
+	xctx, cancel := context.WithTimeout(ctx, timeout)
+	err = exchange(xctx, e.client, tbx, fwx)
+	cancel()
+	if err != nil {
+		e.link.failed(err, e.opts.Logf, e.opts.Fleet.Fallback, e.m)
+		e.expireFW()
+		return res, err
+	}
+	e.link.ok(e.opts.Logf, e.m)
+	res.Exchanged = len(tbx) + len(fwx)
+	folded, err := e.fold(takes, tbx, fws, fwx)
+	res.Folded = folded
+	e.expireFW()
+	return res, err
+}
+
+func fmtUs(us float64) string { return fmt.Sprintf("%.3f", us) }
+
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

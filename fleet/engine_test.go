@@ -1,0 +1,175 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/compiler"
+	"github.com/xdplimit/xdplimit/fleet"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// host is one simulated fleet member: the real program loaded with an
+// injected clock, and its engine, all driven from the test's clock.
+type host struct {
+	l   *maps.Limiter
+	e   *fleet.Engine
+	now *uint64
+}
+
+const wallBase = int64(1_800_000_000) * 1e9 // injected wall clock at t = 0
+
+func newHosts(t *testing.T, dial func(context.Context, string, string) (net.Conn, error), n int, yaml string) ([]*host, *policy.Policy) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	p, err := policy.Parse("fleet.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := compiler.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now uint64 = 1e9
+	hosts := make([]*host, n)
+	for i := range hosts {
+		l, err := maps.Load(maps.Options{Clock: maps.ClockMap, MaxSources: 1 << 12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		if err := l.Apply(img); err != nil {
+			t.Fatal(err)
+		}
+		e, err := fleet.New(fleet.Options{
+			Fleet: p.Fleet, Interface: fmt.Sprintf("h%d", i), Logf: t.Logf,
+			Now:     func() uint64 { return now },
+			Wall:    func() int64 { return wallBase + int64(now) },
+			RedisUs: func() float64 { return float64(wallBase+int64(now)) / 1e3 },
+			Dialer:  dial,
+		}, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		hosts[i] = &host{l: l, e: e, now: &now}
+	}
+	return hosts, p
+}
+
+// send runs one packet through host h's program at the shared clock.
+func (h *host) send(t *testing.T, pkt []byte) bool {
+	t.Helper()
+	if err := h.l.SetClock(*h.now); err != nil {
+		t.Fatal(err)
+	}
+	ret, err := h.l.Program().Run(&ebpf.RunOptions{Data: pkt, Repeat: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ret == 2 // XDP_PASS
+}
+
+// simulate advances the clock for dur in 1 ms steps; in each step every
+// sender host gets perMs packets of pkt, and every sync each host syncs.
+// It returns the packets admitted by each host.
+func simulate(t *testing.T, hosts []*host, senders []int, pkt []byte, perMs int, dur, sync time.Duration) []int {
+	t.Helper()
+	admitted := make([]int, len(hosts))
+	now := hosts[0].now
+	step := uint64(time.Millisecond)
+	for ms := uint64(0); ms < uint64(dur/time.Millisecond); ms++ {
+		for _, i := range senders {
+			for range perMs {
+				if hosts[i].send(t, pkt) {
+					admitted[i]++
+				}
+			}
+		}
+		*now += step
+		if (ms+1)%uint64(sync/time.Millisecond) == 0 {
+			for _, h := range hosts {
+				if r := h.e.Sync(context.Background()); r.Err != nil {
+					t.Fatalf("sync: %v", r.Err)
+				}
+			}
+		}
+	}
+	return admitted
+}
+
+func sum(v []int) int {
+	s := 0
+	for _, x := range v {
+		s += x
+	}
+	return s
+}
+
+func within(t *testing.T, what string, got int, want float64, tol float64) {
+	t.Helper()
+	ratio := float64(got) / want
+	t.Logf("%s: admitted %d, fleet limit %.0f (ratio %.3f)", what, got, want, ratio)
+	if ratio < 1-tol || ratio > 1+tol {
+		t.Errorf("%s: admitted %d, want %.0f within ±%.0f%%", what, got, want, tol*100)
+	}
+}
+
+func fleetPolicy(addr, limit string) string {
+	return fmt.Sprintf(`
+fleet:
+  redis: redis://%s/0
+  namespace: t%d
+  sync: 100ms
+rules:
+  - name: dns
+    match: {protocol: udp, dst_ports: [53]}
+    limit: %s
+`, addr, time.Now().UnixNano(), limit)
+}
+
+var (
+	src = netip.MustParseAddr("198.51.100.7")
+	dst = netip.MustParseAddr("192.0.2.1")
+)
+
+// Three hosts, one source flooding all three at 9x the fleet limit: the
+// fleet admits burst + rate x t (within 5%), not three times it; and the
+// same source on one host only gets the whole fleet limit there.
+func TestFleetTokenBucket(t *testing.T) {
+	r, ns := startRedis(t)
+	for _, tc := range []struct {
+		name    string
+		limit   string
+		senders []int
+	}{
+		{"per-source, three hosts", "{algorithm: token_bucket, rate: 1000/s, burst: 200, scope: fleet}", []int{0, 1, 2}},
+		{"per-source, one host", "{algorithm: token_bucket, rate: 1000/s, burst: 200, scope: fleet}", []int{1}},
+		{"global, three hosts", "{algorithm: token_bucket, rate: 1000/s, burst: 200, scope: fleet}\n    key: global", []int{0, 1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hosts, _ := newHosts(t, testutil.DialIn(ns), 3, fleetPolicy(r.Addr(), tc.limit))
+			pkt := pktgen.UDP4(src, dst, 4000, 53, 16)
+			perMs := 9 / len(tc.senders)
+			got := simulate(t, hosts, tc.senders, pkt, perMs, 5*time.Second, 100*time.Millisecond)
+			within(t, tc.name, sum(got), 200+1000*5, 0.05)
+		})
+	}
+}
+
+// startRedis starts a redis-server on the loopback of a namespace of the
+// test's own.
+func startRedis(t *testing.T) (*testutil.RedisServer, *testutil.Netns) {
+	testutil.RequireRoot(t)
+	ns := testutil.NewNetns(t)
+	return testutil.StartRedis(t, ns, testutil.RedisConfig{Addr: netip.MustParseAddrPort("127.0.0.1:6379")}), ns
+}

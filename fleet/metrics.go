@@ -1,0 +1,59 @@
+package fleet
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the engine's xdplimit_fleet_* series.
+type Metrics struct {
+	up        prometheus.Gauge
+	levels    prometheus.Gauge
+	syncs     prometheus.Counter
+	duration  prometheus.Histogram
+	exchanged prometheus.Counter
+	unsynced  prometheus.Counter
+	remote    prometheus.Counter
+	errors    *prometheus.CounterVec
+}
+
+func newMetrics(iface string) *Metrics {
+	l := prometheus.Labels{"interface": iface}
+	m := &Metrics{
+		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdplimit_fleet_redis_up", ConstLabels: l,
+			Help: "1 when the last exchange with Redis succeeded, 0 while fleet levels enforce with their fallback."}),
+		levels: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdplimit_fleet_levels", ConstLabels: l,
+			Help: "Fleet-scoped levels in the policy in force."}),
+		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_fleet_syncs_total", ConstLabels: l,
+			Help: "Sync intervals run (including those that could not reach Redis)."}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "xdplimit_fleet_sync_duration_seconds", ConstLabels: l,
+			Help:    "Time one sync took: take, exchange with Redis, fold.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		exchanged: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_fleet_keys_exchanged_total", ConstLabels: l,
+			Help: "Keys whose consumption was exchanged with Redis."}),
+		unsynced: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_fleet_keys_unsynced_total", ConstLabels: l,
+			Help: "Keys left out of a sync because it reached its bound on keys (the heaviest go first); they stay enforced locally."}),
+		remote: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_fleet_remote_units_applied_total", ConstLabels: l,
+			Help: "Units (packets or bytes) admitted by other hosts and folded into this host's state."}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdplimit_fleet_sync_errors_total", ConstLabels: l,
+			Help: "Syncs that failed, by kind: connect, timeout, auth, tls, protocol, server, datapath."}, []string{"kind"}),
+	}
+	for _, k := range ErrorKinds {
+		m.errors.WithLabelValues(string(k))
+	}
+	return m
+}
+
+// Describe and Collect make Metrics a prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.all() {
+		c.Describe(ch)
+	}
+}
+
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.all() {
+		c.Collect(ch)
+	}
+}
+
+func (m *Metrics) all() []prometheus.Collector {
+	return []prometheus.Collector{m.up, m.levels, m.syncs, m.duration, m.exchanged, m.unsynced, m.remote, m.errors}
+}
