@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
 // DispatcherHold keeps an XDP program registered in the kernel's XDP
@@ -34,14 +35,9 @@ type DispatcherHold struct {
 // exit, destroys it with the pair.
 func HoldDispatcher(prog *ebpf.Program) (*DispatcherHold, error) {
 	h := &DispatcherHold{}
-	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread moved to the private namespace ends
-		// with this goroutine.
-		runtime.LockOSThread()
-		errc <- h.setup(prog)
-	}()
-	if err := <-errc; err != nil {
+	// On a thread of its own: it moves to the private namespace and must
+	// end with setup.
+	if err := netns.Locked(func() error { return h.setup(prog) }); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("pktgen: hold XDP dispatcher: %w", err)
 	}
