@@ -78,14 +78,7 @@ var sweepOnce sync.Once
 // newNetns creates a namespace that is deleted when the run ends. The first
 // call sweeps namespaces of dead runs and installs netns.CloseOnSignal.
 func (e *env) newNetns() (*netns.Netns, error) {
-	sweepOnce.Do(func() {
-		if removed, err := netns.CleanupStale(nsPrefix); err != nil {
-			e.Logf("sweeping stale namespaces: %v", err)
-		} else if len(removed) > 0 {
-			e.Logf("removed namespaces left by dead runs: %v", removed)
-		}
-		netns.CloseOnSignal()
-	})
+	sweepOnce.Do(func() { netns.Prepare(nsPrefix, e.Logf) })
 	n, err := netns.New(nsPrefix)
 	if err != nil {
 		return nil, err

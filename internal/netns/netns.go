@@ -284,6 +284,18 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, unix.EPERM)
 }
 
+// Prepare is what a program that creates namespaces under prefix does once,
+// before the first: it deletes those of dead processes (CleanupStale),
+// telling logf what it removed, and installs CloseOnSignal.
+func Prepare(prefix string, logf func(format string, args ...any)) {
+	if removed, err := CleanupStale(prefix); err != nil {
+		logf("sweeping stale namespaces: %v", err)
+	} else if len(removed) > 0 {
+		logf("removed namespaces left by dead processes: %v", removed)
+	}
+	CloseOnSignal()
+}
+
 var signalOnce sync.Once
 
 // CloseOnSignal makes SIGINT, SIGTERM and SIGHUP delete every namespace New

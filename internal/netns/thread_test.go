@@ -18,16 +18,22 @@ func affinity(t *testing.T) unix.CPUSet {
 	return set
 }
 
-// TestOnCPU runs a function pinned to the first allowed CPU and checks that
-// the caller's affinity is untouched.
-func TestOnCPU(t *testing.T) {
+// lockedFirstCPU locks the test to its thread until the test ends and
+// returns the thread's affinity and the first CPU in it.
+func lockedFirstCPU(t *testing.T) (unix.CPUSet, int) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	before := affinity(t)
+	t.Cleanup(runtime.UnlockOSThread)
 	cpu, err := netns.FirstCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return affinity(t), cpu
+}
+
+// TestOnCPU runs a function pinned to the first allowed CPU and checks that
+// the caller's affinity is untouched.
+func TestOnCPU(t *testing.T) {
+	before, cpu := lockedFirstCPU(t)
 	var inside unix.CPUSet
 	if err := netns.OnCPU(cpu, func() error { return unix.SchedGetaffinity(0, &inside) }); err != nil {
 		t.Fatal(err)
@@ -42,13 +48,7 @@ func TestOnCPU(t *testing.T) {
 
 // TestPinUnpin pins the test's own thread and restores it.
 func TestPinUnpin(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	before := affinity(t)
-	cpu, err := netns.FirstCPU()
-	if err != nil {
-		t.Fatal(err)
-	}
+	before, cpu := lockedFirstCPU(t)
 	unpin, err := netns.Pin(cpu)
 	if err != nil {
 		t.Fatal(err)

@@ -37,22 +37,15 @@ var setupOnce sync.Once
 
 // NewNetns creates a named network namespace with loopback up, and deletes
 // it in tb.Cleanup, which runs even when the test fails. The first call in a
-// process also sweeps namespaces left by dead test processes
-// (netns.CleanupStale) and installs netns.CloseOnSignal, which deletes this
+// process also sweeps namespaces left by dead test processes and installs
+// netns.CloseOnSignal (netns.Prepare), which deletes this
 // process's namespaces on SIGINT/SIGTERM/SIGHUP before the signal's default
 // action kills it. A test binary killed by SIGKILL or by `go test -timeout`
 // (which panics) cannot clean up; the next run's sweep removes what it left.
 func NewNetns(tb testing.TB) *Netns {
 	tb.Helper()
 	RequireRoot(tb)
-	setupOnce.Do(func() {
-		if removed, err := netns.CleanupStale(NetnsPrefix); err != nil {
-			tb.Logf("sweeping stale namespaces: %v", err)
-		} else if len(removed) > 0 {
-			tb.Logf("removed namespaces left by dead test runs: %v", removed)
-		}
-		netns.CloseOnSignal()
-	})
+	setupOnce.Do(func() { netns.Prepare(NetnsPrefix, tb.Logf) })
 	n, err := netns.New(NetnsPrefix)
 	if err != nil {
 		tb.Fatal(err)
