@@ -44,10 +44,6 @@ func (n *Netns) Path() string { return n.path }
 // String returns the name, for logs.
 func (n *Netns) String() string { return n.name }
 
-// Fd is the namespace's file descriptor, for netlink.NsFd and setns. It
-// stays valid until Close.
-func (n *Netns) Fd() uintptr { return n.f.Fd() }
-
 var (
 	// runID makes names unique per process; the pid lets CleanupStale tell
 	// a live process's namespaces from a dead one's.
