@@ -3,7 +3,6 @@ package pktgen
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -16,7 +15,7 @@ import (
 // DispatcherHold keeps an XDP program registered in the kernel's XDP
 // dispatcher; see HoldDispatcher.
 type DispatcherHold struct {
-	ns   *os.File
+	ns   *netns.Netns
 	link link.Link
 }
 
@@ -35,23 +34,19 @@ type DispatcherHold struct {
 // exit, destroys it with the pair.
 func HoldDispatcher(prog *ebpf.Program) (*DispatcherHold, error) {
 	h := &DispatcherHold{}
-	// On a thread of its own: it moves to the private namespace and must
-	// end with setup.
-	if err := netns.Locked(func() error { return h.setup(prog) }); err != nil {
+	var err error
+	if h.ns, err = netns.NewAnonymous(); err == nil {
+		err = h.ns.Do(func() error { return h.setup(prog) })
+	}
+	if err != nil {
 		h.Close()
 		return nil, fmt.Errorf("pktgen: hold XDP dispatcher: %w", err)
 	}
 	return h, nil
 }
 
+// setup runs inside the private namespace.
 func (h *DispatcherHold) setup(prog *ebpf.Program) error {
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("unshare: %w", err)
-	}
-	var err error
-	if h.ns, err = os.Open("/proc/thread-self/ns/net"); err != nil {
-		return err
-	}
 	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return err

@@ -23,7 +23,8 @@ import (
 const Dir = "/var/run/netns"
 
 // Netns is a network namespace held by an open file: one this process
-// created under Dir (New), or one it opened by path (Open).
+// created under Dir (New) or without a name (NewAnonymous), or one it
+// opened by path (Open).
 type Netns struct {
 	name string
 	path string
@@ -38,7 +39,7 @@ type Netns struct {
 func (n *Netns) Name() string { return n.name }
 
 // Path is the bind mount, usable with `nsenter --net=PATH` and with
-// pktgen.Generator.Send.
+// pktgen.Generator.Send; "" for an anonymous namespace.
 func (n *Netns) Path() string { return n.path }
 
 // String returns the name, for logs.
@@ -88,6 +89,26 @@ func Open(path string) (*Netns, error) {
 		return nil, fmt.Errorf("open network namespace: %w", err)
 	}
 	return &Netns{name: filepath.Base(path), path: path, f: f}, nil
+}
+
+// NewAnonymous creates a network namespace without a name, kept only by
+// the returned Netns: Close, or the process's exit, destroys it with the
+// devices in it. Its loopback stays down. For private scratch namespaces
+// that nothing outside the process needs to find.
+func NewAnonymous() (*Netns, error) {
+	n := &Netns{name: "anonymous network namespace"}
+	err := Locked(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("unshare: %w", err)
+		}
+		var err error
+		n.f, err = os.OpenFile("/proc/thread-self/ns/net", os.O_RDONLY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create network namespace: %w", err)
+	}
+	return n, nil
 }
 
 func create(name string) (*Netns, error) {

@@ -123,6 +123,30 @@ func TestNewDoClose(t *testing.T) {
 	}
 }
 
+// TestNewAnonymous: Do runs in a namespace of its own, which has no name.
+func TestNewAnonymous(t *testing.T) {
+	testutil.RequireRoot(t)
+	host, err := netnsInode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := netns.NewAnonymous()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	var inner uint64
+	if err := ns.Do(func() (err error) { inner, err = netnsInode(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if inner == host || ns.Path() != "" {
+		t.Errorf("anonymous namespace %d (host %d) at path %q", inner, host, ns.Path())
+	}
+	if err := ns.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDoAt(t *testing.T) {
 	ns := newNS(t)
 	var inner uint64
