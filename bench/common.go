@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/compiler"
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -116,31 +116,11 @@ func bareDrop() (*ebpf.Program, error) {
 	})
 }
 
-// pinThread locks the calling goroutine to its thread and the thread to
-// cpu. The thread is never unlocked: it ends with the goroutine, so the
-// affinity cannot leak to other goroutines. BPF_PROG_TEST_RUN ignores
-// RunOptions.CPU for XDP, hence the affinity.
-func pinThread(cpu int) error {
-	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("pin to CPU %d: %w", cpu, err)
-	}
-	return nil
-}
-
-// onPinnedThread runs fn on a fresh goroutine pinned to cpu and waits.
+// onPinnedThread runs fn on a thread of its own pinned to cpu and waits;
+// the thread is discarded afterwards, so the affinity cannot leak.
+// BPF_PROG_TEST_RUN ignores RunOptions.CPU for XDP, hence the affinity.
 func onPinnedThread(cpu int, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		if err := pinThread(cpu); err != nil {
-			errc <- err
-			return
-		}
-		errc <- try(fn)
-	}()
-	return <-errc
+	return try(func() error { return netns.OnCPU(cpu, fn) })
 }
 
 func monoNow() int64 {

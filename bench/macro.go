@@ -15,7 +15,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/command"
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -26,7 +27,7 @@ import (
 // tables are never unregistered), and would tax the configurations measured
 // there after it.
 type vethPair struct {
-	v     *testutil.Veth
+	v     *netns.Veth
 	frame []byte
 	// sink is the XDP program kept on the receiver of the netfilter pairs:
 	// without one, live frames vanish (TRAPS.md).
@@ -149,7 +150,7 @@ func (p *vethPair) attachProg(prog *ebpf.Program) (link.Link, error) {
 func (p *vethPair) xdpRx() (uint64, error) {
 	var sum uint64
 	err := p.v.PeerNS.Do(func() error {
-		out, err := testutil.RunTimeout(10*time.Second, "ethtool", "-S", p.v.PeerName)
+		out, err := command.Run(10*time.Second, "ethtool", "-S", p.v.PeerName)
 		if err != nil {
 			return fmt.Errorf("ethtool -S %s: %v: %s", p.v.PeerName, err, out)
 		}

@@ -50,8 +50,9 @@ func main() {
 		os.Exit(1)
 	}
 
-	// SIGINT/SIGTERM end the run through its context; testutil's own
-	// handler deletes the namespaces too, even if we were stuck.
+	// SIGINT/SIGTERM end the run through its context; netns.CloseOnSignal
+	// (installed with the first namespace) deletes the namespaces too, even if
+	// we were stuck.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unix.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)

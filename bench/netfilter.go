@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/command"
+	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
 // The limits every configuration of the veth comparison enforces, in its
@@ -71,7 +72,7 @@ const hashlimitFlush = "*raw\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCO
 
 // runIn runs a command inside ns with a hard timeout, with input written to
 // a file passed as its last argument.
-func runIn(ns *testutil.Netns, input string, name string, args ...string) error {
+func runIn(ns *netns.Netns, input string, name string, args ...string) error {
 	if input != "" {
 		dir, err := os.MkdirTemp("", "xdplbench-nf-")
 		if err != nil {
@@ -85,7 +86,7 @@ func runIn(ns *testutil.Netns, input string, name string, args ...string) error 
 		args = append(args, f)
 	}
 	return ns.Do(func() error {
-		out, err := testutil.RunTimeout(30*time.Second, name, args...)
+		out, err := command.Run(30*time.Second, name, args...)
 		if err != nil {
 			return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
@@ -94,7 +95,7 @@ func runIn(ns *testutil.Netns, input string, name string, args ...string) error 
 }
 
 // nftSetup installs the ruleset, fresh: a new table, an empty set.
-func nftSetup(ns *testutil.Netns) (func() error, error) {
+func nftSetup(ns *netns.Netns) (func() error, error) {
 	if err := runIn(ns, nftRuleset(), "nft", "-f"); err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func nftSetup(ns *testutil.Netns) (func() error, error) {
 }
 
 // hashlimitSetup installs the rules with hash tables named for this run.
-func hashlimitSetup(ns *testutil.Netns, run int) (func() error, error) {
+func hashlimitSetup(ns *netns.Netns, run int) (func() error, error) {
 	if err := runIn(ns, hashlimitRules(fmt.Sprintf("xb%d", run)), "iptables-legacy-restore"); err != nil {
 		return nil, err
 	}

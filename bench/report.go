@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/command"
 )
 
 type machine struct {
@@ -49,12 +49,12 @@ func describeMachine() machine {
 // gen/ (the datapath the harness loads) had changes not in it: numbers from
 // a datapath nobody can check out are worth knowing as such.
 func revision() string {
-	head, err := testutil.RunTimeout(10*time.Second, "git", "rev-parse", "--short", "HEAD")
+	head, err := command.Run(10*time.Second, "git", "rev-parse", "--short", "HEAD")
 	if err != nil {
 		return "unknown (not a git checkout)"
 	}
 	rev := strings.TrimSpace(string(head))
-	dirty, err := testutil.RunTimeout(10*time.Second, "git", "status", "--porcelain", "--", "bpf", "gen", "maps")
+	dirty, err := command.Run(10*time.Second, "git", "status", "--porcelain", "--", "bpf", "gen", "maps")
 	if err == nil && len(strings.TrimSpace(string(dirty))) > 0 {
 		rev += " with uncommitted changes to the datapath (bpf/, gen/ or maps/)"
 	}
@@ -491,7 +491,7 @@ func (r *report) drawChart(e *env, chart, script string) error {
 	if r.Quick {
 		sub += " (quick run)"
 	}
-	out, err := testutil.RunTimeout(time.Minute, "gnuplot", "-e",
+	out, err := command.Run(time.Minute, "gnuplot", "-e",
 		fmt.Sprintf("datafile='%s'; outfile='%s'; nconf=%d; subtitle='%s'", dat, chart, len(confs), sub), script)
 	if err != nil {
 		return fmt.Errorf("gnuplot: %v: %s", err, out)

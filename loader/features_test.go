@@ -3,17 +3,14 @@ package loader
 import (
 	"os"
 	"testing"
+
+	"github.com/xdplimit/xdplimit/internal/testutil"
 )
 
 // TestKernelFeatures reports what this kernel offers (the VM suite shows it
 // for 6.1) and requires everything the datapath needs.
 func TestKernelFeatures(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("probing kernel features needs root")
-		}
-		t.Skip("probing kernel features needs root")
-	}
+	testutil.Require(t, os.Geteuid() == 0, "probing kernel features needs root")
 	for _, f := range ProbeKernel() {
 		state := "present"
 		if f.Err != nil {

@@ -20,6 +20,8 @@ import (
 
 	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/model"
 	"github.com/xdplimit/xdplimit/policy"
@@ -34,13 +36,7 @@ const (
 // programs: these tests run the real program on the real kernel.
 func requireBPF(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("needs root (CAP_BPF) to load the XDP program; CI must run as root")
-	}
-	t.Skip("needs root to load the XDP program")
+	testutil.Require(t, os.Geteuid() == 0, "needs root (CAP_BPF) to load the XDP program")
 }
 
 func load(t *testing.T, clock maps.Clock, yaml string) *maps.Limiter {
@@ -539,12 +535,7 @@ func TestModelAgreement(t *testing.T) {
 // a fixed ~16 ms in which no packet is offered and a bucket refills past its
 // burst, so many short calls would undercount the offered time.
 func TestAccuracyAcrossCPUs(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs 2 CPUs")
-		}
-		t.Skip("needs 2 CPUs")
-	}
+	testutil.Require(t, runtime.NumCPU() >= 2, "needs 2 CPUs, have %d", runtime.NumCPU())
 	const window = 20 * time.Millisecond
 	for _, c := range []struct {
 		name  string
@@ -637,13 +628,11 @@ func flood(l *maps.Limiter, pkt []byte, repeat int) (int64, int64, float64, erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			var set unix.CPUSet
-			set.Set(cpu)
-			if errs[cpu] = unix.SchedSetaffinity(0, &set); errs[cpu] != nil {
+			unpin, err := netns.Pin(cpu)
+			if errs[cpu] = err; err != nil {
 				return
 			}
+			defer unpin()
 			<-start
 			begin[cpu] = mono()
 			_, perPacket, err := l.Program().Benchmark(pkt, repeat, nil)
@@ -926,19 +915,12 @@ rules:
 // until the test ends.
 func pinCPU(t *testing.T, cpu int) {
 	t.Helper()
-	runtime.LockOSThread()
-	var old, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
+	unpin, err := netns.Pin(cpu)
+	if err != nil {
 		t.Fatal(err)
 	}
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = unix.SchedSetaffinity(0, &old)
-		runtime.UnlockOSThread()
-	})
+	// Cleanups run on the test's goroutine, still on the pinned thread.
+	t.Cleanup(unpin)
 }
 
 func TestDecisionRecord(t *testing.T) {

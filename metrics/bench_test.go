@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
 )
@@ -46,10 +46,8 @@ func fillSources(tb testing.TB, l *maps.Limiter, n int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runtime.LockOSThread() // never unlocked: the pinned thread dies with us
-			var set unix.CPUSet
-			set.Set(c)
-			_ = unix.SchedSetaffinity(0, &set)
+			// Best effort, never unpinned: the thread ends with us.
+			_, _ = netns.Pin(c)
 			frame := udp4("100.64.0.0", 53)
 			opts := ebpf.RunOptions{Data: frame, Repeat: 1}
 			for i := c; i < n; i += cpus {

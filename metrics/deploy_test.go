@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xdplimit/xdplimit/internal/testutil"
 )
 
 // Tests of deploy/: the alert rules, the dashboard and the systemd unit
@@ -22,13 +24,7 @@ const deployDir = "../deploy"
 func tool(t *testing.T, name, pkg string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
-	if err != nil {
-		msg := fmt.Sprintf("%s not found (Debian package %s; run bash scripts/deps.sh)", name, pkg)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	testutil.Require(t, err == nil, "%s not found (Debian package %s; run bash scripts/deps.sh)", name, pkg)
 	return path
 }
 

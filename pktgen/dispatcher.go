@@ -3,19 +3,19 @@ package pktgen
 import (
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
 // DispatcherHold keeps an XDP program registered in the kernel's XDP
 // dispatcher; see HoldDispatcher.
 type DispatcherHold struct {
-	ns   *os.File
+	ns   *netns.Netns
 	link link.Link
 }
 
@@ -34,28 +34,19 @@ type DispatcherHold struct {
 // exit, destroys it with the pair.
 func HoldDispatcher(prog *ebpf.Program) (*DispatcherHold, error) {
 	h := &DispatcherHold{}
-	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread moved to the private namespace ends
-		// with this goroutine.
-		runtime.LockOSThread()
-		errc <- h.setup(prog)
-	}()
-	if err := <-errc; err != nil {
+	var err error
+	if h.ns, err = netns.NewAnonymous(); err == nil {
+		err = h.ns.Do(func() error { return h.setup(prog) })
+	}
+	if err != nil {
 		h.Close()
 		return nil, fmt.Errorf("pktgen: hold XDP dispatcher: %w", err)
 	}
 	return h, nil
 }
 
+// setup runs inside the private namespace.
 func (h *DispatcherHold) setup(prog *ebpf.Program) error {
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("unshare: %w", err)
-	}
-	var err error
-	if h.ns, err = os.Open("/proc/thread-self/ns/net"); err != nil {
-		return err
-	}
 	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return err

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"runtime"
 	"sync"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
 // Mode selects how the generator varies the source address.
@@ -258,12 +257,15 @@ func (g *Generator) Send(ctx context.Context, netnsPath, ifname string, frame []
 	ctx, cancel := context.WithTimeoutCause(ctx, g.cfg.Timeout, ErrTimeout)
 	defer cancel()
 
-	var ns *os.File
+	// Every worker runs on a thread of its own, in the namespace.
+	onThread := netns.Locked
 	if netnsPath != "" {
-		if ns, err = os.Open(netnsPath); err != nil {
-			return Result{}, fmt.Errorf("pktgen: open netns: %w", err)
+		ns, err := netns.Open(netnsPath)
+		if err != nil {
+			return Result{}, fmt.Errorf("pktgen: %w", err)
 		}
 		defer ns.Close()
+		onThread = ns.Do
 	}
 
 	workers := cpus
@@ -282,7 +284,10 @@ func (g *Generator) Send(ctx context.Context, netnsPath, ifname string, frame []
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cpuTimes[i], errs[i] = g.worker(ctx, ns, ifname, template, share, cpu)
+			errs[i] = onThread(func() (err error) {
+				cpuTimes[i], err = g.worker(ctx, ifname, template, share, cpu)
+				return err
+			})
 		}()
 	}
 	wg.Wait()
@@ -476,21 +481,13 @@ type xdpMD struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
 
-// worker sends count frames from one thread. The thread is locked and never
-// unlocked: it ends with the goroutine, so its namespace and affinity never
-// leak to other goroutines.
-func (g *Generator) worker(ctx context.Context, ns *os.File, ifname string, frame []byte, count uint64, cpu int) (cpuTime time.Duration, err error) {
-	runtime.LockOSThread()
-	if ns != nil {
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			return 0, fmt.Errorf("pktgen: setns: %w", err)
-		}
-	}
+// worker sends count frames from the calling thread, which Send has locked
+// into the namespace and discards afterwards, so the affinity set here
+// never leaks to other goroutines either.
+func (g *Generator) worker(ctx context.Context, ifname string, frame []byte, count uint64, cpu int) (cpuTime time.Duration, err error) {
 	if cpu >= 0 {
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return 0, fmt.Errorf("pktgen: pin to CPU %d: %w", cpu, err)
+		if _, err := netns.Pin(cpu); err != nil {
+			return 0, fmt.Errorf("pktgen: %w", err)
 		}
 	}
 	ifindex, err := ifIndex(ifname)

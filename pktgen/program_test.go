@@ -5,12 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 )
 
@@ -22,23 +21,6 @@ func mix64(x uint64) uint32 {
 	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
 	return uint32(x)
-}
-
-// onCPU runs fn on a thread pinned to cpu and returns its error; the
-// thread exits afterwards, so the pinning cannot leak.
-func onCPU(cpu int, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			errc <- fmt.Errorf("pin to CPU %d: %w", cpu, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
 }
 
 func withSource(l layout, frame []byte, a netip.Addr) []byte {
@@ -112,7 +94,7 @@ func TestProgramRewrite(t *testing.T) {
 				}
 				checkChecksums(t, tmpl)
 
-				err = onCPU(cpu, func() error {
+				err = netns.OnCPU(cpu, func() error {
 					for i := 0; i < 9; i++ {
 						out := make([]byte, len(tmpl)+256)
 						opts := ebpf.RunOptions{Data: tmpl, DataOut: out, Repeat: 1}

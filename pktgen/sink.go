@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
 // Sink is an XDP program attached natively to the receiving end of a veth
@@ -69,7 +67,7 @@ func AttachSink(netnsPath, ifname string, mode SinkMode) (*Sink, error) {
 		return nil, fmt.Errorf("pktgen: load sink: %w", err)
 	}
 
-	err = inNetns(netnsPath, func() error {
+	err = netns.DoAt(netnsPath, func() error {
 		ifindex, err := ifIndex(ifname)
 		if err != nil {
 			return err
@@ -135,27 +133,4 @@ func (s *Sink) Sources() (map[netip.Addr]uint64, error) {
 		out[netip.AddrFrom16(key).Unmap()] = n
 	}
 	return out, it.Err()
-}
-
-// inNetns runs fn on a thread in the namespace at path ("" for the
-// current one); the thread ends with fn.
-func inNetns(path string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with us
-		if path != "" {
-			f, err := os.Open(path)
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer f.Close()
-			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-				errc <- fmt.Errorf("setns %s: %w", path, err)
-				return
-			}
-		}
-		errc <- fn()
-	}()
-	return <-errc
 }

@@ -13,14 +13,13 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"runtime"
 	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/compiler"
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -138,40 +137,18 @@ func Run(p *policy.Policy, c *Capture, opts Options) (*Report, error) {
 	}
 	// The sketch that decides when a key gets tracked is per CPU: on a
 	// thread that wanders between CPUs the verdicts would depend on the
-	// scheduler. One pinned thread makes a replay reproducible. The
-	// thread stays locked and dies with the goroutine, so the changed
-	// affinity never leaks to other goroutines.
-	type result struct {
-		r   *Report
-		err error
+	// scheduler. One pinned thread makes a replay reproducible; OnCPU
+	// discards it afterwards, so the affinity never leaks.
+	cpu, err := netns.FirstCPU()
+	if err != nil {
+		return nil, err
 	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := pinToOneCPU(); err != nil {
-			done <- result{nil, err}
-			return
-		}
-		r, err := run(p, img, c, opts)
-		done <- result{r, err}
-	}()
-	res := <-done
-	return res.r, res.err
-}
-
-func pinToOneCPU() error {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return fmt.Errorf("reading CPU affinity: %w", err)
-	}
-	for cpu := 0; cpu < len(set)*64; cpu++ {
-		if set.IsSet(cpu) {
-			var one unix.CPUSet
-			one.Set(cpu)
-			return unix.SchedSetaffinity(0, &one)
-		}
-	}
-	return errors.New("no CPU in this thread's affinity mask")
+	var r *Report
+	err = netns.OnCPU(cpu, func() (err error) {
+		r, err = run(p, img, c, opts)
+		return err
+	})
+	return r, err
 }
 
 // sourceRule keys the dropped-source tally.

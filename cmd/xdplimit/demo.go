@@ -17,11 +17,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/examples"
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
@@ -57,35 +56,39 @@ between the two namespaces.`,
 	return cmd
 }
 
-// demoLab is the demo's two namespaces and veth pair.
-type demoLab struct {
-	txNS, rxNS     string // names under /var/run/netns
-	txIf, rxIf     string
-	txMAC, rxMAC   net.HardwareAddr
-	txAddr, rxAddr netip.Prefix
-}
+// demoPrefix starts the demo's namespace names; the pid after it lets a
+// later demo remove what a killed one left (netns.CleanupStale).
+const demoPrefix = "xdpldemo-"
 
 func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint32, metricsAddr string) (err error) {
 	if os.Geteuid() != 0 {
 		return errors.New("the demo creates namespaces and attaches XDP: run it as root (sudo make demo)")
 	}
-	id := os.Getpid() % 100000
-	lab := &demoLab{
-		txNS: fmt.Sprintf("xdpldemo-%d-tx", id), rxNS: fmt.Sprintf("xdpldemo-%d-rx", id),
-		txIf: fmt.Sprintf("xdpd%dt", id), rxIf: fmt.Sprintf("xdpd%dr", id),
-		// RFC 2544 benchmarking addresses: never a real network.
-		txAddr: netip.MustParsePrefix("198.18.0.1/24"), rxAddr: netip.MustParsePrefix("198.18.0.2/24"),
+	if removed, err := netns.CleanupStale(demoPrefix); err == nil && len(removed) > 0 {
+		fmt.Fprintf(w, "removed namespaces left by a killed demo: %v\n", removed)
 	}
-	fmt.Fprintf(w, "creating namespaces %s and %s joined by %s <-> %s\n", lab.txNS, lab.rxNS, lab.txIf, lab.rxIf)
-	defer func() {
-		if cerr := lab.remove(); cerr != nil && err == nil {
-			err = cerr
-		}
-		fmt.Fprintln(w, "removed the demo's namespaces")
-	}()
-	if err := lab.create(); err != nil {
+	id := os.Getpid() % 100000
+	defer fmt.Fprintln(w, "removed the demo's namespaces")
+	tx, err := netns.New(demoPrefix)
+	if err != nil {
 		return err
 	}
+	defer closeNetns(tx, &err)
+	rx, err := netns.New(demoPrefix)
+	if err != nil {
+		return err
+	}
+	defer closeNetns(rx, &err)
+	// Created in the sender's namespace, the peer end goes to the
+	// receiver's. RFC 2544 benchmarking addresses: never a real network.
+	lab, err := netns.NewVeth(tx, rx, netns.VethConfig{
+		Name: fmt.Sprintf("xdpd%dt", id), PeerName: fmt.Sprintf("xdpd%dr", id),
+		Addr: netip.MustParsePrefix("198.18.0.1/24"), PeerAddr: netip.MustParsePrefix("198.18.0.2/24"),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "created namespaces %s and %s joined by %s <-> %s\n", tx, rx, lab.Name, lab.PeerName)
 
 	data, err := examples.FS.ReadFile(examples.Demo)
 	if err != nil {
@@ -100,9 +103,9 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 		return err
 	}
 	var a *loader.Attachment
-	err = inNetns(lab.rxNS, func() error {
+	err = rx.Do(func() error {
 		var err error
-		a, err = loader.Attach(loader.Config{Interface: lab.rxIf, Clock: maps.ClockCoarse, MaxSources: 1 << 16,
+		a, err = loader.Attach(loader.Config{Interface: lab.PeerName, Clock: maps.ClockCoarse, MaxSources: 1 << 16,
 			Policy: loader.Policy{Image: img, Path: pol.Path, SHA256: pol.SHA256},
 			Warn:   func(s string) { fmt.Fprintln(w, "warning:", s) }})
 		return err
@@ -111,7 +114,7 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 		return err
 	}
 	defer a.Detach()
-	fmt.Fprintf(w, "attached xdplimit to %s (%s mode) with %s:\n\n", lab.rxIf, a.Mode, pol.Path)
+	fmt.Fprintf(w, "attached xdplimit to %s (%s mode) with %s:\n\n", lab.PeerName, a.Mode, pol.Path)
 	pol.Describe(w)
 	fmt.Fprintln(w)
 
@@ -142,7 +145,7 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 		return err
 	}
 	defer g.Close()
-	frame := pktgen.Frame{SrcMAC: lab.txMAC, DstMAC: lab.rxMAC, Src: lab.txAddr.Addr(), Dst: lab.rxAddr.Addr(),
+	frame := pktgen.Frame{SrcMAC: lab.MAC, DstMAC: lab.PeerMAC, Src: lab.Addr, Dst: lab.PeerAddr,
 		SrcPort: 40000, DstPort: 53, Payload: 18}.MustBuild()
 
 	floodCtx, cancel := context.WithTimeout(ctx, duration)
@@ -159,43 +162,33 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 	done := make(chan sent, 1)
 	go func() {
 		// Bounded by count as well as by time: at most 50 Mpps for the duration.
-		res, err := g.Send(floodCtx, "/var/run/netns/"+lab.txNS, lab.txIf, frame, uint64(duration.Seconds()*50e6), cpus...)
+		res, err := g.Send(floodCtx, tx.Path(), lab.Name, frame, uint64(duration.Seconds()*50e6), cpus...)
 		done <- sent{res, err}
 	}()
 
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	prev, prevAt := snapshot(a.Limiter), time.Now()
-	startAt := prevAt
-	for {
-		select {
-		case s := <-done:
-			if s.err != nil && !errors.Is(s.err, context.DeadlineExceeded) && !errors.Is(s.err, context.Canceled) {
-				return s.err
-			}
-			fmt.Fprintf(w, "\ngenerator: %v\n", s.res)
-			fmt.Fprintln(w, "\nfinal counters:")
-			printTotals(w, a.Limiter)
-			if metricsURL != "" {
-				return printScrape(w, metricsURL)
-			}
-			return nil
-		case <-tick.C:
-			cur, now := snapshot(a.Limiter), time.Now()
-			fmt.Fprintf(w, "t=%2.0fs\n", now.Sub(startAt).Seconds())
-			printRates(w, prev, cur, now.Sub(prevAt))
-			prev, prevAt = cur, now
-		}
+	// Live rates come from `xdplimit top`'s own loop, reading the pins
+	// the attach made, until the flood ends.
+	topCtx, stopTop := context.WithCancel(ctx)
+	defer stopTop()
+	topDone := make(chan error, 1)
+	go func() { topDone <- runTop(topCtx, w, lab.PeerName, time.Second, false, false) }()
+	s := <-done
+	stopTop()
+	if err := <-topDone; err != nil {
+		return err
 	}
-}
-
-type demoSnapshot struct {
-	rules []maps.RuleStat
-}
-
-func snapshot(l *maps.Limiter) demoSnapshot {
-	rs, _ := l.RuleStats()
-	return demoSnapshot{rules: rs}
+	if s.err != nil && !errors.Is(s.err, context.DeadlineExceeded) && !errors.Is(s.err, context.Canceled) {
+		return s.err
+	}
+	fmt.Fprintf(w, "\ngenerator: %v\n", s.res)
+	fmt.Fprintln(w, "\nfinal counters:")
+	if err := printTotals(w, a.Limiter); err != nil {
+		return err
+	}
+	if metricsURL != "" {
+		return printScrape(w, metricsURL)
+	}
+	return nil
 }
 
 // printScrape shows what Prometheus would scrape: the per-rule counters.
@@ -218,143 +211,22 @@ func printScrape(w io.Writer, url string) error {
 	return nil
 }
 
-func printRates(w io.Writer, prev, cur demoSnapshot, d time.Duration) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	for i, r := range cur.rules {
-		var p maps.RuleStat
-		if i < len(prev.rules) && prev.rules[i].Name == r.Name {
-			p = prev.rules[i]
-		}
-		rate := func(v maps.Verdict) float64 {
-			return float64(r.Verdicts[v].Packets-p.Verdicts[v].Packets) / d.Seconds()
-		}
-		fmt.Fprintf(tw, "  %s\tpass %.0f pkt/s\tdrop %.0f pkt/s\t\n", r.Name, rate(maps.VerdictPass), rate(maps.VerdictDrop))
-	}
-	tw.Flush()
-}
-
-func printTotals(w io.Writer, l *maps.Limiter) {
+func printTotals(w io.Writer, l *maps.Limiter) error {
 	rs, err := l.RuleStats()
 	if err != nil {
-		fmt.Fprintln(w, err)
-		return
+		return fmt.Errorf("reading the rule counters: %w", err)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\tpassed %d\tdropped %d\t\n", r.Name, r.Verdicts[maps.VerdictPass].Packets, r.Verdicts[maps.VerdictDrop].Packets)
 	}
-	tw.Flush()
+	return tw.Flush()
 }
 
-// inNetns runs fn on an OS thread inside the named namespace. The thread is
-// not returned to the scheduler afterwards (it exits with the goroutine), so
-// no other goroutine ever runs in the wrong namespace.
-func inNetns(name string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with us
-		h, err := netns.GetFromName(name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
-
-func (lab *demoLab) create() error {
-	for _, name := range []string{lab.txNS, lab.rxNS} {
-		if err := inNewThread(func() error {
-			h, err := netns.NewNamed(name) // switches this thread into it
-			if err != nil {
-				return fmt.Errorf("creating namespace %s: %w", name, err)
-			}
-			h.Close()
-			lo, err := netlink.LinkByName("lo")
-			if err != nil {
-				return err
-			}
-			return netlink.LinkSetUp(lo)
-		}); err != nil {
-			return err
-		}
+// closeNetns deletes a demo namespace (and with it the veth pair) and
+// reports a failure through *err unless an earlier error is there.
+func closeNetns(n *netns.Netns, err *error) {
+	if cerr := n.Close(); cerr != nil && *err == nil {
+		*err = fmt.Errorf("deleting namespace %s: %w", n, cerr)
 	}
-	tx, err := netns.GetFromName(lab.txNS)
-	if err != nil {
-		return err
-	}
-	defer tx.Close()
-	rx, err := netns.GetFromName(lab.rxNS)
-	if err != nil {
-		return err
-	}
-	defer rx.Close()
-	// Created in the sender's namespace, the peer end goes to the receiver's.
-	err = inNetns(lab.txNS, func() error {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: lab.txIf}, PeerName: lab.rxIf, PeerNamespace: netlink.NsFd(rx)}
-		if err := netlink.LinkAdd(veth); err != nil {
-			return fmt.Errorf("creating veth %s: %w", lab.txIf, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, end := range []struct {
-		ns, ifname string
-		addr       netip.Prefix
-		mac        *net.HardwareAddr
-	}{{lab.txNS, lab.txIf, lab.txAddr, &lab.txMAC}, {lab.rxNS, lab.rxIf, lab.rxAddr, &lab.rxMAC}} {
-		err := inNetns(end.ns, func() error {
-			nl, err := netlink.LinkByName(end.ifname)
-			if err != nil {
-				return err
-			}
-			addr := &netlink.Addr{IPNet: &net.IPNet{IP: end.addr.Addr().AsSlice(), Mask: net.CIDRMask(end.addr.Bits(), 32)}}
-			if err := netlink.AddrAdd(nl, addr); err != nil {
-				return err
-			}
-			if err := netlink.LinkSetUp(nl); err != nil {
-				return err
-			}
-			*end.mac = nl.Attrs().HardwareAddr
-			// Many source addresses must reach the receiving stack.
-			for _, k := range []string{"all", "default", end.ifname} {
-				_ = os.WriteFile("/proc/sys/net/ipv4/conf/"+k+"/rp_filter", []byte("0"), 0)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// inNewThread runs fn on a locked thread that dies afterwards: netns.NewNamed
-// moves the calling thread into the new namespace.
-func inNewThread(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		errc <- fn()
-	}()
-	return <-errc
-}
-
-// remove deletes both namespaces (and with them the veth pair).
-func (lab *demoLab) remove() error {
-	var errs []error
-	for _, name := range []string{lab.txNS, lab.rxNS} {
-		if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("deleting namespace %s: %w", name, err))
-		}
-	}
-	return errors.Join(errs...)
 }

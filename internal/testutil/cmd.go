@@ -1,53 +1,10 @@
 package testutil
 
-import (
-	"bytes"
-	"errors"
-	"fmt"
-	"os/exec"
-	"syscall"
-	"time"
+import "github.com/xdplimit/xdplimit/internal/command"
 
-	"golang.org/x/sys/unix"
-)
+// RunTimeout is command.Run, kept here so that tests find every helper in
+// one package.
+var RunTimeout = command.Run
 
 // ErrTimeout is wrapped by RunTimeout's error when the command was killed.
-var ErrTimeout = errors.New("command timed out")
-
-// RunTimeout runs an external command with a hard time limit and returns
-// its combined stdout and stderr. The command starts in a process group of
-// its own, and on timeout SIGKILL goes to exactly that group (whose id is
-// the pid we started), so its children die too and nothing else does:
-// tools such as trafgen ignore SIGINT while busy, hence KILL.
-//
-// Called inside Netns.Do, the command runs in that network namespace: a
-// child inherits the namespace of the thread that forks it.
-func RunTimeout(timeout time.Duration, name string, args ...string) ([]byte, error) {
-	var out bytes.Buffer
-	cmd := exec.Command(name, args...)
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A grandchild that left the group and kept our stdout open must not
-	// block Wait forever.
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	pgid := cmd.Process.Pid
-
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		return out.Bytes(), err
-	case <-timer.C:
-		// Negative pid: the whole group we created, and only it.
-		_ = unix.Kill(-pgid, unix.SIGKILL)
-		<-done
-		return out.Bytes(), fmt.Errorf("%s after %v: %w", name, timeout, ErrTimeout)
-	}
-}
+var ErrTimeout = command.ErrTimeout

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xdplimit/xdplimit/internal/testutil"
 )
 
 // needTool skips when a host tool used as an independent reference is
@@ -19,12 +21,7 @@ import (
 func needTool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not installed (CI is set, so this fails)", name)
-		}
-		t.Skipf("%s not installed", name)
-	}
+	testutil.Require(t, err == nil, "%s not installed", name)
 	return p
 }
 

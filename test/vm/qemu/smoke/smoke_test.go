@@ -3,7 +3,6 @@ package smoke
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -11,25 +10,10 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-)
 
-// need stops the test when a prerequisite is missing. With CI set (the VM's
-// init sets CI=true) that is a failure, because there the environment is
-// supposed to be complete and a skip would hide a broken runner; on a
-// developer's machine it is a skip with the reason.
-func need(t *testing.T, ok bool, format string, args ...any) {
-	t.Helper()
-	if ok {
-		return
-	}
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") != "" {
-		t.Fatalf("missing prerequisite (CI is set, so this fails): %s", msg)
-	}
-	t.Skipf("missing prerequisite: %s", msg)
-}
+	"github.com/xdplimit/xdplimit/internal/testutil"
+)
 
 // TestKernel logs the kernel the tests run on and, inside the VM, checks that
 // it is the kernel the runner booted (XDPLIMIT_VM_KERNEL is set by its init).
@@ -50,8 +34,8 @@ func TestKernel(t *testing.T) {
 func TestBPFFS(t *testing.T) {
 	var st unix.Statfs_t
 	err := unix.Statfs("/sys/fs/bpf", &st)
-	need(t, err == nil, "statfs /sys/fs/bpf: %v", err)
-	need(t, st.Type == unix.BPF_FS_MAGIC, "/sys/fs/bpf is not a bpffs (f_type %#x, want %#x)", st.Type, unix.BPF_FS_MAGIC)
+	testutil.Require(t, err == nil, "statfs /sys/fs/bpf: %v", err)
+	testutil.Require(t, st.Type == unix.BPF_FS_MAGIC, "/sys/fs/bpf is not a bpffs (f_type %#x, want %#x)", st.Type, unix.BPF_FS_MAGIC)
 }
 
 // TestVethNativeXDP creates a veth pair over netlink, loads a minimal XDP
@@ -60,32 +44,13 @@ func TestBPFFS(t *testing.T) {
 //
 // Everything happens in a fresh network namespace: on a host the test then
 // cannot clash with real interfaces or parallel tests, and whatever it
-// creates goes away with the namespace even if the test dies half way.
+// creates goes away with the namespace (deleted by the test's cleanup) even
+// if the test dies half way.
 func TestVethNativeXDP(t *testing.T) {
-	need(t, os.Geteuid() == 0, "must run as root (CAP_NET_ADMIN, CAP_BPF), uid is %d", os.Geteuid())
-	if err := inNewNetns(func() error { return vethNativeXDP(t) }); err != nil {
+	ns := testutil.NewNetns(t) // requires root, fails in CI without it
+	if err := ns.Do(func() error { return vethNativeXDP(t) }); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// inNewNetns runs fn in a new network namespace, on a goroutine of its own
-// locked to its OS thread (namespaces belong to threads). The goroutine ends
-// without unlocking, so the Go runtime discards the thread instead of letting
-// another goroutine inherit the namespace, and the namespace, with the
-// devices in it, goes away with its last thread and file descriptor.
-func inNewNetns(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		ns, err := netns.New() // also switches this thread into it
-		if err != nil {
-			errc <- fmt.Errorf("new netns: %w", err)
-			return
-		}
-		defer ns.Close()
-		errc <- fn()
-	}()
-	return <-errc
 }
 
 // vethNativeXDP is the body of TestVethNativeXDP. It reports failures as

@@ -1,4 +1,4 @@
-package testutil
+package netns
 
 import (
 	"bufio"
@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // Counters is a snapshot of a namespace's IP and UDP SNMP counters, read
@@ -85,16 +84,6 @@ func (n *Netns) Counters() (Counters, error) {
 		return err
 	})
 	return c, err
-}
-
-// Snapshot is Counters for tests: it fails the test on error.
-func (n *Netns) Snapshot(tb testing.TB) Counters {
-	tb.Helper()
-	c, err := n.Counters()
-	if err != nil {
-		tb.Fatalf("read SNMP counters of %s: %v", n, err)
-	}
-	return c
 }
 
 func readCounters(dir string) (Counters, error) {

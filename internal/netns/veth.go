@@ -1,10 +1,9 @@
-package testutil
+package netns
 
 import (
 	"fmt"
 	"net"
 	"net/netip"
-	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -61,12 +60,6 @@ type Veth struct {
 	Queues                           int
 }
 
-// NewVethPair creates two namespaces and a veth pair between them.
-func NewVethPair(tb testing.TB, cfg VethConfig) *Veth {
-	tb.Helper()
-	return NewVeth(tb, NewNetns(tb), NewNetns(tb), cfg)
-}
-
 // NewVeth creates a veth pair with one end in ns and the other in peerNS,
 // assigns addresses (IPv6 without duplicate address detection, so they are
 // usable at once), sets both ends up and turns rp_filter off in both
@@ -76,13 +69,12 @@ func NewVethPair(tb testing.TB, cfg VethConfig) *Veth {
 // tests compare; a few remain (neighbour discovery, MLD reports from ::),
 // so compare IP counters with a margin. It returns once both ends are
 // operationally up. The pair disappears with either namespace.
-func NewVeth(tb testing.TB, ns, peerNS *Netns, cfg VethConfig) *Veth {
-	tb.Helper()
+func NewVeth(ns, peerNS *Netns, cfg VethConfig) (*Veth, error) {
 	v, err := newVeth(ns, peerNS, cfg)
 	if err != nil {
-		tb.Fatalf("veth %s<->%s: %v", ns, peerNS, err)
+		return nil, fmt.Errorf("veth %s<->%s: %w", ns, peerNS, err)
 	}
-	return v
+	return v, nil
 }
 
 func newVeth(ns, peerNS *Netns, cfg VethConfig) (*Veth, error) {

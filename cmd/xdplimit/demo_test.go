@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/loader"
+)
+
+// TestDemo runs the demo for a second: it floods between the two namespaces
+// it creates (run it under the flood lock), must show top's table and the
+// scrape, and must leave no namespace and no pins behind.
+func TestDemo(t *testing.T) {
+	testutil.RequireLiveFrames(t)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := runDemo(ctx, &out, 1500*time.Millisecond, 4, "127.0.0.1:0"); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"RULE  PASS/s", "udp-per-source", "final counters:", "xdplimit_packets_total{", "removed the demo's namespaces"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	mine := fmt.Sprintf("%s%d-", demoPrefix, os.Getpid())
+	ents, _ := os.ReadDir(netns.Dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), mine) {
+			t.Errorf("namespace %s left behind", e.Name())
+		}
+	}
+	iface := fmt.Sprintf("xdpd%dr", os.Getpid()%100000)
+	if s, err := loader.Open(iface); err == nil {
+		s.Close()
+		t.Errorf("pins of %s left behind", iface)
+	}
+}

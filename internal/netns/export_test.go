@@ -1,0 +1,5 @@
+package netns
+
+// Create makes a namespace with an exact name, for tests of CleanupStale
+// that need a name New would not choose.
+var Create = create
