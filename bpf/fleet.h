@@ -42,6 +42,23 @@ struct {
 	__type(value, struct xdpl_fleet_op);
 } xdpl_fleet_batch SEC(".maps");
 
+/* Per fleet fixed-window level (by state id): the reserve its windows
+ * open with. Written by the control plane from the live host count. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XDPL_GENS *XDPL_MAX_RULES *XDPL_MAX_LEVELS);
+	__type(key, __u32);
+	__type(value, __u64);
+} xdpl_fleet_reserve SEC(".maps");
+
+static __always_inline __u64 xdpl_window_reserve(struct xdpl_level *l)
+{
+	__u32 id = l->state_id;
+	__u64 *r = bpf_map_lookup_elem(&xdpl_fleet_reserve, &id);
+
+	return r ? *r : 0;
+}
+
 #define XDPL_FLEET_PENDING_MASK ((1ULL << XDPL_FLEET_EPOCH_SHIFT) - 1)
 
 static __always_inline void xdpl_fleet_report(struct xdpl_level *l, struct xdpl_key *k)

@@ -69,8 +69,9 @@ static __always_inline void xdpl_fleet_read(struct xdpl_state *s, struct xdpl_fl
 	op->flags |= XDPL_FOP_DONE;
 }
 
-/* fixed_window: adds arg1 units to the window whose sequence is arg0, if it
- * is still the key's window. */
+/* fixed_window: adds arg1 units (signed: the first sync of a window
+ * replaces the reserve with what the other hosts used, which may be less)
+ * to the window whose sequence is arg0, if it is still the key's window. */
 static __always_inline void xdpl_fleet_add(struct xdpl_state *s, struct xdpl_fleet_op *op)
 {
 	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
@@ -81,9 +82,11 @@ static __always_inline void xdpl_fleet_add(struct xdpl_state *s, struct xdpl_fle
 			op->flags |= XDPL_FOP_DONE | XDPL_FOP_STALE;
 			return;
 		}
-		__u64 cnt = xdpl_win_count(cur) + op->arg1;
+		__s64 cnt = (__s64)xdpl_win_count(cur) + (__s64)op->arg1;
 
-		if (cnt > XDPL_WIN_COUNT_MASK)
+		if (cnt < 0)
+			cnt = 0;
+		if (cnt > (__s64)XDPL_WIN_COUNT_MASK)
 			cnt = XDPL_WIN_COUNT_MASK;
 		if (__sync_val_compare_and_swap(&s->a, cur, (cur & ~XDPL_WIN_COUNT_MASK) | cnt) ==
 		    cur) {

@@ -50,6 +50,10 @@ static __always_inline int xdpl_token_bucket(struct xdpl_state *s, struct xdpl_l
 	return -1;
 }
 
+/* A fleet fixed window's reserve: the units held back for the other hosts
+ * when a window opens (bpf/fleet.h). */
+static __always_inline __u64 xdpl_window_reserve(struct xdpl_level *l);
+
 /* Counts of one window packed with the low bits of the window's index. */
 static __always_inline __u64 xdpl_win_seq(__u64 word)
 {
@@ -80,9 +84,10 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
 		__u64 seq = idx & XDPL_WIN_SEQ_MASK;
 		__u64 d = (seq - xdpl_win_seq(old)) & XDPL_WIN_SEQ_MASK;
 		__u64 cnt = 0;
+		int open = 0;
 
 		if ((__s64)(idx - opened) >= (1LL << (XDPL_WIN_SEQ_BITS - 1))) {
-			/* stale: a new window */
+			open = 1; /* stale: a new window */
 		} else if (d == 0) {
 			cnt = xdpl_win_count(old);
 		} else if (d > (XDPL_WIN_SEQ_MASK >> 1)) {
@@ -90,14 +95,20 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
 			 * window: count this packet in it. */
 			seq = xdpl_win_seq(old);
 			cnt = xdpl_win_count(old);
+		} else {
+			open = 1;
 		}
+		/* A fleet level opens its window with the other hosts' share
+		 * reserved, until the first sync says what they used. */
+		if (open && (l->flags & XDPL_LF_FLEET))
+			cnt = xdpl_window_reserve(l);
 		if (cnt + cost > limit)
 			return 0;
 		if (!commit)
 			return 1;
 		if (__sync_val_compare_and_swap(
 			&s->a, old, (seq << XDPL_WIN_COUNT_BITS) | (cnt + cost)) == old) {
-			if (seq == (idx & XDPL_WIN_SEQ_MASK) && cnt == 0) {
+			if (open) {
 				XDPL_WRITE_ONCE(s->b, idx);
 				return 2; /* opened the window (fleet levels report it) */
 			}

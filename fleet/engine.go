@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 type Datapath interface {
 	FleetLevels() ([]maps.FleetLevel, error)
 	SetFleetEpoch(uint32) error
+	SetFleetReserves(map[uint32]uint64) error
 	FleetRun([]maps.FleetOp) error
 	DrainFleetKeys(max int, fn func(maps.FleetKey)) (int, error)
 }
@@ -47,6 +49,9 @@ type Options struct {
 	// RedisUs, when set, replaces the Redis server's TIME for token
 	// buckets (tests with injected time).
 	RedisUs func() float64
+	// HostID names this host in the fleet's list of live hosts (default
+	// hostname/interface).
+	HostID string
 	// Dialer, when set, opens the connections to Redis (tests dial from
 	// another network namespace with it).
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -72,6 +77,8 @@ type Engine struct {
 	fw       map[maps.FleetKey]*fwKey
 	link     linkState
 	lastSync uint64 // datapath clock at the previous sync's take
+	hosts    int    // live hosts Redis last reported (1 until it does)
+	reserves map[uint32]uint64
 }
 
 // New makes an engine; it connects on its first sync. The levels in force
@@ -92,12 +99,16 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = DefaultMaxKeys
 	}
+	if opts.HostID == "" {
+		h, _ := os.Hostname()
+		opts.HostID = h + "/" + opts.Interface
+	}
 	c, err := newClient(opts.Fleet, opts.Password, opts.Dialer)
 	if err != nil {
 		return nil, err
 	}
 	e := &Engine{opts: opts, dp: dp, client: c, m: newMetrics(opts.Interface),
-		recentTB: map[maps.FleetKey]*level{}, fw: map[maps.FleetKey]*fwKey{}}
+		recentTB: map[maps.FleetKey]*level{}, fw: map[maps.FleetKey]*fwKey{}, hosts: 1}
 	e.link.init(opts.Fleet.Sync)
 	if err := e.Reload(); err != nil {
 		c.Close()
@@ -106,8 +117,14 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 	return e, nil
 }
 
-// Close releases the Redis connections.
-func (e *Engine) Close() error { return e.client.Close() }
+// Close releases the Redis connections and the fixed windows' reserves:
+// without a sync nothing would release them, and the datapath then
+// enforces each limit locally.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.dp.SetFleetReserves(nil), e.client.Close())
+}
 
 // Metrics is the engine's Prometheus collectors.
 func (e *Engine) Metrics() *Metrics { return e.m }
@@ -137,7 +154,7 @@ func (e *Engine) Reload() error {
 		}
 	}
 	e.m.levels.Set(float64(len(e.levels)))
-	return nil
+	return e.setReserves(e.link.up || e.opts.Fleet.Fallback == policy.FallbackShare)
 }
 
 // Run syncs every interval until ctx ends.
@@ -231,19 +248,17 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 			e.recentTB[t.key] = t.lv
 		}
 	}
-	if !e.link.due(time.Now()) {
-		// Redis is down and its retry is not due: the datapath enforces
-		// from local state (fallback: local); what was taken is dropped.
-		res.Skipped = true
-		e.expireFW()
-		return res, nil
-	}
 	now := e.opts.Now()
 	span := e.opts.Fleet.Sync
 	if e.lastSync != 0 && now > e.lastSync {
-		span = time.Duration(now - e.lastSync)
+		span = min(time.Duration(now-e.lastSync), 4*e.opts.Fleet.Sync)
 	}
 	e.lastSync = now
+	if !e.link.due(time.Now()) {
+		// Redis is down and its retry is not due.
+		res.Skipped = true
+		return res, e.fallback(takes, fws)
+	}
 	takes, fws, res.Unsynced = e.bound(takes, fws)
 	tbx := make([]tbExchange, len(takes))
 	for i, t := range takes {
@@ -258,16 +273,25 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	for i, f := range fws {
 		fwx[i] = fwExchange{key: f.redisKey(e.opts.Fleet.Namespace), add: f.unsent, ttlMs: f.k.lv.ttlMs}
 	}
+	hb := &heartbeat{key: "xdpl:" + e.opts.Fleet.Namespace + ":hosts", member: e.opts.HostID,
+		nowMs: e.opts.Wall() / 1e6, ttlMs: max(3*e.opts.Fleet.Sync, 2*time.Second).Milliseconds()}
 	timeout := max(2*e.opts.Fleet.Sync, time.Second)
 	xctx, cancel := context.WithTimeout(ctx, timeout)
-	err = exchange(xctx, e.client, tbx, fwx)
+	err = exchange(xctx, e.client, hb, tbx, fwx)
 	cancel()
 	if err != nil {
 		e.link.failed(err, e.opts.Logf, e.opts.Fleet.Fallback, e.m)
-		e.expireFW()
+		if ferr := e.fallback(takes, fws); ferr != nil {
+			return res, errors.Join(err, ferr)
+		}
 		return res, err
 	}
 	e.link.ok(e.opts.Logf, e.m)
+	e.hosts = int(hb.live)
+	e.m.hosts.Set(float64(e.hosts))
+	if err := e.setReserves(true); err != nil {
+		return res, err
+	}
 	res.Exchanged = len(tbx) + len(fwx)
 	folded, err := e.fold(takes, tbx, fws, fwx)
 	res.Folded = folded

@@ -173,3 +173,41 @@ func startRedis(t *testing.T) (*testutil.RedisServer, *testutil.Netns) {
 	ns := testutil.NewNetns(t)
 	return testutil.StartRedis(t, ns, testutil.RedisConfig{Addr: netip.MustParseAddrPort("127.0.0.1:6379")}), ns
 }
+
+// Fixed windows: three hosts flooding at 9x, and one host alone. Each
+// window is simulated on its own so that its admissions can be counted.
+// The first window opens before any host knows how many hosts the fleet has
+// (no reserve yet); from the second on, the fleet admits the limit (the
+// shares held for hosts that have not reported yet, released after two
+// syncs), and a host alone gets the whole limit.
+func TestFleetFixedWindow(t *testing.T) {
+	r, ns := startRedis(t)
+	const limit, window = 500, time.Second
+	for _, tc := range []struct {
+		senders  []int
+		min, max float64 // admitted per window after the first, / limit
+	}{{[]int{0, 1, 2}, 0.95, 1.10}, {[]int{1}, 0.95, 1.0}} {
+		t.Run(fmt.Sprintf("%d hosts sending", len(tc.senders)), func(t *testing.T) {
+			hosts, _ := newHosts(t, testutil.DialIn(ns), 3, fleetPolicy(r.Addr(),
+				fmt.Sprintf("{algorithm: fixed_window, packets: %d, window: %v, scope: fleet}", limit, window)))
+			fls, err := hosts[0].l.FleetLevels()
+			if err != nil || len(fls) != 1 {
+				t.Fatalf("fleet levels: %v %v", fls, err)
+			}
+			// Start at a window boundary of the datapath's windows.
+			w := uint64(window)
+			*hosts[0].now += w - (*hosts[0].now+fls[0].P3)%w
+			pkt := pktgen.UDP4(src, dst, 4000, 53, 16)
+			var per []int
+			for range 5 {
+				per = append(per, sum(simulate(t, hosts, tc.senders, pkt, 9/len(tc.senders), window, 100*time.Millisecond)))
+			}
+			t.Logf("admitted per window (limit %d): %v", limit, per)
+			for i, n := range per[1:] {
+				if f := float64(n) / limit; f < tc.min || f > tc.max {
+					t.Errorf("window %d: admitted %d, want %.2f..%.2f x %d", i+2, n, tc.min, tc.max, limit)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -41,6 +42,19 @@ end
 return {'xdpl1', string.format('%.3f', tat - now)}
 `)
 
+// A fleet's fixed window is a hash per key and window: each host's count in
+// a field of its own, so a host learns both the fleet's total and how many
+// hosts have reported the window (the others keep their reserve until
+// they have; see fallback.go). HVALS is O(hosts).
+var fwScript = redis.NewScript(`
+redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local total = 0
+local vals = redis.call('HVALS', KEYS[1])
+for _, v in ipairs(vals) do total = total + tonumber(v) end
+return {'xdpl1', total, #vals}
+`)
+
 // tbExchange is one token-bucket key of a sync.
 type tbExchange struct {
 	key    string
@@ -54,20 +68,31 @@ type tbExchange struct {
 
 // fwExchange is one fixed-window key of a sync.
 type fwExchange struct {
-	key   string // includes the window's index
-	add   uint64
-	ttlMs int64
-	total uint64 // out: the fleet's count in the window
-	err   error
+	key       string // includes the window's index
+	add       uint64
+	ttlMs     int64
+	total     uint64 // out: the fleet's count in the window
+	reporters int    // out: hosts that have reported the window, this one included
+	err       error
 }
 
-// exchange sends a sync's keys in one pipeline: one round trip per server
-// (go-redis splits a cluster pipeline by node and sends to all at once).
-// The script is loaded on a NOSCRIPT reply, once per server that lacks it.
-func exchange(ctx context.Context, c redis.UniversalClient, tb []tbExchange, fw []fwExchange) error {
-	if len(tb)+len(fw) == 0 {
-		return nil
-	}
+// heartbeat is a host's presence in the fleet: a sorted set of host names
+// scored by their last sync (wall clock, ms), whose size after the stale
+// ones are dropped is the number of live hosts.
+type heartbeat struct {
+	key    string
+	member string
+	nowMs  int64
+	ttlMs  int64
+	live   int64 // out
+}
+
+// exchange sends a sync's keys and the heartbeat in one pipeline: one round
+// trip per server (go-redis splits a cluster pipeline by node and sends to
+// all at once). The script is loaded on a NOSCRIPT reply, once per server
+// that lacks it.
+func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []tbExchange, fw []fwExchange) error {
+	member := hb.member
 	run := func() ([]redis.Cmder, error) {
 		pipe := c.Pipeline()
 		for i := range tb {
@@ -78,9 +103,12 @@ func exchange(ctx context.Context, c redis.UniversalClient, tb []tbExchange, fw 
 		}
 		for i := range fw {
 			e := &fw[i]
-			pipe.IncrBy(ctx, e.key, int64(e.add))
-			pipe.PExpire(ctx, e.key, msDuration(e.ttlMs))
+			fwScript.EvalSha(ctx, pipe, []string{e.key}, member, e.add, e.ttlMs)
 		}
+		pipe.ZAdd(ctx, hb.key, redis.Z{Score: float64(hb.nowMs), Member: hb.member})
+		pipe.ZRemRangeByScore(ctx, hb.key, "-inf", "("+strconv.FormatInt(hb.nowMs-hb.ttlMs, 10))
+		pipe.ZCard(ctx, hb.key)
+		pipe.PExpire(ctx, hb.key, msDuration(10*hb.ttlMs))
 		return pipe.Exec(ctx)
 	}
 	cmds, err := run()
@@ -97,8 +125,16 @@ func exchange(ctx context.Context, c redis.UniversalClient, tb []tbExchange, fw 
 		tb[i].debtUs, tb[i].err = readTB(cmds[i])
 	}
 	for i := range fw {
-		fw[i].total, fw[i].err = readFW(cmds[len(tb)+2*i])
+		fw[i].total, fw[i].reporters, fw[i].err = readFW(cmds[len(tb)+i])
 	}
+	live, lerr := cmds[len(tb)+len(fw)+2].(*redis.IntCmd).Result()
+	if lerr != nil {
+		return lerr
+	}
+	if live < 1 {
+		return fmt.Errorf("%w: %d live hosts after this one's heartbeat", errNotRedis, live)
+	}
+	hb.live = live
 	return firstErr(tb, fw)
 }
 
@@ -106,10 +142,10 @@ func exchange(ctx context.Context, c redis.UniversalClient, tb []tbExchange, fw 
 func loadScript(ctx context.Context, c redis.UniversalClient) error {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			return tbScript.Load(ctx, n).Err()
+			return errors.Join(tbScript.Load(ctx, n).Err(), fwScript.Load(ctx, n).Err())
 		})
 	}
-	return tbScript.Load(ctx, c).Err()
+	return errors.Join(tbScript.Load(ctx, c).Err(), fwScript.Load(ctx, c).Err())
 }
 
 // readTB checks the script's reply: a Redis that is not running our script
@@ -133,15 +169,20 @@ func readTB(c redis.Cmder) (float64, error) {
 	return max(d, 0), nil
 }
 
-func readFW(c redis.Cmder) (uint64, error) {
-	n, err := c.(*redis.IntCmd).Result()
+func readFW(c redis.Cmder) (uint64, int, error) {
+	vals, err := c.(*redis.Cmd).Slice()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if n < 0 {
-		return 0, fmt.Errorf("%w: negative count %d", errNotRedis, n)
+	if len(vals) != 3 || vals[0] != "xdpl1" {
+		return 0, 0, fmt.Errorf("%w: script answered %v", errNotRedis, vals)
 	}
-	return uint64(n), nil
+	total, ok1 := vals[1].(int64)
+	n, ok2 := vals[2].(int64)
+	if !ok1 || !ok2 || total < 0 || n < 1 {
+		return 0, 0, fmt.Errorf("%w: script answered %v", errNotRedis, vals)
+	}
+	return uint64(total), int(n), nil
 }
 
 func firstErr(tb []tbExchange, fw []fwExchange) error {

@@ -18,6 +18,7 @@ type take struct {
 	key     maps.FleetKey
 	lv      *level
 	pending uint64 // units this host admitted since the last take
+	tat     uint64 // the bucket's tat at the take
 }
 
 func fleetOp(k maps.FleetKey, lv *level, kind maps.FleetOpKind) maps.FleetOp {
@@ -47,7 +48,7 @@ func (e *Engine) takeTB(keys map[maps.FleetKey]*level) ([]take, error) {
 		if op.Missing || !op.Done {
 			continue // evicted, or contended past the retries: next sync
 		}
-		out = append(out, take{key: op.Key, lv: lvs[i], pending: op.Out0})
+		out = append(out, take{key: op.Key, lv: lvs[i], pending: op.Out0, tat: op.Out1})
 	}
 	return out, nil
 }
@@ -82,7 +83,7 @@ func (e *Engine) trackFW(k maps.FleetKey, lv *level) {
 	if f, ok := e.fw[k]; ok && f.idx == idx && f.lv == lv {
 		return
 	}
-	e.fw[k] = &fwKey{lv: lv, idx: idx, seq: idx & maps.WinSeqMask}
+	e.fw[k] = &fwKey{lv: lv, idx: idx, seq: idx & maps.WinSeqMask, applied: e.reserves[k.StateID]}
 }
 
 // readFW reads the counts of the followed fixed-window keys and works out
@@ -114,7 +115,7 @@ func (e *Engine) readFW() ([]fwSync, error) {
 			if seq != cur&maps.WinSeqMask {
 				continue
 			}
-			*f = fwKey{lv: f.lv, idx: cur, seq: seq}
+			*f = fwKey{lv: f.lv, idx: cur, seq: seq, applied: e.reserves[op.Key.StateID]}
 		}
 		own := uint64(0)
 		if cnt > f.applied+f.sent {
@@ -186,8 +187,16 @@ func (e *Engine) fold(takes []take, tbx []tbExchange, fws []fwSync, fwx []fwExch
 	nTB := len(ops)
 	for i, f := range fws {
 		f.k.sent += f.unsent
-		remote := int64(fwx[i].total) - int64(f.k.sent) - int64(f.k.applied)
-		if remote <= 0 {
+		// What this host should count for the others: what they reported,
+		// plus a share held for each live host that has not reported the
+		// window yet while it is young (it may be about to). The delta to
+		// what it counts for them now may be negative: a released reserve.
+		others := int64(fwx[i].total) - int64(f.k.sent)
+		if unreported := e.hosts - fwx[i].reporters; unreported > 0 && e.young(f.k, now) {
+			others += int64(unreported) * int64(shareOf(f.k.lv.P2, e.hosts))
+		}
+		remote := others - int64(f.k.applied)
+		if remote == 0 {
 			continue
 		}
 		op := fleetOp(f.key, f.k.lv, maps.FleetAdd)
@@ -216,11 +225,20 @@ func (e *Engine) fold(takes []take, tbx []tbExchange, fws []fwSync, fwx []fwExch
 		}
 		f := e.fw[op.Key]
 		if f != nil {
-			f.applied += op.Arg1
+			f.applied = uint64(int64(f.applied) + int64(op.Arg1))
 		}
 		folded++
-		units += float64(op.Arg1)
+		if d := int64(op.Arg1); d > 0 {
+			units += float64(d) // a released reserve is not consumption
+		}
 	}
 	e.m.remote.Add(units)
 	return folded, nil
+}
+
+// young: the window opened less than two sync intervals ago here, so a
+// host that admitted at its start may not have synced yet.
+func (e *Engine) young(f *fwKey, now uint64) bool {
+	start := f.idx*f.lv.P1 - f.lv.P3
+	return now < start+uint64(2*e.opts.Fleet.Sync)
 }

@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	up        prometheus.Gauge
 	levels    prometheus.Gauge
+	hosts     prometheus.Gauge
 	syncs     prometheus.Counter
 	duration  prometheus.Histogram
 	exchanged prometheus.Counter
@@ -21,6 +22,8 @@ func newMetrics(iface string) *Metrics {
 			Help: "1 when the last exchange with Redis succeeded, 0 while fleet levels enforce with their fallback."}),
 		levels: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdplimit_fleet_levels", ConstLabels: l,
 			Help: "Fleet-scoped levels in the policy in force."}),
+		hosts: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdplimit_fleet_live_hosts", ConstLabels: l,
+			Help: "Hosts of the fleet that synced recently, as Redis last reported (fixed windows reserve the others' share; fallback share divides by it)."}),
 		syncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_fleet_syncs_total", ConstLabels: l,
 			Help: "Sync intervals run (including those that could not reach Redis)."}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "xdplimit_fleet_sync_duration_seconds", ConstLabels: l,
@@ -55,5 +58,5 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (m *Metrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.up, m.levels, m.syncs, m.duration, m.exchanged, m.unsynced, m.remote, m.errors}
+	return []prometheus.Collector{m.up, m.levels, m.hosts, m.syncs, m.duration, m.exchanged, m.unsynced, m.remote, m.errors}
 }

@@ -281,6 +281,7 @@ const (
 	XdplimitMapXdplFleetBatch      = "xdpl_fleet_batch"
 	XdplimitMapXdplFleetCtl        = "xdpl_fleet_ctl"
 	XdplimitMapXdplFleetKeys       = "xdpl_fleet_keys"
+	XdplimitMapXdplFleetReserve    = "xdpl_fleet_reserve"
 	XdplimitMapXdplGlobals         = "xdpl_globals"
 	XdplimitMapXdplLast            = "xdpl_last"
 	XdplimitMapXdplMeta            = "xdpl_meta"
@@ -365,33 +366,34 @@ type XdplimitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitMapSpecs struct {
-	XdplAcl4       *ebpf.MapSpec `ebpf:"xdpl_acl4"`
-	XdplAcl6       *ebpf.MapSpec `ebpf:"xdpl_acl6"`
-	XdplClock      *ebpf.MapSpec `ebpf:"xdpl_clock"`
-	XdplCounters   *ebpf.MapSpec `ebpf:"xdpl_counters"`
-	XdplCtl        *ebpf.MapSpec `ebpf:"xdpl_ctl"`
-	XdplDport      *ebpf.MapSpec `ebpf:"xdpl_dport"`
-	XdplDrops      *ebpf.MapSpec `ebpf:"xdpl_drops"`
-	XdplDst4       *ebpf.MapSpec `ebpf:"xdpl_dst4"`
-	XdplDst6       *ebpf.MapSpec `ebpf:"xdpl_dst6"`
-	XdplFleetBatch *ebpf.MapSpec `ebpf:"xdpl_fleet_batch"`
-	XdplFleetCtl   *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
-	XdplFleetKeys  *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
-	XdplGlobals    *ebpf.MapSpec `ebpf:"xdpl_globals"`
-	XdplLast       *ebpf.MapSpec `ebpf:"xdpl_last"`
-	XdplMeta       *ebpf.MapSpec `ebpf:"xdpl_meta"`
-	XdplNames      *ebpf.MapSpec `ebpf:"xdpl_names"`
-	XdplProto      *ebpf.MapSpec `ebpf:"xdpl_proto"`
-	XdplRules      *ebpf.MapSpec `ebpf:"xdpl_rules"`
-	XdplSketchMap  *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
-	XdplSources    *ebpf.MapSpec `ebpf:"xdpl_sources"`
-	XdplSources4   *ebpf.MapSpec `ebpf:"xdpl_sources4"`
-	XdplSport      *ebpf.MapSpec `ebpf:"xdpl_sport"`
-	XdplSrc4       *ebpf.MapSpec `ebpf:"xdpl_src4"`
-	XdplSrc6       *ebpf.MapSpec `ebpf:"xdpl_src6"`
-	XdplStats      *ebpf.MapSpec `ebpf:"xdpl_stats"`
-	XdplTcpf       *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
-	XdplVlan       *ebpf.MapSpec `ebpf:"xdpl_vlan"`
+	XdplAcl4         *ebpf.MapSpec `ebpf:"xdpl_acl4"`
+	XdplAcl6         *ebpf.MapSpec `ebpf:"xdpl_acl6"`
+	XdplClock        *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplCounters     *ebpf.MapSpec `ebpf:"xdpl_counters"`
+	XdplCtl          *ebpf.MapSpec `ebpf:"xdpl_ctl"`
+	XdplDport        *ebpf.MapSpec `ebpf:"xdpl_dport"`
+	XdplDrops        *ebpf.MapSpec `ebpf:"xdpl_drops"`
+	XdplDst4         *ebpf.MapSpec `ebpf:"xdpl_dst4"`
+	XdplDst6         *ebpf.MapSpec `ebpf:"xdpl_dst6"`
+	XdplFleetBatch   *ebpf.MapSpec `ebpf:"xdpl_fleet_batch"`
+	XdplFleetCtl     *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
+	XdplFleetKeys    *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
+	XdplFleetReserve *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
+	XdplGlobals      *ebpf.MapSpec `ebpf:"xdpl_globals"`
+	XdplLast         *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplMeta         *ebpf.MapSpec `ebpf:"xdpl_meta"`
+	XdplNames        *ebpf.MapSpec `ebpf:"xdpl_names"`
+	XdplProto        *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplRules        *ebpf.MapSpec `ebpf:"xdpl_rules"`
+	XdplSketchMap    *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
+	XdplSources      *ebpf.MapSpec `ebpf:"xdpl_sources"`
+	XdplSources4     *ebpf.MapSpec `ebpf:"xdpl_sources4"`
+	XdplSport        *ebpf.MapSpec `ebpf:"xdpl_sport"`
+	XdplSrc4         *ebpf.MapSpec `ebpf:"xdpl_src4"`
+	XdplSrc6         *ebpf.MapSpec `ebpf:"xdpl_src6"`
+	XdplStats        *ebpf.MapSpec `ebpf:"xdpl_stats"`
+	XdplTcpf         *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
+	XdplVlan         *ebpf.MapSpec `ebpf:"xdpl_vlan"`
 }
 
 // XdplimitVariableSpecs contains global variables before they are loaded into the kernel.
@@ -435,33 +437,34 @@ func (o *XdplimitObjects) Close() error {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitMaps struct {
-	XdplAcl4       *ebpf.Map `ebpf:"xdpl_acl4"`
-	XdplAcl6       *ebpf.Map `ebpf:"xdpl_acl6"`
-	XdplClock      *ebpf.Map `ebpf:"xdpl_clock"`
-	XdplCounters   *ebpf.Map `ebpf:"xdpl_counters"`
-	XdplCtl        *ebpf.Map `ebpf:"xdpl_ctl"`
-	XdplDport      *ebpf.Map `ebpf:"xdpl_dport"`
-	XdplDrops      *ebpf.Map `ebpf:"xdpl_drops"`
-	XdplDst4       *ebpf.Map `ebpf:"xdpl_dst4"`
-	XdplDst6       *ebpf.Map `ebpf:"xdpl_dst6"`
-	XdplFleetBatch *ebpf.Map `ebpf:"xdpl_fleet_batch"`
-	XdplFleetCtl   *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
-	XdplFleetKeys  *ebpf.Map `ebpf:"xdpl_fleet_keys"`
-	XdplGlobals    *ebpf.Map `ebpf:"xdpl_globals"`
-	XdplLast       *ebpf.Map `ebpf:"xdpl_last"`
-	XdplMeta       *ebpf.Map `ebpf:"xdpl_meta"`
-	XdplNames      *ebpf.Map `ebpf:"xdpl_names"`
-	XdplProto      *ebpf.Map `ebpf:"xdpl_proto"`
-	XdplRules      *ebpf.Map `ebpf:"xdpl_rules"`
-	XdplSketchMap  *ebpf.Map `ebpf:"xdpl_sketch_map"`
-	XdplSources    *ebpf.Map `ebpf:"xdpl_sources"`
-	XdplSources4   *ebpf.Map `ebpf:"xdpl_sources4"`
-	XdplSport      *ebpf.Map `ebpf:"xdpl_sport"`
-	XdplSrc4       *ebpf.Map `ebpf:"xdpl_src4"`
-	XdplSrc6       *ebpf.Map `ebpf:"xdpl_src6"`
-	XdplStats      *ebpf.Map `ebpf:"xdpl_stats"`
-	XdplTcpf       *ebpf.Map `ebpf:"xdpl_tcpf"`
-	XdplVlan       *ebpf.Map `ebpf:"xdpl_vlan"`
+	XdplAcl4         *ebpf.Map `ebpf:"xdpl_acl4"`
+	XdplAcl6         *ebpf.Map `ebpf:"xdpl_acl6"`
+	XdplClock        *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplCounters     *ebpf.Map `ebpf:"xdpl_counters"`
+	XdplCtl          *ebpf.Map `ebpf:"xdpl_ctl"`
+	XdplDport        *ebpf.Map `ebpf:"xdpl_dport"`
+	XdplDrops        *ebpf.Map `ebpf:"xdpl_drops"`
+	XdplDst4         *ebpf.Map `ebpf:"xdpl_dst4"`
+	XdplDst6         *ebpf.Map `ebpf:"xdpl_dst6"`
+	XdplFleetBatch   *ebpf.Map `ebpf:"xdpl_fleet_batch"`
+	XdplFleetCtl     *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
+	XdplFleetKeys    *ebpf.Map `ebpf:"xdpl_fleet_keys"`
+	XdplFleetReserve *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
+	XdplGlobals      *ebpf.Map `ebpf:"xdpl_globals"`
+	XdplLast         *ebpf.Map `ebpf:"xdpl_last"`
+	XdplMeta         *ebpf.Map `ebpf:"xdpl_meta"`
+	XdplNames        *ebpf.Map `ebpf:"xdpl_names"`
+	XdplProto        *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplRules        *ebpf.Map `ebpf:"xdpl_rules"`
+	XdplSketchMap    *ebpf.Map `ebpf:"xdpl_sketch_map"`
+	XdplSources      *ebpf.Map `ebpf:"xdpl_sources"`
+	XdplSources4     *ebpf.Map `ebpf:"xdpl_sources4"`
+	XdplSport        *ebpf.Map `ebpf:"xdpl_sport"`
+	XdplSrc4         *ebpf.Map `ebpf:"xdpl_src4"`
+	XdplSrc6         *ebpf.Map `ebpf:"xdpl_src6"`
+	XdplStats        *ebpf.Map `ebpf:"xdpl_stats"`
+	XdplTcpf         *ebpf.Map `ebpf:"xdpl_tcpf"`
+	XdplVlan         *ebpf.Map `ebpf:"xdpl_vlan"`
 }
 
 func (m *XdplimitMaps) Close() error {
@@ -478,6 +481,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplFleetBatch,
 		m.XdplFleetCtl,
 		m.XdplFleetKeys,
+		m.XdplFleetReserve,
 		m.XdplGlobals,
 		m.XdplLast,
 		m.XdplMeta,

@@ -493,6 +493,14 @@ func TestModelAgreement(t *testing.T) {
 						t.Fatalf("fleet levels: %v %v", fls, err)
 					}
 					params.P3 = fls[0].P3
+					if fls[0].Algorithm == maps.AlgFixedWindow {
+						// A reserve below the limit, as a fleet of
+						// hosts would set it.
+						params.Reserve = r.Uint64N(params.P2)
+						if err := l.SetFleetReserves(map[uint32]uint64{fls[0].StateID: params.Reserve}); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
 				// A handful of sources, bursty arrivals, some long gaps.
 				srcs := []frame{udp4("192.0.2.1"), udp4("192.0.2.2"), udp6("2001:db8::1"), udp4("192.0.2.3")}

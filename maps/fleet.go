@@ -189,6 +189,35 @@ func (l *Limiter) FleetRun(ops []FleetOp) error {
 	return nil
 }
 
+// SetFleetReserves sets the reserve that fleet fixed-window levels open
+// their windows with, by state id; levels not named get none.
+func (l *Limiter) SetFleetReserves(reserves map[uint32]uint64) error {
+	m := l.objs.XdplFleetReserve
+	var stale []uint32
+	var k uint32
+	var v uint64
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if _, ok := reserves[k]; !ok {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading fleet reserves: %w", err)
+	}
+	for id, r := range reserves {
+		if err := m.Update(id, r, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("fleet reserve of state %d: %w", id, err)
+		}
+	}
+	for _, id := range stale {
+		if err := m.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("fleet reserve of state %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
 // DrainFleetKeys calls fn for each key the datapath reported since the
 // last call, at most max, without waiting. The ring's reader is opened at
 // the first call and closed with the limiter.

@@ -40,6 +40,7 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplFleetKeys, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetKeys }},
 	{gen.XdplimitMapXdplFleetCtl, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetCtl }},
 	{gen.XdplimitMapXdplFleetBatch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetBatch }},
+	{gen.XdplimitMapXdplFleetReserve, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetReserve }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.

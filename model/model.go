@@ -48,6 +48,9 @@ type Params struct {
 	// P3: fixed_window's phase in ns, added to now before the window
 	// index is taken (fleet levels align windows to the wall clock).
 	P3 uint64
+	// Reserve: what a fleet fixed window's count opens at (the share held
+	// back for the other hosts until the first sync); 0 at host scope.
+	Reserve uint64
 }
 
 // State is one state entry (struct xdpl_state).
@@ -145,20 +148,26 @@ func (s *State) fixedWindow(p Params, now, cost uint64) bool {
 	seq := idx & seqMask
 	d := (seq - s.A>>CountBits) & seqMask
 	var cnt uint64
+	open := false
 	switch {
 	case int64(idx-s.B) >= 1<<(SeqBits-1):
-		// stale entry: a new window
+		open = true // stale entry: a new window
 	case d == 0:
 		cnt = s.A & countMask
 	case d > seqMask>>1:
 		seq = s.A >> CountBits
 		cnt = s.A & countMask
+	default:
+		open = true
+	}
+	if open {
+		cnt = p.Reserve
 	}
 	if cnt+cost > limit {
 		return false
 	}
 	s.A = seq<<CountBits | (cnt + cost)
-	if seq == idx&seqMask && cnt == 0 {
+	if open {
 		s.B = idx
 	}
 	return true
