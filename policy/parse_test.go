@@ -152,14 +152,14 @@ func TestTopLevel(t *testing.T) {
 		{name: "mode list", src: "mode: [enforce]\nrules: []", errs: []string{
 			`p.yaml:1:7: mode: expected enforce or shadow, got a list`}},
 		{name: "unknown field", src: "rule: []\n", errs: []string{
-			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny`}},
+			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny, fleet`}},
 		{name: "x- fields ignored", src: "x-anything: {a: [1, 2]}\nrules: []"},
 		{name: "empty file", src: "", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "comments only", src: "# nothing\n", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "not a mapping", src: "- rules\n", errs: []string{
-			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, got a list"}},
+			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, fleet, got a list"}},
 		{name: "two documents", src: "rules: []\n---\nrules: []\n", errs: []string{
 			"p.yaml:3:1: a policy file holds one YAML document; this is a second one"}},
 		{name: "syntax error", src: "rules: [\n", errs: []string{
@@ -437,9 +437,9 @@ func TestLimits(t *testing.T) {
 		{name: "algorithm bad", src: withLimit("algorithm: leaky_bucket, rate: 1/s, burst: 1"), errs: []string{
 			`p.yaml:3:24: rules[0].limit.algorithm: unknown algorithm "leaky_bucket"; use token_bucket, fixed_window or sliding_window`}},
 		{name: "unknown limit field", src: withLimit("algorithm: token_bucket, rate: 1/s, burst: 1, pps: 5"), errs: []string{
-			`p.yaml:3:59: rules[0].limit: unknown field "pps"; allowed: algorithm, rate, burst, packets, bytes, window`}},
+			`p.yaml:3:59: rules[0].limit: unknown field "pps"; allowed: algorithm, rate, burst, packets, bytes, window, scope`}},
 		{name: "limit a string", src: "rules:\n  - name: r\n    limit: 1000/s\n", errs: []string{
-			`p.yaml:3:12: rules[0].limit: expected a mapping with fields algorithm, rate, burst, packets, bytes, window, got "1000/s"`}},
+			`p.yaml:3:12: rules[0].limit: expected a mapping with fields algorithm, rate, burst, packets, bytes, window, scope, got "1000/s"`}},
 		{name: "rate bad", src: withLimit("algorithm: token_bucket, rate: 1000/sec, burst: 2000"), errs: []string{
 			`p.yaml:3:44: rules[0].limit.rate: "1000/sec" ` + rateAdvice}},
 		{name: "rate integer", src: withLimit("algorithm: token_bucket, rate: 1000, burst: 2000"), errs: []string{
