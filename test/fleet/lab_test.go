@@ -192,6 +192,31 @@ func testSingle(t *testing.T, l *fleetlab.Lab) {
 		}
 	})
 
+	t.Run("slow link", func(t *testing.T) {
+		const delay = 100 * time.Millisecond
+		proxy := testutil.StartDelayProxy(t, l.RedisNS, fmt.Sprintf("%s:%d", fleetlab.RedisIP, 6380), srv.Addr(), delay)
+		c := redis.NewClient(testutil.FastFailOptions(l.Host(0).NS, password, proxy.Addr()).Simple())
+		defer c.Close()
+		// The first call also dials and shakes hands: several round trips.
+		if took, err := within(5*time.Second, ping(c)); err != nil {
+			t.Fatalf("first PING through the proxy: %v (after %v)", err, took)
+		} else {
+			t.Logf("first PING through the proxy (dial, handshake) took %v", took.Round(time.Millisecond))
+		}
+		// On an open connection a call costs one delayed round trip.
+		took, err := within(time.Second, ping(c))
+		if err != nil || took < 2*delay || took > 2*delay+200*time.Millisecond {
+			t.Fatalf("PING through a %v proxy took %v (%v), want about %v", delay, took, err, 2*delay)
+		}
+		proxy.SetDelay(2 * time.Second)
+		mustFail(t, "PING over a 2 s link", time.Second, ping(c))
+		proxy.SetDelay(0)
+		took, err = within(5*time.Second, ping(c))
+		if err != nil || took > time.Second {
+			t.Fatalf("PING after the link is fast again: %v after %v", err, took)
+		}
+	})
+
 	t.Run("pause and resume", func(t *testing.T) {
 		srv.Pause(t)
 		mustFail(t, "paused server", 2*time.Second, ping(clients[2]))
