@@ -54,8 +54,12 @@ type Host struct {
 	Eth1     string
 	Eth1Addr netip.Addr
 
-	gen  *testutil.Veth // NS is the generator, PeerNS this host
-	port string         // the bridge port of Eth1's peer, in the Redis ns
+	// GenLink is the generator's veth to Eth0 (NS/Name the generator's
+	// end, PeerNS/PeerName this host's), for tests that drive pktgen
+	// themselves, with random sources for instance.
+	GenLink *testutil.Veth
+
+	port string // the bridge port of Eth1's peer, in the Redis ns
 }
 
 // Lab is a fleet of hosts, a generator and a Redis namespace, all created
@@ -111,14 +115,14 @@ func (l *Lab) addHost(tb testing.TB, i int) *Host {
 		Eth1:  fmt.Sprintf("xf%sr%d", l.ID, i),
 		port:  fmt.Sprintf("p%d", i),
 	}
-	h.gen = testutil.NewVeth(tb, l.Generator, h.NS, testutil.VethConfig{
+	h.GenLink = testutil.NewVeth(tb, l.Generator, h.NS, testutil.VethConfig{
 		Name: fmt.Sprintf("g%d", i), PeerName: h.Eth0,
 		Addr:      netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 80, byte(i), 1}), 24),
 		PeerAddr:  netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 80, byte(i), 2}), 24),
 		Addr6:     netip.MustParsePrefix(fmt.Sprintf("fd00:80:%x::1/64", i)),
 		PeerAddr6: netip.MustParsePrefix(fmt.Sprintf("fd00:80:%x::2/64", i)),
 	})
-	h.Eth0Addr, h.Eth0MAC = h.gen.PeerAddr, h.gen.PeerMAC
+	h.Eth0Addr, h.Eth0MAC = h.GenLink.PeerAddr, h.GenLink.PeerMAC
 
 	// NewVeth addresses both ends; the bridge port's addresses are
 	// throwaway ones, removed before it joins the bridge.
