@@ -4,9 +4,10 @@
 // namespace that every host reaches at the same address.
 //
 //	generator ns                 host i ns                 Redis ns
-//	g<i> 10.80.i.1 ── veth ── eth0 10.80.i.2
-//	                             eth1 10.79.0.(10+i) ── veth ── p<i> ─ br0 10.79.0.1
+//	g<i> 10.80.i.1 ── veth ── Eth0 10.80.i.2
+//	                             Eth1 10.79.0.(10+i) ── veth ── p<i> ─ br0 10.79.0.1
 //
+// Eth0 and Eth1 are named xf<lab id>e<i> and xf<lab id>r<i> (see Host).
 // It lives apart from testutil because it floods with pktgen, whose own
 // tests import testutil.
 package fleetlab
