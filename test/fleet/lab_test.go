@@ -1,5 +1,5 @@
 // Package fleet holds the end-to-end tests of fleet-wide limits (issue 16),
-// run in the lab of internal/testutil/fleetlab. This file proves the lab
+// run in the lab of internal/testutil/fleetlab. TestLab proves the lab
 // itself: every host reaches Redis (single and cluster) through its own
 // link, faults can be injected per host or per server, floods reach the
 // host they are aimed at, and nothing outlives the test.
@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,11 +17,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/internal/testutil/fleetlab"
-	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 func TestLab(t *testing.T) {
@@ -40,7 +36,11 @@ func TestLab(t *testing.T) {
 
 	t.Run("single", func(t *testing.T) { testSingle(t, newLab(t)) })
 	t.Run("cluster", func(t *testing.T) { testCluster(t, newLab(t)) })
-	t.Run("flood", func(t *testing.T) { testFlood(t, newLab(t)) })
+	t.Run("flood", func(t *testing.T) {
+		l := newLab(t)
+		t.Run("one host", func(t *testing.T) { testFlood(t, l) })
+		t.Run("every host at once", func(t *testing.T) { testConcurrentFloods(t, l) })
+	})
 
 	// The subtests' cleanups have run: their namespaces and servers must
 	// be gone, whatever the subtests did.
@@ -192,6 +192,31 @@ func testSingle(t *testing.T, l *fleetlab.Lab) {
 		}
 	})
 
+	t.Run("slow link", func(t *testing.T) {
+		const delay = 100 * time.Millisecond
+		proxy := testutil.StartDelayProxy(t, l.RedisNS, fmt.Sprintf("%s:%d", fleetlab.RedisIP, 6380), srv.Addr(), delay)
+		c := redis.NewClient(testutil.FastFailOptions(l.Host(0).NS, password, proxy.Addr()).Simple())
+		defer c.Close()
+		// The first call also dials and shakes hands: several round trips.
+		if took, err := within(5*time.Second, ping(c)); err != nil {
+			t.Fatalf("first PING through the proxy: %v (after %v)", err, took)
+		} else {
+			t.Logf("first PING through the proxy (dial, handshake) took %v", took.Round(time.Millisecond))
+		}
+		// On an open connection a call costs one delayed round trip.
+		took, err := within(time.Second, ping(c))
+		if err != nil || took < 2*delay || took > 2*delay+200*time.Millisecond {
+			t.Fatalf("PING through a %v proxy took %v (%v), want about %v", delay, took, err, 2*delay)
+		}
+		proxy.SetDelay(2 * time.Second)
+		mustFail(t, "PING over a 2 s link", time.Second, ping(c))
+		proxy.SetDelay(0)
+		took, err = within(5*time.Second, ping(c))
+		if err != nil || took > time.Second {
+			t.Fatalf("PING after the link is fast again: %v after %v", err, took)
+		}
+	})
+
 	t.Run("pause and resume", func(t *testing.T) {
 		srv.Pause(t)
 		mustFail(t, "paused server", 2*time.Second, ping(clients[2]))
@@ -261,119 +286,4 @@ func testCluster(t *testing.T, l *fleetlab.Lab) {
 			return fmt.Errorf("GET h0:k0 = %v, want redis.Nil", err)
 		})
 	})
-}
-
-func testFlood(t *testing.T, l *fleetlab.Lab) {
-	const target = 1
-	h := l.Host(target)
-	sink, err := pktgen.AttachSink(h.NS.Path(), h.Eth0, pktgen.SinkCount)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-
-	// A socket on the host receives what its stack delivers: spoofed
-	// sources and every source port must get through.
-	var conn *net.UDPConn
-	if err := h.NS.Do(func() (err error) {
-		conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 9999})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// A buffer for the whole flood, past rmem_max (root may force it):
-	// the reader shares two CPUs with everything else.
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cerr := raw.Control(func(fd uintptr) {
-		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
-	}); cerr != nil || err != nil {
-		t.Fatalf("SO_RCVBUFFORCE: %v %v", cerr, err)
-	}
-	got := make(chan map[netip.AddrPort]int, 1)
-	go func() {
-		seen := map[netip.AddrPort]int{}
-		buf := make([]byte, 2048)
-		for {
-			_ = conn.SetReadDeadline(time.Now().Add(time.Second))
-			_, from, err := conn.ReadFrom(buf)
-			if err != nil {
-				got <- seen
-				return
-			}
-			seen[from.(*net.UDPAddr).AddrPort()]++
-		}
-	}()
-
-	snmp := h.NS.Snapshot(t)
-	before := make([]uint64, l.Hosts())
-	for i := range before {
-		before[i] = rxPackets(t, l, i)
-	}
-	const count, sources, rate = 2000, 50, 10000
-	src := netip.MustParseAddr("198.51.100.1")
-	res, err := l.Flood(context.Background(), target, fleetlab.Flood{
-		Count: count, Src: src, Sources: sources, SrcPorts: [2]uint16{5000, 5009},
-		DstPort: 9999, Payload: 64, Rate: rate, Timeout: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("flood: %d frames in %v", res.Sent, res.Elapsed)
-	if res.Sent != count {
-		t.Fatalf("sent %d, want %d", res.Sent, count)
-	}
-	// The last chunk leaves when the schedule reaches it, one chunk
-	// (rate × 10 ms) before the end.
-	if minimum := time.Duration((count - rate/100) * float64(time.Second) / rate); res.Elapsed < minimum {
-		t.Fatalf("%d frames in %v: faster than %d/s", count, res.Elapsed, rate)
-	}
-
-	seen := <-got
-	for i := range before {
-		d := rxPackets(t, l, i) - before[i]
-		switch {
-		case i == target && (d < count || d > count+10):
-			t.Errorf("host %d: eth0 rx grew by %d, want %d", i, d, count)
-		case i != target && d > 10:
-			t.Errorf("host %d: eth0 rx grew by %d though the flood went to host %d", i, d, target)
-		}
-	}
-	// The hosts' own background packets (neighbour discovery) pass
-	// through XDP and the counters too: allow a few.
-	if n, err := sink.Received(); err != nil || n < count || n > count+10 {
-		t.Errorf("XDP on host %d saw %d frames (%v), want %d", target, n, err, count)
-	}
-	udp := h.NS.Snapshot(t).Delta(snmp)
-	if udp.UDPInDatagrams+udp.UDPRcvbufErrors < count {
-		t.Errorf("host %d's UDP took %d datagrams (%d read, %d dropped for buffer), want %d",
-			target, udp.UDPInDatagrams+udp.UDPRcvbufErrors, udp.UDPInDatagrams, udp.UDPRcvbufErrors, count)
-	}
-	addrs, ports, total := map[netip.Addr]bool{}, map[uint16]bool{}, 0
-	for ap, n := range seen {
-		addrs[ap.Addr()], ports[ap.Port()] = true, true
-		total += n
-	}
-	if total != int(udp.UDPInDatagrams) || len(addrs) != sources || len(ports) != 10 {
-		t.Errorf("socket read %d datagrams (SNMP: %d) from %d sources and %d ports, want %d sources and 10 ports",
-			total, udp.UDPInDatagrams, len(addrs), len(ports), sources)
-	}
-	for a := range addrs {
-		b := a.As4()
-		if off := int(b[3]) - 1; [3]byte(b[:3]) != [3]byte{198, 51, 100} || off < 0 || off >= sources {
-			t.Errorf("unexpected source %v", a)
-		}
-	}
-}
-
-func rxPackets(t *testing.T, l *fleetlab.Lab, i int) uint64 {
-	t.Helper()
-	st, err := l.Eth0Stats(i)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.RxPackets
 }

@@ -4,9 +4,10 @@
 // namespace that every host reaches at the same address.
 //
 //	generator ns                 host i ns                 Redis ns
-//	g<i> 10.80.i.1 ── veth ── eth0 10.80.i.2
-//	                             eth1 10.79.0.(10+i) ── veth ── p<i> ─ br0 10.79.0.1
+//	g<i> 10.80.i.1 ── veth ── Eth0 10.80.i.2
+//	                             Eth1 10.79.0.(10+i) ── veth ── p<i> ─ br0 10.79.0.1
 //
+// Eth0 and Eth1 are named xf<lab id>e<i> and xf<lab id>r<i> (see Host).
 // It lives apart from testutil because it floods with pktgen, whose own
 // tests import testutil.
 package fleetlab
@@ -54,8 +55,12 @@ type Host struct {
 	Eth1     string
 	Eth1Addr netip.Addr
 
-	gen  *testutil.Veth // NS is the generator, PeerNS this host
-	port string         // the bridge port of Eth1's peer, in the Redis ns
+	// GenLink is the generator's veth to Eth0 (NS/Name the generator's
+	// end, PeerNS/PeerName this host's), for tests that drive pktgen
+	// themselves, with random sources for instance.
+	GenLink *testutil.Veth
+
+	port string // the bridge port of Eth1's peer, in the Redis ns
 }
 
 // Lab is a fleet of hosts, a generator and a Redis namespace, all created
@@ -111,14 +116,14 @@ func (l *Lab) addHost(tb testing.TB, i int) *Host {
 		Eth1:  fmt.Sprintf("xf%sr%d", l.ID, i),
 		port:  fmt.Sprintf("p%d", i),
 	}
-	h.gen = testutil.NewVeth(tb, l.Generator, h.NS, testutil.VethConfig{
+	h.GenLink = testutil.NewVeth(tb, l.Generator, h.NS, testutil.VethConfig{
 		Name: fmt.Sprintf("g%d", i), PeerName: h.Eth0,
 		Addr:      netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 80, byte(i), 1}), 24),
 		PeerAddr:  netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 80, byte(i), 2}), 24),
 		Addr6:     netip.MustParsePrefix(fmt.Sprintf("fd00:80:%x::1/64", i)),
 		PeerAddr6: netip.MustParsePrefix(fmt.Sprintf("fd00:80:%x::2/64", i)),
 	})
-	h.Eth0Addr, h.Eth0MAC = h.gen.PeerAddr, h.gen.PeerMAC
+	h.Eth0Addr, h.Eth0MAC = h.GenLink.PeerAddr, h.GenLink.PeerMAC
 
 	// NewVeth addresses both ends; the bridge port's addresses are
 	// throwaway ones, removed before it joins the bridge.

@@ -55,7 +55,7 @@ func (l *Lab) Flood(ctx context.Context, i int, f Flood) (FloodResult, error) {
 		return FloodResult{}, errors.New("fleetlab: flood without a count")
 	}
 	if !f.Src.IsValid() {
-		f.Src = h.gen.Addr
+		f.Src = h.GenLink.Addr
 	}
 	if !f.Src.Is4() {
 		return FloodResult{}, fmt.Errorf("fleetlab: source %v is not IPv4", f.Src)
@@ -95,12 +95,15 @@ func (l *Lab) Flood(ctx context.Context, i int, f Flood) (FloodResult, error) {
 			case <-time.After(time.Until(due)):
 			}
 		}
-		// A chunk must not wrap the sequential sources: the generator
-		// restarts its cursor at every Send.
+		// The generator restarts its cursor at every Send and wraps to
+		// First: a chunk that starts mid-range must stop at its end.
 		off := uint32(res.Sent % uint64(f.Sources))
-		n := min(chunk, f.Count-res.Sent, uint64(f.Sources-off))
+		n := min(chunk, f.Count-res.Sent)
+		if off != 0 {
+			n = min(n, uint64(f.Sources-off))
+		}
 		frame := pktgen.Frame{
-			SrcMAC: h.gen.MAC, DstMAC: h.Eth0MAC, Src: f.Src, Dst: h.Eth0Addr,
+			SrcMAC: h.GenLink.MAC, DstMAC: h.Eth0MAC, Src: f.Src, Dst: h.Eth0Addr,
 			SrcPort: f.SrcPorts[0] + uint16(k%ports), DstPort: f.DstPort, Payload: f.Payload,
 		}
 		b, err := frame.Build()
@@ -129,5 +132,5 @@ func (l *Lab) send(ctx context.Context, h *Host, frame []byte, n uint64, src pkt
 	if err := l.gen.SetSources(src); err != nil {
 		return pktgen.Result{}, err
 	}
-	return l.gen.Send(ctx, l.Generator.Path(), h.gen.Name, frame, n)
+	return l.gen.Send(ctx, l.Generator.Path(), h.GenLink.Name, frame, n)
 }
