@@ -60,6 +60,26 @@ func newClient(f *policy.Fleet, password string, dial func(context.Context, stri
 			user = u.User.Username()
 		}
 	}
+	if dial != nil && tlsConf != nil {
+		// go-redis applies TLSConfig only in its own dialer.
+		plain := dial
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := plain(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			conf := tlsConf.Clone()
+			if conf.ServerName == "" {
+				conf.ServerName, _, _ = net.SplitHostPort(addr)
+			}
+			tc := tls.Client(c, conf)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return tc, nil
+		}
+	}
 	if f.Cluster {
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, Username: user, Password: password, TLSConfig: tlsConf,
@@ -96,14 +116,19 @@ const (
 // ErrorKinds lists every kind, for metrics that start at zero.
 var ErrorKinds = []ErrorKind{KindConnect, KindTimeout, KindAuth, KindTLS, KindProtocol, KindServer, KindDatapath}
 
-// classify names what went wrong, and which setting to look at.
-func classify(err error) (ErrorKind, string) {
+// classify names what went wrong, and which setting to look at. tlsOn: the
+// URL is rediss://, where a server that does not speak TLS never answers
+// the handshake.
+func classify(err error, tlsOn bool) (ErrorKind, string) {
 	var ne net.Error
 	var tlsRec tls.RecordHeaderError
 	var certErr *tls.CertificateVerificationError
 	msg := err.Error()
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		if tlsOn {
+			return KindTimeout, "fleet.redis: no answer in time (rediss://: does the server speak TLS on that port?)"
+		}
 		return KindTimeout, "fleet.redis: no answer in time"
 	case strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH") ||
 		strings.Contains(msg, "invalid password") || strings.Contains(msg, "AUTH <password> called without"):

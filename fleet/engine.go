@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,6 +80,7 @@ type Engine struct {
 	lastSync uint64 // datapath clock at the previous sync's take
 	hosts    int    // live hosts Redis last reported (1 until it does)
 	reserves map[uint32]uint64
+	tls      bool // the URLs are rediss://
 }
 
 // New makes an engine; it connects on its first sync. The levels in force
@@ -109,7 +111,10 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 	}
 	e := &Engine{opts: opts, dp: dp, client: c, m: newMetrics(opts.Interface),
 		recentTB: map[maps.FleetKey]*level{}, fw: map[maps.FleetKey]*fwKey{}, hosts: 1}
-	e.link.init(opts.Fleet.Sync)
+	for _, u := range opts.Fleet.Redis {
+		e.tls = e.tls || strings.HasPrefix(u, "rediss://")
+	}
+	e.link.init(opts.Fleet.Sync, e.tls)
 	if err := e.Reload(); err != nil {
 		c.Close()
 		return nil, err
@@ -181,7 +186,7 @@ func (e *Engine) Sync(ctx context.Context) SyncResult {
 	defer e.mu.Unlock()
 	res, err := e.sync(ctx)
 	if err != nil {
-		kind, _ := classify(err)
+		kind, _ := classify(err, e.tls)
 		if errors.Is(err, errDatapath) {
 			kind = KindDatapath
 		}
@@ -296,6 +301,12 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	folded, err := e.fold(takes, tbx, fws, fwx)
 	res.Folded = folded
 	e.expireFW()
+	if n, kerr := keyErrors(tbx, fwx); kerr != nil && err == nil {
+		// Redis answers, but not for these keys (a key of another type
+		// under our namespace, a script error): counted, the rest synced.
+		res.Exchanged -= n
+		err = fmt.Errorf("%d keys not synced: %w", n, kerr)
+	}
 	return res, err
 }
 

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,24 +119,30 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 		}
 		cmds, err = run()
 	}
-	if err != nil && !isRedisError(err) {
-		return err
+	if err != nil && (!isRedisError(err) || !fromCommand(cmds, err)) {
+		return err // the connection (or its AUTH), not a command
 	}
+	// The heartbeat decides whether Redis answers: an error there (a
+	// refused AUTH comes back on every command) fails the sync. An error
+	// on one key's command is that key's alone.
+	hbCmds := cmds[len(tb)+len(fw):]
+	for _, c := range hbCmds {
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	live, _ := hbCmds[2].(*redis.IntCmd).Result()
+	if live < 1 {
+		return fmt.Errorf("%w: %d live hosts after this one's heartbeat", errNotRedis, live)
+	}
+	hb.live = live
 	for i := range tb {
 		tb[i].debtUs, tb[i].err = readTB(cmds[i])
 	}
 	for i := range fw {
 		fw[i].total, fw[i].reporters, fw[i].err = readFW(cmds[len(tb)+i])
 	}
-	live, lerr := cmds[len(tb)+len(fw)+2].(*redis.IntCmd).Result()
-	if lerr != nil {
-		return lerr
-	}
-	if live < 1 {
-		return fmt.Errorf("%w: %d live hosts after this one's heartbeat", errNotRedis, live)
-	}
-	hb.live = live
-	return firstErr(tb, fw)
+	return nil
 }
 
 // loadScript loads the script on every server (a cluster's masters).
@@ -185,16 +192,32 @@ func readFW(c redis.Cmder) (uint64, int, error) {
 	return uint64(total), int(n), nil
 }
 
-func firstErr(tb []tbExchange, fw []fwExchange) error {
+// fromCommand: err is one command's reply, not the connection's.
+func fromCommand(cmds []redis.Cmder, err error) bool {
+	for _, c := range cmds {
+		if c.Err() == err {
+			return true
+		}
+	}
+	return false
+}
+
+// keyErrors counts the keys whose command failed, and returns the first
+// error.
+func keyErrors(tb []tbExchange, fw []fwExchange) (int, error) {
+	n := 0
+	var first error
 	for _, e := range tb {
 		if e.err != nil {
-			return e.err
+			n++
+			first = cmp.Or(first, e.err)
 		}
 	}
 	for _, e := range fw {
 		if e.err != nil {
-			return e.err
+			n++
+			first = cmp.Or(first, e.err)
 		}
 	}
-	return nil
+	return n, first
 }

@@ -10,6 +10,7 @@ import (
 // not. Changes of state are logged once each, never once per sync.
 type linkState struct {
 	sync     time.Duration
+	tls      bool
 	known    bool // a first exchange succeeded or failed
 	up       bool
 	kind     ErrorKind
@@ -21,13 +22,13 @@ type linkState struct {
 
 const maxBackoff = 5 * time.Second
 
-func (s *linkState) init(sync time.Duration) { s.sync = sync }
+func (s *linkState) init(sync time.Duration, tls bool) { s.sync, s.tls = sync, tls }
 
 // due reports whether a sync may talk to Redis now.
 func (s *linkState) due(now time.Time) bool { return s.up || !now.Before(s.next) }
 
 func (s *linkState) failed(err error, logf func(string, ...any), fb policy.Fallback, m *Metrics) {
-	kind, hint := classify(err)
+	kind, hint := classify(err, s.tls)
 	now := time.Now()
 	s.failures++
 	backoff := min(s.sync<<min(s.failures, 10), maxBackoff)

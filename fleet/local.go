@@ -175,8 +175,8 @@ func (e *Engine) fold(takes []take, tbx []tbExchange, fws []fwSync, fwx []fwExch
 	var ops []maps.FleetOp
 	var lvs []*level
 	for i, t := range takes {
-		if tbx[i].debtUs <= 0 {
-			continue // the fleet's bucket is not ahead of now
+		if tbx[i].err != nil || tbx[i].debtUs <= 0 {
+			continue // failed, or the fleet's bucket is not ahead of now
 		}
 		op := fleetOp(t.key, t.lv, maps.FleetFoldTAT)
 		op.Arg0 = (now + uint64(tbx[i].debtUs*1e3)) << maps.TimeShift
@@ -186,6 +186,9 @@ func (e *Engine) fold(takes []take, tbx []tbExchange, fws []fwSync, fwx []fwExch
 	}
 	nTB := len(ops)
 	for i, f := range fws {
+		if fwx[i].err != nil {
+			continue // not counted by Redis: sent again next sync
+		}
 		f.k.sent += f.unsent
 		// What this host should count for the others: what they reported,
 		// plus a share held for each live host that has not reported the
