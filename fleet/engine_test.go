@@ -179,14 +179,17 @@ func startRedis(t *testing.T) (*testutil.RedisServer, *testutil.Netns) {
 // The first window opens before any host knows how many hosts the fleet has
 // (no reserve yet); from the second on, the fleet admits the limit (the
 // shares held for hosts that have not reported yet, released after two
-// syncs), and a host alone gets the whole limit.
+// syncs), and a host alone gets the whole limit. The 1% allowed above the
+// limit is the admission sketch's: a key's first packet on a CPU whose
+// sketch has not seen it passes untracked (docs/design.md), and the test
+// goroutine may move between CPUs.
 func TestFleetFixedWindow(t *testing.T) {
 	r, ns := startRedis(t)
 	const limit, window = 500, time.Second
 	for _, tc := range []struct {
 		senders  []int
 		min, max float64 // admitted per window after the first, / limit
-	}{{[]int{0, 1, 2}, 0.95, 1.10}, {[]int{1}, 0.95, 1.0}} {
+	}{{[]int{0, 1, 2}, 0.95, 1.05}, {[]int{1}, 0.95, 1.01}} {
 		t.Run(fmt.Sprintf("%d hosts sending", len(tc.senders)), func(t *testing.T) {
 			hosts, _ := newHosts(t, testutil.DialIn(ns), 3, fleetPolicy(r.Addr(),
 				fmt.Sprintf("{algorithm: fixed_window, packets: %d, window: %v, scope: fleet}", limit, window)))
