@@ -26,6 +26,8 @@ var exampleFrames = map[string]struct {
 	"demo.yaml": {pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 4000, 9, 18), "udp-per-source"},
 	"dns-amplification.yaml": {
 		pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 53, 33000, 512), "dns-responses"},
+	"fleet-dns.yaml": {
+		pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 4000, 53, 40), "dns"},
 	"icmp-flood.yaml": {pktgen.ICMP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 56), "icmp"},
 	"ipv6-64.yaml":    {pktgen.UDP6(exampleAddr("2001:db8:1:2::3"), exampleAddr("2001:db8::1"), 4000, 443, 100), "ipv6-per-64"},
 	"per-24-budget.yaml": {

@@ -262,9 +262,9 @@ func (f *Fleet) bound(l Limit) string {
 			"(N hosts, each up to one sync of rate ahead); one host alone may use the whole limit",
 			l.Burst, perSync, l.Unit.short())
 	case FixedWindow:
-		return fmt.Sprintf("fleet bound: per window the fleet admits at most %d + (N-1) x what one host admits "+
-			"in one sync (at most %d %s each); windows aligned to the hosts' wall clocks",
-			l.Count, l.Count, l.Unit.short())
+		return fmt.Sprintf("fleet bound: %d %s per window for the fleet once its live hosts are known (each opens a "+
+			"window holding the others' share until they report it); one host alone gets the whole limit after "+
+			"two syncs; windows follow the hosts' wall clocks", l.Count, l.Unit.short())
 	}
 	return ""
 }
