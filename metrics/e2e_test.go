@@ -125,7 +125,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		t.Logf("port %d from %v: %v", f.dport, f.src.First, res)
 		sent += res.Sent
 	}
-	received := settle(t, v.PeerNS).Delta(before).IPInReceives
+	received := v.PeerNS.Settle(t).Delta(before).IPInReceives
 	dropped := sent - received
 	t.Logf("sent %d, the receiving stack counted %d IPv4 packets: %d dropped on the way", sent, received, dropped)
 	if received == 0 || dropped == 0 {
@@ -194,22 +194,6 @@ func dump(t *testing.T, e *metrics.Exporter) string {
 		}
 	}
 	return b.String()
-}
-
-// settle waits until the receiver's counters stop moving: frames still in
-// veth rings or softirq backlogs arrive after Send returns.
-func settle(t *testing.T, ns *testutil.Netns) testutil.Counters {
-	t.Helper()
-	prev := ns.Snapshot(t)
-	for range 50 {
-		time.Sleep(20 * time.Millisecond)
-		cur := ns.Snapshot(t)
-		if cur.IPReceives() == prev.IPReceives() {
-			return cur
-		}
-		prev = cur
-	}
-	return prev
 }
 
 // promServer is a Prometheus server started by a test.

@@ -19,22 +19,6 @@ func cpuList(n int) []int {
 	return cpus
 }
 
-// settle waits until the receiver's counters stop moving: frames still in
-// veth rings or softirq backlogs arrive after Send returns.
-func settle(t *testing.T, ns *testutil.Netns) testutil.Counters {
-	t.Helper()
-	prev := ns.Snapshot(t)
-	for i := 0; i < 50; i++ {
-		time.Sleep(20 * time.Millisecond)
-		cur := ns.Snapshot(t)
-		if cur.IPReceives() == prev.IPReceives() {
-			return cur
-		}
-		prev = cur
-	}
-	return prev
-}
-
 // TestSendLive floods 200k UDP frames from 1000 sequential sources over a
 // veth pair between two namespaces and checks, independently of the
 // generator's own counters, that the receiving stack got them with valid
@@ -83,7 +67,7 @@ func TestSendLive(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("sent %v on CPUs %v (per CPU %v)", res, cpus, res.PerCPU)
-			d := settle(t, v.PeerNS).Delta(before)
+			d := v.PeerNS.Settle(t).Delta(before)
 
 			if res.Sent < count || res.Sent > count+count/10 {
 				t.Errorf("generator sent %d, want %d", res.Sent, count)

@@ -3,6 +3,7 @@ package testutil
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/xdplimit/xdplimit/internal/netns"
 )
@@ -66,6 +67,25 @@ func (n *Netns) Snapshot(tb testing.TB) Counters {
 		tb.Fatalf("read SNMP counters of %s: %v", n, err)
 	}
 	return c
+}
+
+// Settle waits until the namespace's stack stops taking in packets and
+// returns its counters then: frames still in veth rings or softirq backlogs
+// arrive after a generator's Send returns. Settled means IP receives did not
+// move for 20 ms; after 50 tries (about a second) it returns the last
+// snapshot, and the test's own checks judge what arrived.
+func (n *Netns) Settle(tb testing.TB) Counters {
+	tb.Helper()
+	prev := n.Snapshot(tb)
+	for range 50 {
+		time.Sleep(20 * time.Millisecond)
+		cur := n.Snapshot(tb)
+		if cur.IPReceives() == prev.IPReceives() {
+			return cur
+		}
+		prev = cur
+	}
+	return prev
 }
 
 // NewVethPair creates two namespaces and a veth pair between them.

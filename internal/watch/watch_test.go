@@ -1,14 +1,14 @@
 package watch
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/xdplimit/xdplimit/internal/testutil"
 )
 
 // Short enough to keep the tests quick, long enough that the events of one
@@ -27,32 +27,14 @@ func includes(path string, data []byte) []string {
 	return out
 }
 
-// logBuffer collects the watcher's log, for tests that check what it said.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func start(t *testing.T, path string) (*Watcher, *logBuffer) {
+func start(t *testing.T, path string) (*Watcher, *testutil.SyncBuffer) {
 	t.Helper()
 	return startWith(t, path, debounce)
 }
 
-func startWith(t *testing.T, path string, debounce time.Duration) (*Watcher, *logBuffer) {
+func startWith(t *testing.T, path string, debounce time.Duration) (*Watcher, *testutil.SyncBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testutil.SyncBuffer{}
 	w, err := New(path, Options{
 		Debounce: debounce, Related: includes,
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

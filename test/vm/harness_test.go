@@ -6,7 +6,6 @@
 package vm
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -139,25 +138,8 @@ func (l *lab) udpFrame(payload int) []byte {
 // proc is an xdplimit process running in the receiver's namespace.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testutil.SyncBuffer
 	done chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start runs xdplimit with args in the receiver namespace. A child forked
@@ -165,7 +147,7 @@ func (s *syncBuffer) String() string {
 // keeps the host's mount namespace, so its pins persist.
 func (l *lab) start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{out: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{out: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(xdplimitBin(t), args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := l.PeerNS.Do(p.cmd.Start); err != nil {

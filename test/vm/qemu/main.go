@@ -17,21 +17,22 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"debug/elf"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
+
+// This file holds the flags and runVM, the order of one run's steps. The
+// steps live beside it: operand checks in args.go, the kernel and its modules
+// in kernel.go, download.go and modules.go, the accelerator in accel.go, the
+// initramfs in initramfs.go and cpio.go, qemu and its console in qemu.go, the
+// verdict in report.go and the log in log.go.
 
 // multiFlag collects a repeatable flag.
 type multiFlag []string
@@ -103,19 +104,6 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "vm: %v\n", err)
 	}
 	return code
-}
-
-// lineWriter serialises whole-line writes from the console reader and the
-// runner's own messages onto stdout and the log file.
-type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lineWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // runVM does one run and returns the process exit code. An error return is a
@@ -268,259 +256,4 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 		return 1, nil
 	}
 	return 0, nil
-}
-
-// checkBinaries validates the test binaries ("bin" or "bin:pkgdir") and
-// derives their VM names.
-func checkBinaries(args []string) ([]testBinary, error) {
-	var tests []testBinary
-	seen := map[string]string{}
-	for _, arg := range args {
-		p, pkgDir, _ := strings.Cut(arg, ":")
-		if pkgDir != "" {
-			st, err := os.Stat(pkgDir)
-			if err != nil {
-				return nil, err
-			}
-			if !st.IsDir() {
-				return nil, fmt.Errorf("%s: %s is not a package directory", arg, pkgDir)
-			}
-		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return nil, err
-		}
-		name := filepath.Base(abs)
-		if !validName.MatchString(name) {
-			return nil, fmt.Errorf("%s: test binary names may only contain letters, digits and ._+-", p)
-		}
-		if other, dup := seen[name]; dup {
-			return nil, fmt.Errorf("%s and %s have the same name in the VM: give them distinct go test -o names", other, p)
-		}
-		seen[name] = p
-		if err := checkStaticBinary(abs); err != nil {
-			return nil, err
-		}
-		tests = append(tests, testBinary{Name: name, Path: abs, PkgDir: pkgDir})
-	}
-	return tests, nil
-}
-
-// checkFiles parses --file arguments. Executables among them must be static
-// for the same reason as the test binaries.
-func checkFiles(args []string) ([]extraFile, error) {
-	var files []extraFile
-	for _, arg := range args {
-		src, dst, _ := strings.Cut(arg, ":")
-		st, err := os.Stat(src)
-		if err != nil {
-			return nil, fmt.Errorf("--file %s: %w", arg, err)
-		}
-		if !st.Mode().IsRegular() {
-			return nil, fmt.Errorf("--file %s: not a regular file", arg)
-		}
-		if dst == "" {
-			dst = "/usr/local/bin/" + filepath.Base(src)
-		}
-		if !filepath.IsAbs(dst) || filepath.Clean(dst) != dst || strings.HasPrefix(dst, "/tests/") {
-			return nil, fmt.Errorf("--file %s: the VM path must be absolute, clean and outside /tests", arg)
-		}
-		if st.Mode().Perm()&0o111 != 0 && isELF(src) { // scripts run under busybox sh
-			if err := checkStaticBinary(src); err != nil {
-				return nil, err
-			}
-		}
-		files = append(files, extraFile{Src: src, Dst: dst})
-	}
-	return files, nil
-}
-
-func isELF(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	magic := make([]byte, 4)
-	_, err = io.ReadFull(f, magic)
-	return err == nil && string(magic) == elf.ELFMAG
-}
-
-func checkEnv(env []string) error {
-	for _, kv := range env {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(k, " \t\n'\"$") {
-			return fmt.Errorf("--env %q: want KEY=VALUE", kv)
-		}
-	}
-	return nil
-}
-
-// openLog creates the console log. By default every run gets its own file
-// under <cache>/logs (the newest 20 are kept) and logs/latest.log points to it,
-// so that concurrent runs never write into each other's log.
-func openLog(cacheDir, explicit string) (*os.File, string, error) {
-	if explicit != "" {
-		f, err := os.Create(explicit)
-		return f, explicit, err
-	}
-	dir := filepath.Join(cacheDir, "logs")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", err
-	}
-	old, _ := filepath.Glob(filepath.Join(dir, "run-*.log"))
-	sort.Strings(old) // names sort by time
-	for len(old) >= 20 {
-		os.Remove(old[0])
-		old = old[1:]
-	}
-	name := fmt.Sprintf("run-%s-%d.log", time.Now().Format("20060102-150405"), os.Getpid())
-	p := filepath.Join(dir, name)
-	f, err := os.Create(p)
-	if err != nil {
-		return nil, "", err
-	}
-	latest := filepath.Join(dir, "latest.log")
-	os.Remove(latest)
-	_ = os.Symlink(name, latest) // a convenience only
-	return f, p, nil
-}
-
-// commandLine renders a command so that it can be pasted into a shell, for
-// rerunning a VM by hand.
-func commandLine(name string, args []string) string {
-	words := []string{name}
-	for _, a := range args {
-		if strings.ContainsAny(a, " '\"$|&;<>()*?") {
-			a = shQuote(a)
-		}
-		words = append(words, a)
-	}
-	return strings.Join(words, " ")
-}
-
-func moduleNames(paths []string) string {
-	var names []string
-	for _, p := range paths {
-		names = append(names, moduleName(p))
-	}
-	return strings.Join(names, ",")
-}
-
-// newMarker returns a sentinel prefix unique to one boot, so that neither an
-// earlier run's output nor a test printing sentinel-like text can be mistaken
-// for the init script's report.
-func newMarker() string {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return "@@xdplimit-vm:" + hex.EncodeToString(b) + "@@"
-}
-
-// report is the verdict on one run.
-type report struct {
-	lines    []string // per-test results
-	reasons  []string // why the run failed; empty means it passed
-	warnings []string
-}
-
-func (r *report) ok() bool { return len(r.reasons) == 0 }
-
-// evaluate judges a run from its sentinel lines only. Every test binary must
-// have reported START and RESULT with exit 0, the init script must have
-// reported DONE with a matching count and no failed setup step, and the run
-// must have ended by itself.
-func evaluate(tests []testBinary, res *vmResult, timeout time.Duration) *report {
-	rep := &report{}
-	fail := func(format string, a ...any) { rep.reasons = append(rep.reasons, fmt.Sprintf(format, a...)) }
-	if res.Interrupted {
-		fail("interrupted")
-	}
-	if res.TimedOut {
-		fail("timed out after %v; qemu killed", timeout)
-	}
-	if res.PanicLine != "" {
-		fail("kernel: %s", res.PanicLine)
-	}
-	if res.BootHung != "" {
-		fail("VM boot hung: %s", res.BootHung)
-	}
-	if _, ok := res.find("BOOT"); !ok {
-		fail("no BOOT sentinel: init did not start or died during setup")
-	}
-	for _, e := range res.Events {
-		if e.Kind == "SETUP-FAIL" {
-			fail("VM setup step failed: %s", e.Rest)
-		}
-	}
-
-	known := map[string]bool{}
-	for _, t := range tests {
-		known[t.Name] = true
-	}
-	starts := map[string]event{}
-	results := map[string]event{}
-	for _, e := range res.Events {
-		name := e.Fields["name"]
-		switch e.Kind {
-		case "START", "RESULT":
-			if !known[name] {
-				fail("sentinel %s for unknown test %q", e.Kind, name)
-				continue
-			}
-			target := starts
-			if e.Kind == "RESULT" {
-				target = results
-			}
-			if _, dup := target[name]; dup {
-				fail("%s reported %s twice", name, e.Kind)
-			}
-			target[name] = e
-		}
-	}
-	failed := 0
-	for _, t := range tests {
-		start, started := starts[t.Name]
-		result, done := results[t.Name]
-		switch {
-		case !started:
-			rep.lines = append(rep.lines, fmt.Sprintf("NOT RUN %s", t.Name))
-			fail("%s: never started", t.Name)
-			failed++
-		case !done:
-			rep.lines = append(rep.lines, fmt.Sprintf("NO RESULT %s (started, no exit status)", t.Name))
-			fail("%s: started but reported no exit status", t.Name)
-			failed++
-		case result.Fields["exit"] != "0":
-			rep.lines = append(rep.lines, fmt.Sprintf("FAIL %s (exit %s, %.1fs)", t.Name, result.Fields["exit"], (result.At-start.At).Seconds()))
-			fail("%s: exit status %s", t.Name, result.Fields["exit"])
-			failed++
-		default:
-			rep.lines = append(rep.lines, fmt.Sprintf("PASS %s (%.1fs)", t.Name, (result.At-start.At).Seconds()))
-		}
-	}
-
-	if done, ok := res.find("DONE"); !ok {
-		fail("no DONE sentinel: the VM stopped before init finished")
-	} else {
-		if done.Fields["total"] != fmt.Sprint(len(tests)) {
-			fail("DONE reports %s tests, %d were given", done.Fields["total"], len(tests))
-		}
-		// The init script counts failures itself; a mismatch means sentinel
-		// lines were lost or garbled on the console, so nothing is trusted.
-		if done.Fields["failed"] != fmt.Sprint(failed) {
-			fail("DONE reports %s failed tests, the RESULT sentinels %d", done.Fields["failed"], failed)
-		}
-		if done.Fields["setup_failed"] != "0" {
-			fail("DONE reports setup_failed=%s", done.Fields["setup_failed"])
-		}
-	}
-	if res.KilledAfterFinal {
-		rep.warnings = append(rep.warnings, "the VM did not power off after DONE and was killed")
-	}
-	if res.WaitErr != nil && !res.TimedOut && !res.KilledAfterFinal && !res.Interrupted && res.BootHung == "" {
-		fail("qemu failed: %v", res.WaitErr)
-	}
-	return rep
 }
