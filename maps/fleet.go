@@ -106,25 +106,17 @@ type FleetLevel struct {
 
 // FleetLevels lists the fleet levels of the generation in force.
 func (l *Limiter) FleetLevels() ([]FleetLevel, error) {
-	g, ctl, err := l.active()
+	rules, err := l.current()
 	if err != nil {
 		return nil, err
 	}
 	var out []FleetLevel
-	for i := 0; i < int(ctl.Gen[g].Nrules) && i < MaxRules; i++ {
-		r, err := l.rule(g, i)
-		if err != nil {
-			return nil, err
-		}
-		name, err := l.name(r.CounterSlot)
-		if err != nil {
-			return nil, err
-		}
-		for _, lv := range r.Levels[:min(int(r.Nlevels), MaxLevels)] {
+	for _, r := range rules {
+		for _, lv := range r.levels {
 			if lv.Flags&lfFleet == 0 {
 				continue
 			}
-			out = append(out, FleetLevel{Rule: name, Origin: int(lv.Origin), StateID: lv.StateId,
+			out = append(out, FleetLevel{Rule: r.name, Origin: int(lv.Origin), StateID: lv.StateId,
 				Algorithm: lv.Algorithm, KeyKind: lv.KeyKind, Global: lv.KeyKind == KeyGlobal,
 				Slot: lv.Slot, P1: lv.P1, P2: lv.P2, P3: lv.P3, Mask4: lv.Mask4, Mask6: lv.Mask6,
 				Bytes: lv.Flags&lfBytes != 0})
