@@ -8,112 +8,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-
-	"github.com/xdplimit/xdplimit/compiler"
-	"github.com/xdplimit/xdplimit/fleet"
+	"github.com/xdplimit/xdplimit/internal/fleetsim"
 	"github.com/xdplimit/xdplimit/internal/testutil"
-	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 	"github.com/xdplimit/xdplimit/policy"
 )
 
-// host is one simulated fleet member: the real program loaded with an
-// injected clock, and its engine, all driven from the test's clock.
-type host struct {
-	l   *maps.Limiter
-	e   *fleet.Engine
-	now *uint64
-}
-
-const wallBase = int64(1_800_000_000) * 1e9 // injected wall clock at t = 0
-
-func newHosts(t *testing.T, dial func(context.Context, string, string) (net.Conn, error), n int, yaml string) ([]*host, *policy.Policy) {
+// newHosts starts a simulated fleet of n hosts running yaml
+// (internal/fleetsim: the real program with an injected clock, and the
+// real engine), closed when the test ends.
+func newHosts(t *testing.T, dial func(context.Context, string, string) (net.Conn, error), n int, yaml string) (*fleetsim.Fleet, *policy.Policy) {
 	t.Helper()
 	testutil.RequireRoot(t)
-	p, err := policy.Parse("fleet.yaml", []byte(yaml))
+	f, err := fleetsim.New(fleetsim.Config{Hosts: n, Policy: yaml, Dial: dial, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := compiler.Compile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var now uint64 = 1e9
-	hosts := make([]*host, n)
-	for i := range hosts {
-		l, err := maps.Load(maps.Options{Clock: maps.ClockMap, MaxSources: 1 << 12})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		if err := l.Apply(img); err != nil {
-			t.Fatal(err)
-		}
-		e, err := fleet.New(fleet.Options{
-			Fleet: p.Fleet, Interface: fmt.Sprintf("h%d", i), Logf: t.Logf,
-			Now:     func() uint64 { return now },
-			Wall:    func() int64 { return wallBase + int64(now) },
-			RedisUs: func() float64 { return float64(wallBase+int64(now)) / 1e3 },
-			Dialer:  dial,
-		}, l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
-		hosts[i] = &host{l: l, e: e, now: &now}
-	}
-	return hosts, p
+	t.Cleanup(func() { f.Close() })
+	return f, f.Policy
 }
 
-// send runs one packet through host h's program at the shared clock.
-func (h *host) send(t *testing.T, pkt []byte) bool {
+// simulate floods for dur: every simulated millisecond each sender host
+// gets perMs packets of pkt, and every sync each host syncs. It returns the
+// packets admitted by each host.
+func simulate(t *testing.T, f *fleetsim.Fleet, senders []int, pkt []byte, perMs int, dur, sync time.Duration) []int {
 	t.Helper()
-	if err := h.l.SetClock(*h.now); err != nil {
-		t.Fatal(err)
-	}
-	ret, err := h.l.Program().Run(&ebpf.RunOptions{Data: pkt, Repeat: 1})
+	admitted, err := f.Run(context.Background(), fleetsim.Flood{Senders: senders, Packet: pkt,
+		PerMs: perMs * len(senders), Duration: dur, Sync: sync})
 	if err != nil {
 		t.Fatal(err)
-	}
-	return ret == 2 // XDP_PASS
-}
-
-// simulate advances the clock for dur in 1 ms steps; in each step every
-// sender host gets perMs packets of pkt, and every sync each host syncs.
-// It returns the packets admitted by each host.
-func simulate(t *testing.T, hosts []*host, senders []int, pkt []byte, perMs int, dur, sync time.Duration) []int {
-	t.Helper()
-	admitted := make([]int, len(hosts))
-	now := hosts[0].now
-	step := uint64(time.Millisecond)
-	for ms := uint64(0); ms < uint64(dur/time.Millisecond); ms++ {
-		for _, i := range senders {
-			for range perMs {
-				if hosts[i].send(t, pkt) {
-					admitted[i]++
-				}
-			}
-		}
-		*now += step
-		if (ms+1)%uint64(sync/time.Millisecond) == 0 {
-			for _, h := range hosts {
-				if r := h.e.Sync(context.Background()); r.Err != nil {
-					t.Fatalf("sync: %v", r.Err)
-				}
-			}
-		}
 	}
 	return admitted
 }
 
-func sum(v []int) int {
-	s := 0
-	for _, x := range v {
-		s += x
-	}
-	return s
-}
+func sum(v []int) int { return fleetsim.Sum(v) }
 
 func within(t *testing.T, what string, got int, want float64, tol float64) {
 	t.Helper()
@@ -193,13 +121,13 @@ func TestFleetFixedWindow(t *testing.T) {
 		t.Run(fmt.Sprintf("%d hosts sending", len(tc.senders)), func(t *testing.T) {
 			hosts, _ := newHosts(t, testutil.DialIn(ns), 3, fleetPolicy(r.Addr(),
 				fmt.Sprintf("{algorithm: fixed_window, packets: %d, window: %v, scope: fleet}", limit, window)))
-			fls, err := hosts[0].l.FleetLevels()
+			fls, err := hosts.Hosts[0].L.FleetLevels()
 			if err != nil || len(fls) != 1 {
 				t.Fatalf("fleet levels: %v %v", fls, err)
 			}
 			// Start at a window boundary of the datapath's windows.
 			w := uint64(window)
-			*hosts[0].now += w - (*hosts[0].now+fls[0].P3)%w
+			hosts.Advance(time.Duration(w - (hosts.Now()+fls[0].P3)%w))
 			pkt := pktgen.UDP4(src, dst, 4000, 53, 16)
 			var per []int
 			for range 5 {
