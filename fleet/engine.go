@@ -119,6 +119,15 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 		c.Close()
 		return nil, err
 	}
+	// A state entry starts with epoch bits 0: in epoch 0 its first
+	// admissions would not report it, and its pending units would wait
+	// for a later epoch, then be charged to Redis as if admitted within
+	// one sync span (measured: a fleet at sync 1s admitted 2x its limit
+	// in the first seconds, and a lone host was then held back a whole
+	// interval). Epoch 1 from the start makes them report. A failure
+	// here fails the first sync again, which counts and logs it.
+	e.epoch = 1
+	_ = dp.SetFleetEpoch(e.epoch)
 	return e, nil
 }
 
