@@ -3,7 +3,7 @@
 // writes BENCHMARKS.md and a chart of the veth comparison. `make bench` runs
 // it; run it as root.
 //
-//	go run ./bench [-quick] [-only micro,macro,accuracy,control] [-out BENCHMARKS.md] [-chart bench/veth.png]
+//	go run ./bench [-quick] [-only micro,macro,accuracy,control,fleet] [-out BENCHMARKS.md] [-chart bench/veth.png]
 //
 // Every result is a ratio of configurations measured side by side in one
 // run, interleaved, each a median over repetitions: the absolute numbers
@@ -24,7 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var sections = []string{"micro", "macro", "accuracy", "control"}
+var sections = []string{"micro", "macro", "accuracy", "control", "fleet"}
 
 func main() {
 	quick := flag.Bool("quick", false, "fewer repetitions and packets, for iterating (a minute or two); the report says so")
@@ -86,6 +86,7 @@ func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart,
 	step("macro", func() (err error) { rep.Macro, err = macroBench(e, quick); return err })
 	step("accuracy", func() (err error) { rep.Accuracy, err = accuracyBench(e, quick); return err })
 	step("control", func() (err error) { rep.Control, err = controlBench(e, quick); return err })
+	step("fleet", func() (err error) { rep.Fleet, err = fleetBench(e, quick); return err })
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted (%v): %s left as it was", context.Cause(ctx), out)
 	}

@@ -194,7 +194,20 @@ const (
 	mRules64      = "64 rules, the matching one last, drop"
 	mRules256     = "256 rules, the matching one last, drop"
 	mAllow100k    = "100k allow-list /32s, source not listed, drop"
+	mFleetTBDrop  = "token bucket, scope: fleet, over limit (drop)"
+	mFleetTBPass  = "token bucket, scope: fleet, under limit (pass)"
+	mFleetFWDrop  = "fixed window, scope: fleet, over limit (drop)"
+	mFleetFWPass  = "fixed window, scope: fleet, under limit (pass)"
 )
+
+// fleetPairs pairs each fleet case with the same level at host scope.
+var fleetPairs = [][2]string{{mFleetTBDrop, mTBDrop}, {mFleetTBPass, mTBPass}, {mFleetFWDrop, mFWDrop}, {mFleetFWPass, mFWPass}}
+
+// fleetScoped is oneRule with the limit at scope: fleet. Loading needs no
+// Redis: only the sync engine talks to it, and none runs here.
+func fleetScoped(limit string) string {
+	return "fleet: {redis: redis://127.0.0.1:6379/0}\n" + oneRule(strings.TrimSuffix(limit, "}")+", scope: fleet}")
+}
 
 // microBench measures every case on one pinned CPU, rounds interleaved:
 // round 1 of every case, then round 2, so that a burst of other load on the
@@ -294,6 +307,22 @@ func microBench(e *env, quick bool) (*microResults, error) {
 	} {
 		add(&microCase{group: manySrc, name: t.name, want: xdpPass, warm: int(t.size + t.size>>4), rotate: 1 << 24, base: base32, note: t.note},
 			limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: t.size, BenchRotate: 1 << 24, BenchBase: base}, oneRule(t.limit), nil))
+	}
+
+	// The same levels at fleet scope: each admission also adds to the
+	// key's pending count for the next sync (an atomic add), and the first
+	// one of a sync epoch reports the key; no engine runs, so the epoch
+	// stays and the measured packets pay the add, not the report.
+	fleetGroup := "Fleet scope (issue 16; known source, the same limits as above)"
+	for _, k := range []struct {
+		name, limit string
+		want        uint32
+	}{
+		{mFleetTBDrop, tbDrop, xdpDrop}, {mFleetTBPass, tbPass, xdpPass},
+		{mFleetFWDrop, fwDrop, xdpDrop}, {mFleetFWPass, fwPass, xdpPass},
+	} {
+		add(&microCase{group: fleetGroup, name: k.name, want: k.want, warm: 1000},
+			limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, fleetScoped(k.limit), nil))
 	}
 
 	rules := "Policy size (known source)"

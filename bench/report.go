@@ -70,6 +70,7 @@ type report struct {
 	Macro     *macroResults
 	Accuracy  *accuracyResults
 	Control   *controlResults
+	Fleet     *fleetResults
 	Errors    []string
 	Durations []string
 }
@@ -159,6 +160,7 @@ func (r *report) targets() []target {
 		ratioTarget("veth 16M-source flood ≥ 3× nftables", "nft-set", "16M", 3)
 		ratioTarget("veth 16M-source flood ≥ 3× iptables hashlimit", "hashlimit", "16M", 3)
 	}
+	ts = append(ts, r.fleetTargets()...)
 	if a := r.Accuracy; a != nil && len(a.Queues) > 0 {
 		for _, n := range []int{1, 2} {
 			t := target{what: fmt.Sprintf("admitted/configured 1 ± 0.05 on %d queue(s)", n)}
@@ -247,7 +249,7 @@ func (r *report) write(e *env, out, chart, script string) error {
 	p("| Commit | %s |\n", r.Machine.Revision)
 	p("| Mode | %s; took %v (%s) |\n\n", mode, r.Elapsed.Round(time.Second), strings.Join(r.Durations, ", "))
 
-	p("## Targets\n\nThe targets of issue 3, each with the number measured in this run. The veth targets are judged\n")
+	p("## Targets\n\nThe targets of issues 3 and 16, each with the number measured in this run. The veth targets are judged\n")
 	p("on rates per CPU-second, which the other work on this shared VM does not skew (see the veth section);\n")
 	p("the wall-clock ratio follows in parentheses.\n\n")
 	p("| Target | Measured | Status |\n|---|---|---|\n")
@@ -264,6 +266,7 @@ func (r *report) write(e *env, out, chart, script string) error {
 	}
 	r.writeAccuracy(&b)
 	r.writeControl(&b)
+	r.writeFleet(&b)
 	if len(r.Errors) > 0 {
 		p("## Errors\n\nThese parts of the run failed; their tables are missing or partial.\n\n")
 		for _, s := range r.Errors {

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/xdplimit/xdplimit/fleet"
+)
+
+// fleetTargets are issue 16's targets with this run's numbers.
+func (r *report) fleetTargets() []target {
+	var ts []target
+	if f := r.Fleet; f != nil {
+		sync := 100 * time.Millisecond
+		for _, c := range []struct {
+			what            string
+			senders         int
+			global          bool
+			tolerance, want float64
+		}{
+			{"fleet, 3 hosts flooded evenly at 10× the limit, sync 100 ms: admitted/configured 1 ± 0.05", 3, false, 0.05, 1},
+			{"fleet, the same source on one host only: that host admits the whole fleet limit (1 ± 0.05)", 1, false, 0.05, 1},
+			{"fleet `global` level, 3 hosts flooded evenly: admitted/configured 1 ± 0.05", 3, true, 0.05, 1},
+			{"fleet `global` level, one host only: admits the whole fleet limit (1 ± 0.05)", 1, true, 0.05, 1},
+		} {
+			t := target{what: c.what}
+			a := f.find(3, c.senders, sync, c.global)
+			if a == nil || a.err != "" {
+				t.measured, t.status = "-", "not measured"
+			} else {
+				x := a.ratio(f.Duration)
+				t.measured = fmt.Sprintf("%.3f (%d admitted of %.0f configured over %v)", x, a.admitted, a.configured(f.Duration), f.Duration)
+				t.status = met(x >= c.want-c.tolerance && x <= c.want+c.tolerance, "")
+			}
+			ts = append(ts, t)
+		}
+	}
+	if m := r.Micro; m != nil {
+		t := target{what: "fleet level's datapath cost within 10% of the same level at host scope"}
+		var parts, fails []string
+		for _, pr := range fleetPairs {
+			fc, hc := m.find(pr[0]), m.find(pr[1])
+			if fc == nil || hc == nil || fc.err != nil || hc.err != nil {
+				continue
+			}
+			x := fc.ns.median() / hc.ns.median()
+			parts = append(parts, fmt.Sprintf("%s %.2f×", shortAlg(pr[1]), x))
+			if x > 1.10 {
+				fails = append(fails, shortAlg(pr[1]))
+			}
+		}
+		if len(parts) == 0 {
+			t.measured, t.status = "-", "not measured"
+		} else {
+			f := ""
+			if len(fails) > 0 {
+				f = " (" + strings.Join(fails, ", ") + ")"
+			}
+			t.measured, t.status = strings.Join(parts, ", "), met(len(fails) == 0, f)
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+func (r *report) writeFleet(b *strings.Builder) {
+	f := r.Fleet
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	if f == nil && r.Micro == nil {
+		return
+	}
+	p("## Fleet limits (issue 16)\n\n")
+	r.writeFleetCost(b)
+	if f == nil {
+		return
+	}
+	p("### Accuracy: admitted / configured\n\n")
+	p("Simulated fleets (`internal/fleetsim`, the simulation the fleet tests use): each host is the real XDP\n")
+	p("program with an injected clock, run with `BPF_PROG_TEST_RUN`, and its real sync engine; all talk to one\n")
+	p("real redis-server. One clock drives them in 1 ms steps, and every host syncs at once every sync\n")
+	p("interval. One source floods at %d× the fleet limit (token_bucket, %d/s, burst %d) for %v of simulated\n", fleetFlood, fleetRate, fleetBurst, f.Duration)
+	p("time, its packets spread evenly over the hosts it reaches. Configured is burst + rate × t = %.0f.\n", fleetBurst+fleetRate*f.Duration.Seconds())
+	p("The bound is the design's (`policy check` prints it): over any time t the fleet admits at most\n")
+	p("burst + rate × t + N × rate × sync, each host running at most one sync of the rate ahead of what it\n")
+	p("has heard from the others; it is given as the ratio it allows. Without the fleet scope, N hosts\n")
+	p("flooded evenly would admit about N×.\n\n")
+	p("| Hosts | Sync | Source | Admitted (per host) | Admitted / configured | Bound | Within bound |\n|---:|---:|---|---:|---:|---:|---|\n")
+	for _, a := range f.Accuracy {
+		if a.err != "" {
+			p("| %d | %v | %s | failed: %s | | | |\n", a.hosts, a.sync, a.label(), a.err)
+			continue
+		}
+		x, bound := a.ratio(f.Duration), a.bound(f.Duration)
+		within := "yes"
+		if x > bound {
+			within = "**NOT MET**"
+		}
+		p("| %d | %v | %s | %d (%s) | **%.3f** | ≤ %.3f | %s |\n", a.hosts, a.sync, a.label(), a.admitted, joinInts(a.perHost), x, bound, within)
+	}
+	p("\n")
+	r.writeFleetSync(b)
+}
+
+// writeFleetCost is the datapath's side: the micro cases of a level at
+// fleet scope against the same level at host scope.
+func (r *report) writeFleetCost(b *strings.Builder) {
+	m := r.Micro
+	if m == nil {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("### Datapath cost of a fleet level\n\n")
+	p("From the per-packet table above (same run, same pinned CPU, cases interleaved): a known source over\n")
+	p("and under its limit, the level at fleet scope against the same level at host scope. A fleet level's\n")
+	p("admission also adds to the key's pending count for the next sync; the first admission of a key in a\n")
+	p("sync epoch reports it to the control plane (once per key per sync, not measured here: no engine runs).\n\n")
+	p("| Level | Host scope ns/packet | Fleet scope ns/packet | Fleet / host | Within 10%% |\n|---|---:|---:|---:|---|\n")
+	for _, pr := range fleetPairs {
+		fc, hc := m.find(pr[0]), m.find(pr[1])
+		if fc == nil || hc == nil || fc.err != nil || hc.err != nil || len(fc.ns) == 0 || len(hc.ns) == 0 {
+			p("| %s | not measured | | | |\n", pr[1])
+			continue
+		}
+		x := fc.ns.median() / hc.ns.median()
+		p("| %s | %.1f | %.1f | %.3f× | %s |\n", pr[1], hc.ns.median(), fc.ns.median(), x, met(x <= 1.10, ""))
+	}
+	p("\n")
+}
+
+func (r *report) writeFleetSync(b *strings.Builder) {
+	f := r.Fleet
+	if len(f.Sync) == 0 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("### Cost of one sync by active keys\n\n")
+	p("One host (the real program on the real clock, its engine, a redis-server in a namespace on the same\n")
+	p("machine) with a per-source fleet token bucket; before each sync, k sources (the program's benchmark\n")
+	p("rotation) each admit one packet, so k keys have consumption to exchange. One sync is: read the keys the\n")
+	p("datapath reported, take their pending counts (the apply program, in batches of 4096), one pipelined\n")
+	p("round trip of EVALSHA per key to Redis, and the fold. CPU is this process's user + system time over\n")
+	p("the sync (the apply program runs in its system time); Redis CPU is the server's (10 ms resolution);\n")
+	p("bytes are counted on the engine's connections; commands are Redis's `total_commands_processed`, which counts\n")
+	p("the TIME, GET and SET each EVALSHA runs besides the EVALSHA itself.\n")
+	p("Medians of %d syncs. The policy's sync is %v (the engine gives an exchange twice the interval, at\n", f.SyncRuns, syncCostInterval)
+	p("least 1 s, and each socket read at most 2 s); Fits 100 ms says whether the sync took less than the\n")
+	p("default interval.\n\n")
+	p("Above the bound: the engine exchanges at most `MaxKeys` (default %d) keys per sync, the heaviest\n", fleet.DefaultMaxKeys)
+	p("first, and counts the rest as unsynced (`xdplimit_fleet_keys_unsynced_total`); they keep their pending\n")
+	p("count and go in a later sync. Before that, the datapath's report ring holds %d keys per sync\n", f.Ring)
+	p("(4 MiB): keys past it are counted in `fleet_key_lost` and report at their next admission in a later\n")
+	p("sync epoch.\n\n")
+	p("| Active keys | Reported | Exchanged | Unsynced (over MaxKeys) | Lost (ring full) | Wall | CPU | Redis CPU | Sent | Received | Redis commands | CPU per exchanged key | Bytes per exchanged key | Fits 100 ms |\n")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, c := range f.Sync {
+		if c.err != "" || len(c.wall) == 0 {
+			p("| %d | failed: %s | | | | | | | | | | | | |\n", c.keys, c.err)
+			continue
+		}
+		x := c.exchanged.median()
+		perCPU, perB := "-", "-"
+		if x > 0 {
+			perCPU = fmt.Sprintf("%.1f µs", 1e6*c.cpu.median()/x)
+			perB = fmt.Sprintf("%.0f", (c.tx.median()+c.rx.median())/x)
+		}
+		fits := "yes"
+		if c.wall.median() > 0.1 {
+			fits = "**no**"
+		}
+		p("| %d | %.0f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %.0f | %s | %s | %s |\n", c.keys,
+			c.reported.median(), x, c.unsynced.median(), c.lost.median(), fmtDur(c.wall.median()),
+			fmtDur(c.cpu.median()), fmtDur(c.redisCPU.median()), fmtBytes(c.tx.median()), fmtBytes(c.rx.median()),
+			c.ops.median(), perCPU, perB, fits)
+	}
+	p("\n")
+}
+
+func fmtBytes(x float64) string {
+	switch {
+	case x >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", x/(1<<20))
+	case x >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", x/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", x)
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/fleet"
+	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/redisproc"
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// The cost of one sync with k active keys: k sources each admitted one
+// packet since the last sync, on one host (the real program, real clock)
+// with a real engine and Redis. The sync interval of the policy is 1 s, so
+// that the engine's timeouts (twice the interval for the exchange, at
+// least 1 s) do not cut the measurement short; the report says which
+// syncs would fit in the default 100 ms.
+const syncCostInterval = time.Second
+
+type syncCost struct {
+	keys int
+	ring int // reports the datapath's key ring holds
+
+	wall, cpu, redisCPU sample // seconds per sync
+	tx, rx, ops         sample // bytes to and from Redis, commands Redis ran
+	reported, exchanged sample
+	unsynced, lost      sample // over MaxKeys; reports the ring had no room for
+	err                 string
+}
+
+// byteCounter counts the bytes of every connection a dialer opens.
+type byteCounter struct{ tx, rx atomic.Int64 }
+
+type countedConn struct {
+	net.Conn
+	c *byteCounter
+}
+
+func (c countedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.c.rx.Add(int64(n))
+	return n, err
+}
+
+func (c countedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.c.tx.Add(int64(n))
+	return n, err
+}
+
+func (b *byteCounter) wrap(dial func(context.Context, string, string) (net.Conn, error)) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countedConn{conn, b}, nil
+	}
+}
+
+// ringReports is how many key reports the datapath's ring holds at once
+// (a record is the key and the ring's 8-byte header).
+func ringReports() int {
+	spec, err := gen.LoadXdplimit()
+	if err != nil {
+		return 0
+	}
+	m := spec.Maps["xdpl_fleet_keys"]
+	if m == nil {
+		return 0
+	}
+	return int(m.MaxEntries) / (24 + 8)
+}
+
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// snapshot is the counters a sync moves.
+type snapshot struct {
+	cpu, redisCPU float64
+	tx, rx        int64
+	ops           int64
+	lost          uint64
+}
+
+func (c *syncCost) measure(e *env, srv *redisproc.Server, runs int) error {
+	c.ring = ringReports()
+	rot := nextPow2(c.keys)
+	yaml := fleetPolicy(srv.Addr(), syncCostInterval,
+		"{algorithm: token_bucket, rate: 1000/s, burst: 1000, scope: fleet}")
+	base := netip.MustParseAddr("10.0.0.0")
+	// TrackAfter 1: every source gets its entry at its first packet.
+	l, err := loadLimiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: uint32(2 * rot),
+		BenchRotate: uint32(rot), BenchBase: base, TrackAfter: 1}, yaml, nil)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	p, err := policy.Parse("bench.yaml", []byte(yaml))
+	if err != nil {
+		return err
+	}
+	var bytes byteCounter
+	eng, err := fleet.New(fleet.Options{Fleet: p.Fleet, Interface: "bench", Logf: e.Logf,
+		Dialer: bytes.wrap(redisproc.DialIn(srv.NS()))}, l)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	info := redis.NewClient(redisproc.FastFailOptions(srv.NS(), "", srv.Addr()).Simple())
+	defer info.Close()
+
+	// Each call walks the same c.keys sources from the frame's: every key
+	// admits one packet per round.
+	frame := pktgen.UDP4(base, netip.MustParseAddr("192.0.2.1"), 4000, 53, 18)
+	round := func(keys int) error {
+		_, _, err := l.Program().Benchmark(frame, keys, nil)
+		return err
+	}
+	take := func() (snapshot, error) {
+		var s snapshot
+		var ru unix.Rusage
+		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+			return s, err
+		}
+		s.cpu = tvSec(ru.Utime) + tvSec(ru.Stime)
+		s.redisCPU = procCPU(srv.PID())
+		s.tx, s.rx = bytes.tx.Load(), bytes.rx.Load()
+		ops, err := commandsProcessed(e.ctx, info)
+		if err != nil {
+			return s, err
+		}
+		s.ops = ops
+		cs, err := l.Counters()
+		if err != nil {
+			return s, err
+		}
+		s.lost = cs[maps.CounterFleetLost].Packets
+		return s, nil
+	}
+	// A sync of one key loads the script (a sync that finds Redis without
+	// it sends its pipeline twice), a first round creates the keys and a
+	// first sync exchanges them.
+	for _, k := range []int{1, c.keys} {
+		if err := round(k); err != nil {
+			return err
+		}
+		if r := eng.Sync(e.ctx); r.Err != nil {
+			return fmt.Errorf("first sync of %d keys: %w", k, r.Err)
+		}
+	}
+	for range runs {
+		if err := round(c.keys); err != nil {
+			return err
+		}
+		before, err := take()
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		r := eng.Sync(e.ctx)
+		wall := time.Since(start)
+		if r.Err != nil {
+			return fmt.Errorf("sync of %d keys after %v: %w", r.Reported, wall.Round(time.Millisecond), r.Err)
+		}
+		after, err := take()
+		if err != nil {
+			return err
+		}
+		c.wall = append(c.wall, wall.Seconds())
+		c.cpu = append(c.cpu, after.cpu-before.cpu)
+		c.redisCPU = append(c.redisCPU, after.redisCPU-before.redisCPU)
+		c.tx = append(c.tx, float64(after.tx-before.tx))
+		c.rx = append(c.rx, float64(after.rx-before.rx))
+		// The second INFO counts the first.
+		c.ops = append(c.ops, float64(after.ops-before.ops-1))
+		c.reported = append(c.reported, float64(r.Reported))
+		c.exchanged = append(c.exchanged, float64(r.Exchanged))
+		c.unsynced = append(c.unsynced, float64(r.Unsynced))
+		c.lost = append(c.lost, float64(after.lost-before.lost))
+		if err := e.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tvSec(tv unix.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
+
+// procCPU is a process's user + system time in seconds (/proc resolves it
+// to the scheduler tick, 10 ms here).
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	rest := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(rest) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(rest[11], 64)
+	st, _ := strconv.ParseFloat(rest[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+// commandsProcessed is Redis's count of the commands it ran.
+func commandsProcessed(ctx context.Context, c *redis.Client) (int64, error) {
+	s, err := c.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("INFO stats has no total_commands_processed")
+}
