@@ -22,7 +22,9 @@ import (
 // at exactly the rate would find the fleet a whole span in debt. Lua numbers are doubles: microseconds
 // since 1970 keep a quarter-microsecond resolution, and rounding happens
 // once per sync and key, not per packet. ARGV[3], when given, replaces TIME
-// (tests with an injected clock).
+// (tests with an injected clock). After a long span tat may stay behind
+// now: the key then lives for ARGV[2] ms (a negative PX is an error that
+// would fail the whole sync).
 var tbScript = redis.NewScript(`
 local now
 if ARGV[3] and ARGV[3] ~= '' then
@@ -38,7 +40,7 @@ if add > 0 then
   if tat < from then tat = from end
   tat = tat + add
   redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX',
-    math.ceil((tat - now) / 1000) + tonumber(ARGV[2]))
+    math.max(math.ceil((tat - now) / 1000), 0) + tonumber(ARGV[2]))
 end
 return {'xdpl1', string.format('%.3f', tat - now)}
 `)
