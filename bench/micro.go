@@ -151,6 +151,7 @@ type microResults struct {
 	Repeat, Rounds int
 	CPU            int
 	Cases          []*microCase
+	FleetPairs     []*fleetPair
 }
 
 func (r *microResults) baseline() float64 {
@@ -199,15 +200,6 @@ const (
 	mFleetFWDrop  = "fixed window, scope: fleet, over limit (drop)"
 	mFleetFWPass  = "fixed window, scope: fleet, under limit (pass)"
 )
-
-// fleetPairs pairs each fleet case with the same level at host scope.
-var fleetPairs = [][2]string{{mFleetTBDrop, mTBDrop}, {mFleetTBPass, mTBPass}, {mFleetFWDrop, mFWDrop}, {mFleetFWPass, mFWPass}}
-
-// fleetScoped is oneRule with the limit at scope: fleet. Loading needs no
-// Redis: only the sync engine talks to it, and none runs here.
-func fleetScoped(limit string) string {
-	return "fleet: {redis: redis://127.0.0.1:6379/0}\n" + oneRule(strings.TrimSuffix(limit, "}")+", scope: fleet}")
-}
 
 // microBench measures every case on one pinned CPU, rounds interleaved:
 // round 1 of every case, then round 2, so that a burst of other load on the
@@ -378,7 +370,7 @@ func microBench(e *env, quick bool) (*microResults, error) {
 		for _, c := range res.Cases {
 			c.countInserts()
 		}
-		return nil
+		return res.measureFleetPairs(e, 3*res.Rounds)
 	})
 	return res, err
 }
