@@ -10,6 +10,7 @@ import (
 	"github.com/xdplimit/xdplimit/internal/fleetsim"
 	"github.com/xdplimit/xdplimit/internal/redisproc"
 	"github.com/xdplimit/xdplimit/pktgen"
+	"github.com/xdplimit/xdplimit/policy"
 )
 
 // The fleet section (issue 16): how closely a fleet of hosts holds one
@@ -148,10 +149,18 @@ func fleetBench(e *env, quick bool) (*fleetResults, error) {
 			return res, err
 		}
 	}
+	var costs []*syncCost
 	for _, k := range sizes {
-		c := &syncCost{keys: k}
+		costs = append(costs, &syncCost{keys: k, interval: syncCostInterval})
+	}
+	// The same at the default interval, whose shorter read bound decides
+	// how many keys a sync can carry.
+	for _, k := range []int{10_000, 100_000} {
+		costs = append(costs, &syncCost{keys: k, interval: policy.DefaultFleetSync})
+	}
+	for _, c := range costs {
 		res.Sync = append(res.Sync, c)
-		e.Logf("fleet: sync cost at %d active keys", k)
+		e.Logf("fleet: sync cost at %d active keys, sync %v", c.keys, c.interval)
 		if err := c.measure(e, srv, res.SyncRuns); err != nil {
 			c.err = errString(err)
 			e.Logf("fleet: %v", err)
