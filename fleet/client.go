@@ -38,10 +38,12 @@ func Password(f *policy.Fleet) (string, error) {
 
 // newClient makes the Redis client of a fleet: one server, or a cluster
 // from its seed nodes. It does not connect: the engine does, and retries.
-// Timeouts are bounded by the sync interval so that a slow Redis stretches
-// a sync, never the control plane.
+// Timeouts are ten sync intervals, 1 to 5 s: one Redis core exchanges about
+// 70k keys a second (BENCHMARKS.md), so a sync of 100k keys at the default
+// 100 ms interval takes over a second and must not time out; a slow or
+// lost Redis stretches syncs, never the packet path.
 func newClient(f *policy.Fleet, password string, dial func(context.Context, string, string) (net.Conn, error)) (redis.UniversalClient, error) {
-	timeout := min(max(4*f.Sync, 200*time.Millisecond), 2*time.Second)
+	timeout := min(max(10*f.Sync, time.Second), 5*time.Second)
 	var addrs []string
 	var tlsConf *tls.Config
 	db := 0

@@ -77,6 +77,7 @@ type Engine struct {
 	recentTB map[maps.FleetKey]*level // token-bucket keys taken last sync
 	fw       map[maps.FleetKey]*fwKey
 	link     linkState
+	reports  reports
 	lastSync uint64 // datapath clock at the previous sync's take
 	hosts    int    // live hosts Redis last reported (1 until it does)
 	reserves map[uint32]uint64
@@ -171,8 +172,27 @@ func (e *Engine) Reload() error {
 	return e.setReserves(e.link.up || e.opts.Fleet.Fallback == policy.FallbackShare)
 }
 
-// Run syncs every interval until ctx ends.
+// Run syncs every interval until ctx ends. Between syncs it drains the
+// datapath's ring of reported keys several times, so that the ring only has
+// to hold the keys reported in a fraction of an interval: a ring read once
+// per sync lost every report past its size (131k keys), and always the same
+// keys' (the ring fills in admission order).
 func (e *Engine) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(e.opts.Fleet.Sync/4, 5*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				e.drain()
+			}
+		}
+	}()
+	defer func() { <-done }()
 	t := time.NewTicker(e.opts.Fleet.Sync)
 	defer t.Stop()
 	for {
@@ -183,6 +203,47 @@ func (e *Engine) Run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// reports are the keys the datapath reported since the last sync, at most
+// MaxKeys; the others are counted and report again in a later epoch (their
+// pending units wait in their state entries).
+type reports struct {
+	mu      sync.Mutex // also serialises reads of the ring
+	keys    map[maps.FleetKey]struct{}
+	dropped int
+	err     error
+}
+
+// drain moves what the ring holds into the report set.
+func (e *Engine) drain() {
+	r := &e.reports
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.keys == nil {
+		r.keys = map[maps.FleetKey]struct{}{}
+	}
+	_, err := e.dp.DrainFleetKeys(1<<20, func(k maps.FleetKey) {
+		if len(r.keys) >= e.opts.MaxKeys {
+			r.dropped++
+			return
+		}
+		r.keys[k] = struct{}{}
+	})
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+}
+
+// takeReports drains once more and hands over the keys reported so far.
+func (e *Engine) takeReports() (map[maps.FleetKey]struct{}, int, error) {
+	e.drain()
+	r := &e.reports
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys, dropped, err := r.keys, r.dropped, r.err
+	r.keys, r.dropped, r.err = nil, 0, nil
+	return keys, dropped, err
 }
 
 // Sync runs one sync: take what the datapath admitted, exchange it with
@@ -233,20 +294,21 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	for k, lv := range e.recentTB {
 		tb[k] = lv
 	}
-	n, err := e.dp.DrainFleetKeys(4*e.opts.MaxKeys, func(k maps.FleetKey) {
+	keys, dropped, err := e.takeReports()
+	res.Reported, res.Unsynced = len(keys), dropped
+	if err != nil {
+		return res, fmt.Errorf("%w: reading reported keys: %v", errDatapath, err)
+	}
+	for k := range keys {
 		lv := e.levels[k.StateID]
 		if lv == nil {
-			return // a level replaced by a reload
+			continue // a level replaced by a reload
 		}
 		if lv.Algorithm == maps.AlgTokenBucket {
 			tb[k] = lv
 		} else {
 			e.trackFW(k, lv)
 		}
-	})
-	res.Reported = n
-	if err != nil {
-		return res, fmt.Errorf("%w: reading reported keys: %v", errDatapath, err)
 	}
 	takes, err := e.takeTB(tb)
 	if err != nil {
@@ -273,7 +335,9 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 		res.Skipped = true
 		return res, e.fallback(takes, fws)
 	}
-	takes, fws, res.Unsynced = e.bound(takes, fws)
+	var over int
+	takes, fws, over = e.bound(takes, fws)
+	res.Unsynced += over
 	tbx := make([]tbExchange, len(takes))
 	for i, t := range takes {
 		tbx[i] = tbExchange{key: t.lv.redisKey(e.opts.Fleet.Namespace, t.key),
@@ -289,7 +353,7 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	}
 	hb := &heartbeat{key: "xdpl:" + e.opts.Fleet.Namespace + ":hosts", member: e.opts.HostID,
 		nowMs: e.opts.Wall() / 1e6, ttlMs: max(3*e.opts.Fleet.Sync, 2*time.Second).Milliseconds()}
-	timeout := max(2*e.opts.Fleet.Sync, time.Second)
+	timeout := min(max(10*e.opts.Fleet.Sync, time.Second), 5*time.Second)
 	xctx, cancel := context.WithTimeout(ctx, timeout)
 	err = exchange(xctx, e.client, hb, tbx, fwx)
 	cancel()
