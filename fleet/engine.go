@@ -26,6 +26,7 @@ import (
 // its apply program (maps.Limiter).
 type Datapath interface {
 	FleetLevels() ([]maps.FleetLevel, error)
+	FleetEpoch() (uint32, error)
 	SetFleetEpoch(uint32) error
 	SetFleetReserves(map[uint32]uint64) error
 	FleetRun([]maps.FleetOp) error
@@ -125,9 +126,13 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 	// for a later epoch, then be charged to Redis as if admitted within
 	// one sync span (measured: a fleet at sync 1s admitted 2x its limit
 	// in the first seconds, and a lone host was then held back a whole
-	// interval). Epoch 1 from the start makes them report. A failure
-	// here fails the first sync again, which counts and logs it.
-	e.epoch = 1
+	// interval). A new epoch from the start makes them report: the one
+	// after the epoch in force (an engine restarted by a reload, or an
+	// attach adopting pinned state, finds entries marked with it), and
+	// never 0 in the 16 bits entries keep. A failure here fails the first
+	// sync again, which counts and logs it.
+	cur, _ := dp.FleetEpoch()
+	e.epoch = nextEpoch(cur)
 	_ = dp.SetFleetEpoch(e.epoch)
 	return e, nil
 }
@@ -286,7 +291,7 @@ var errDatapath = errors.New("datapath")
 func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	var res SyncResult
 	// A new epoch first: every key that admits from now on reports again.
-	e.epoch++
+	e.epoch = nextEpoch(e.epoch)
 	if err := e.dp.SetFleetEpoch(e.epoch); err != nil {
 		return res, fmt.Errorf("%w: %v", errDatapath, err)
 	}
@@ -392,3 +397,13 @@ func monotonicNs() uint64 {
 }
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// nextEpoch is the epoch after e, skipping those whose low 16 bits (what a
+// state entry keeps) are 0: a new entry's bits.
+func nextEpoch(e uint32) uint32 {
+	e++
+	if e&0xffff == 0 {
+		e++
+	}
+	return e
+}

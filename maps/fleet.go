@@ -125,6 +125,13 @@ func (l *Limiter) FleetLevels() ([]FleetLevel, error) {
 	return out, nil
 }
 
+// FleetEpoch is the sync epoch in force.
+func (l *Limiter) FleetEpoch() (uint32, error) {
+	var v gen.XdplimitXdplFleetSync
+	err := l.objs.XdplFleetCtl.Lookup(uint32(0), &v)
+	return v.Epoch, err
+}
+
 // SetFleetEpoch starts a sync epoch: a token-bucket key reports itself at
 // its first admission in each epoch.
 func (l *Limiter) SetFleetEpoch(e uint32) error {
