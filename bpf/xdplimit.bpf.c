@@ -17,6 +17,7 @@
 #include "classify.h"
 #include "clock.h"
 #include "limiters.h"
+#include "unparsed.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -139,6 +140,7 @@ static __always_inline void xdpl_decided(__u32 why, __u32 verdict, struct xdpl_r
 	d->verdict = verdict;
 	d->rule = idx;
 	d->level = -1;
+	d->pkt = *p;
 	__builtin_memset(&d->key, 0, sizeof(d->key));
 	if (!r)
 		return;
@@ -580,7 +582,7 @@ int xdpl_main(struct xdp_md *ctx)
 
 	if (xdpl_bench_rotate)
 		xdpl_bench_next_source(data, data_end);
-	int pr = xdpl_parse(data, data_end, &p);
+	int pr = xdpl_parse_counted(ctx, &p);
 
 	if (pr == XDPL_PARSE_NOT_IP) {
 		xdpl_count(XDPL_C_NON_IP, p.len);
@@ -588,9 +590,11 @@ int xdpl_main(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	if (pr != XDPL_PARSE_OK) {
+		__u32 v = xdpl_unparsed(&p);
+
 		xdpl_count(XDPL_C_MALFORMED, p.len);
-		xdpl_decided(XDPL_WHY_MALFORMED, XDPL_V_PASS, NULL, -1, -1, &p);
-		return XDP_PASS;
+		xdpl_decided(XDPL_WHY_MALFORMED, v, NULL, -1, -1, &p);
+		return v == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
 	}
 
 	struct xdpl_control *ctl = bpf_map_lookup_elem(&xdpl_ctl, &zero);

@@ -54,6 +54,7 @@ type Image struct {
 	VLAN         []Bitmap // vlanSlots entries
 	Src, Dst     []PrefixBitmap
 	Allow, Deny  []netip.Prefix
+	Unparsed     UnparsedSpec
 }
 
 func setBit(b *Bitmap, i int) { b.W[i/64] |= 1 << (i % 64) }
@@ -162,6 +163,9 @@ func Compile(p *policy.Policy) (*Image, error) {
 	}
 	if img.Dims&dimDst != 0 {
 		img.Dst = prefixBitmaps(rules, func(m *policy.Match) []netip.Prefix { return m.DstCIDRs })
+	}
+	if err := compileUnparsed(img, p); err != nil {
+		return nil, fmt.Errorf("%s: unparsed: %w", p.Path, err)
 	}
 	return img, nil
 }

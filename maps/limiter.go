@@ -62,6 +62,7 @@ var MapNames = []string{
 	gen.XdplimitMapXdplSrc6, gen.XdplimitMapXdplStats, gen.XdplimitMapXdplTcpf,
 	gen.XdplimitMapXdplVlan, gen.XdplimitMapXdplDrops, gen.XdplimitMapXdplLast,
 	gen.XdplimitMapXdplSketchMap, gen.XdplimitMapXdplSources4, gen.XdplimitMapXdplGlobals,
+	gen.XdplimitMapXdplUnparsedCfgs, gen.XdplimitMapXdplUnparsedCounts, gen.XdplimitMapXdplUnparsedState,
 }
 
 // The state tables: per-source IPv4 keys, and every other key.
@@ -299,6 +300,8 @@ func (l *Limiter) Map(name string) *ebpf.Map {
 		gen.XdplimitMapXdplVlan: m.XdplVlan, gen.XdplimitMapXdplDrops: m.XdplDrops,
 		gen.XdplimitMapXdplLast: m.XdplLast, gen.XdplimitMapXdplSketchMap: m.XdplSketchMap,
 		gen.XdplimitMapXdplSources4: m.XdplSources4, gen.XdplimitMapXdplGlobals: m.XdplGlobals,
+		gen.XdplimitMapXdplUnparsedCfgs: m.XdplUnparsedCfgs, gen.XdplimitMapXdplUnparsedCounts: m.XdplUnparsedCounts,
+		gen.XdplimitMapXdplUnparsedState: m.XdplUnparsedState,
 	}[name]
 }
 
@@ -540,6 +543,9 @@ func (l *Limiter) Apply(img *Image) error {
 
 	if err := l.writeGeneration(next, img, rules); err != nil {
 		return fmt.Errorf("writing the new policy (the old one stays in force): %w", err)
+	}
+	if err := l.writeUnparsed(g, next, img.Unparsed); err != nil {
+		return fmt.Errorf("writing the new policy (the old one stays in force): unparsed: %w", err)
 	}
 	cfg := gen.XdplimitXdplGenCfg{Dims: img.Dims, Nrules: uint32(len(rules))}
 	if img.Shadow {
@@ -863,15 +869,7 @@ func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint6
 			s := r.S[i%size]
 			d := DropSample{Verdict: Verdict(s.Verdict), Slot: uint32(s.Slot), Bytes: s.Len,
 				Deny: uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_DENY)}
-			var b [16]byte
-			for k, w := range s.Addr {
-				binary.NativeEndian.PutUint32(b[k*4:], w)
-			}
-			if s.Family == 4 {
-				d.Source = netip.AddrFrom4([4]byte(b[:4]))
-			} else {
-				d.Source = netip.AddrFrom16(b)
-			}
+			d.Source = addrOf(s.Family, s.Addr)
 			samples = append(samples, d)
 		}
 	}
@@ -947,15 +945,22 @@ func (l *Limiter) LastDecision() (Decision, error) {
 		return Decision{}, err
 	}
 	out := Decision{Why: Why(d.Why), Verdict: Verdict(d.Verdict), Rule: int(d.Rule), Level: int(d.Level), Port: d.Key.Port}
+	out.Source = addrOf(d.Key.Family, d.Key.Addr)
+	return out, nil
+}
+
+// addrOf decodes an address as the datapath stores it (IPv4 in the first
+// word), or the zero Addr for a family other than 4 and 6.
+func addrOf(family uint8, words [4]uint32) netip.Addr {
 	var b [16]byte
-	for k, w := range d.Key.Addr {
+	for k, w := range words {
 		binary.NativeEndian.PutUint32(b[k*4:], w)
 	}
-	switch d.Key.Family {
+	switch family {
 	case 4:
-		out.Source = netip.AddrFrom4([4]byte(b[:4]))
+		return netip.AddrFrom4([4]byte(b[:4]))
 	case 6:
-		out.Source = netip.AddrFrom16(b)
+		return netip.AddrFrom16(b)
 	}
-	return out, nil
+	return netip.Addr{}
 }

@@ -34,6 +34,8 @@ func (p *Policy) Describe(w io.Writer) {
 		fmt.Fprintf(w, "     over limit: %s\n", r.Action)
 	}
 	fmt.Fprintf(w, "unmatched traffic: pass\n")
+	fmt.Fprintf(w, "unparsed frames (truncated, bad lengths or checksum, too many VLAN tags): %s\n", p.Unparsed)
+	fmt.Fprintf(w, "non-IP frames (ARP, LLDP, ...): pass\n")
 	if n := len(p.Warnings); n > 0 {
 		fmt.Fprintf(w, "%d %s\n", n, plural(n, "warning", "warnings"))
 	}

@@ -111,7 +111,7 @@ func (d *decoder) policy(data []byte) *Policy {
 		d.errorAt(d.file, 1, 1, "", "policy file is empty; a policy that limits nothing is `rules: []`")
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed")
 	if top == nil {
 		return nil
 	}
@@ -131,6 +131,7 @@ func (d *decoder) policy(data []byte) *Policy {
 	allow := d.addrList(top["allow"], "allow")
 	deny := d.addrList(top["deny"], "deny")
 	p.Allow, p.Deny = d.checkOverlap(allow, deny)
+	p.Unparsed = d.unparsed(top["unparsed"])
 	return p
 }
 
