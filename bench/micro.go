@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -184,6 +185,7 @@ const (
 	mSWDrop       = "sliding window, over limit (drop)"
 	mSWPass       = "sliding window, under limit (pass)"
 	mIPv6         = "IPv6 source (/64 key), token bucket, drop"
+	mIPv6Ext10    = "IPv6 source behind 10 extension headers, token bucket, drop"
 	mAggDrop      = "token bucket + global aggregate, over the source's limit (drop)"
 	mAggPass      = "token bucket + global aggregate, under both (pass)"
 	mKnown64k     = "64k known sources, 1M table, token bucket (mostly drop)"
@@ -262,6 +264,13 @@ func microBench(e *env, quick bool) (*microResults, error) {
 	}
 	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mIPv6, want: xdpDrop, warm: 1000,
 		frame: append([]byte(nil), udp6...)},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(tbDrop), nil))
+	// The extension-header walk: a global function and a loop, paid only by
+	// packets that carry such headers.
+	ext10 := pktgen.Frame{Src: microSrc6, Dst: microDst6, SrcPort: 4000, DstPort: 53, Payload: 18,
+		Ext: slices.Repeat([]pktgen.ExtHeader{pktgen.ExtDestOpts}, 10)}.MustBuild()
+	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mIPv6Ext10, want: xdpDrop, warm: 1000,
+		frame: ext10},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(tbDrop), nil))
 	// Two levels take the two-phase path: the global level is checked
 	// first (aggregates first), then the source's.
