@@ -11,8 +11,16 @@ import (
 	"github.com/xdplimit/xdplimit/policy"
 )
 
-// loadPolicy loads the XDP program with a policy, unattached.
+// loadPolicy loads the XDP program with a policy, unattached, and closes it
+// when the test ends.
 func loadPolicy(t testing.TB, opts maps.Options, yaml string) *maps.Limiter {
+	t.Helper()
+	l := loadPolicyNoCleanup(t, opts, yaml)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func loadPolicyNoCleanup(t testing.TB, opts maps.Options, yaml string) *maps.Limiter {
 	t.Helper()
 	testutil.RequireRoot(t)
 	p, err := policy.Parse("evasion.yaml", []byte(yaml))
@@ -27,8 +35,8 @@ func loadPolicy(t testing.TB, opts maps.Options, yaml string) *maps.Limiter {
 	if err != nil {
 		t.Fatalf("load: %+v", err)
 	}
-	t.Cleanup(func() { l.Close() })
 	if err := l.Apply(img); err != nil {
+		l.Close()
 		t.Fatal(err)
 	}
 	return l
