@@ -130,7 +130,7 @@ func (c *microCase) advance(runs int) {
 	for range runs {
 		c.pos = benchWalk(c.pos, c.rotate)
 	}
-	binary.BigEndian.PutUint32(c.frame[14+12:], c.base+c.pos)
+	pktgen.SetSource4(c.frame, c.base+c.pos)
 }
 
 // run makes one BPF_PROG_TEST_RUN call of repeat runs and returns ns per

@@ -24,6 +24,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "pktgen.h"
+#include "csum.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -78,20 +79,6 @@ static __always_inline __u32 mix64(__u64 x)
 	x *= 0xc4ceb9fe1a85ec53ULL;
 	x ^= x >> 33;
 	return (__u32)x;
-}
-
-/* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') for a 32-bit field changing from
- * 'from' to 'to'. The one's-complement sum is byte-order independent, so the
- * raw network-order words are summed as loaded. */
-static __always_inline __u16 csum_replace4(__u16 csum, __u32 from, __u32 to)
-{
-	__u32 sum = (__u16)~csum;
-
-	sum += (~from & 0xffff) + (~from >> 16);
-	sum += (to & 0xffff) + (to >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__u16)~sum;
 }
 
 /* Returns a pointer to size bytes at a configured offset, or NULL. */

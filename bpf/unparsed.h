@@ -47,8 +47,10 @@ static __always_inline void xdpl_unparsed_count(__u32 kind, struct xdpl_pkt *p, 
 		return;
 	st->packets++;
 	st->bytes += p->len;
-	if (dropped)
+	if (dropped) {
 		st->dropped++;
+		st->dropped_bytes += p->len;
+	}
 }
 
 /* xdpl_parse, with long IPv6 chains counted (they go on to the rules). */

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "limiters.h"
 #include "unparsed.h"
+#include "csum.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -75,7 +76,11 @@ static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 	/* An LCG modulo a power of two with a = 1 (mod 4) and odd c has full
 	 * period: every source once per N packets, in scrambled order. */
 	x = (x * 1103515245u + 12345u) & (xdpl_bench_rotate - 1);
-	iph->saddr = bpf_htonl(base + x);
+	__be32 next = bpf_htonl(base + x);
+
+	/* The parser checks the header checksum, as the stack does. */
+	iph->check = csum_replace4(iph->check, iph->saddr, next);
+	iph->saddr = next;
 }
 
 static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot)

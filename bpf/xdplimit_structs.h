@@ -138,6 +138,7 @@ struct xdpl_unparsed_stats {
 	__u64 packets;
 	__u64 bytes;
 	__u64 dropped; /* by the policy's unparsed action or limit */
+	__u64 dropped_bytes;
 };
 
 /* The policy for frames the parser cannot judge, per generation. */

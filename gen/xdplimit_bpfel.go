@@ -267,10 +267,11 @@ type XdplimitXdplUnparsedCfg struct {
 }
 
 type XdplimitXdplUnparsedStats struct {
-	_       structs.HostLayout
-	Packets uint64
-	Bytes   uint64
-	Dropped uint64
+	_            structs.HostLayout
+	Packets      uint64
+	Bytes        uint64
+	Dropped      uint64
+	DroppedBytes uint64
 }
 
 // Names of all BPF objects in the ELF.

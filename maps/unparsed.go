@@ -37,8 +37,8 @@ func (k UnparsedKind) String() string {
 
 // UnparsedValue counts one kind of unparsed frame, summed over CPUs.
 type UnparsedValue struct {
-	Packets, Bytes uint64
-	Dropped        uint64 // by the policy's unparsed action or limit
+	Packets, Bytes        uint64
+	Dropped, DroppedBytes uint64 // by the policy's unparsed action or limit
 }
 
 // UnparsedCounters reads the unparsed frames by kind.
@@ -53,6 +53,7 @@ func (l *Limiter) UnparsedCounters() ([]UnparsedValue, error) {
 			out[i].Packets += v.Packets
 			out[i].Bytes += v.Bytes
 			out[i].Dropped += v.Dropped
+			out[i].DroppedBytes += v.DroppedBytes
 		}
 	}
 	return out, nil

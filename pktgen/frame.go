@@ -1,6 +1,7 @@
 package pktgen
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -343,4 +344,21 @@ func SetMACs(frame []byte, src, dst net.HardwareAddr) []byte {
 	copy(frame[0:6], dst)
 	copy(frame[6:12], src)
 	return frame
+}
+
+// SetSource4 overwrites the IPv4 source address of an untagged frame in
+// place and fixes the header checksum: the limiter, like the stack, refuses
+// a header whose checksum is wrong.
+func SetSource4(frame []byte, src uint32) {
+	h := frame[14 : 14+int(frame[14]&0xf)*4]
+	binary.BigEndian.PutUint32(h[12:], src)
+	h[10], h[11] = 0, 0
+	var sum uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
 }
