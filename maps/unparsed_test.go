@@ -13,16 +13,7 @@ import (
 // ipv4Fix rewrites the IPv4 header checksum of an untagged frame after a
 // test changed a header field.
 func ipv4Fix(b []byte) []byte {
-	h := b[14 : 14+int(b[14]&0xf)*4]
-	h[10], h[11] = 0, 0
-	var sum uint32
-	for i := 0; i < len(h); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
+	pktgen.FixIPv4Checksum(b)
 	return b
 }
 

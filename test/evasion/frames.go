@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+
+	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 // Target is where generated frames go: the receiving end's MAC and
@@ -105,18 +107,7 @@ func (g *Gen) transport(proto byte) []byte {
 }
 
 // checksum is the Internet checksum of the pseudo header sum plus b.
-func checksum(sum uint32, b []byte) uint16 {
-	for i := 0; i+1 < len(b); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		sum += uint32(b[len(b)-1]) << 8
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
-}
+func checksum(sum uint32, b []byte) uint16 { return pktgen.Checksum(sum, b) }
 
 func pseudoSum(src, dst []byte, proto byte, length int) uint32 {
 	var sum uint32
