@@ -19,6 +19,9 @@ type Target struct {
 	SrcMAC, DstMAC net.HardwareAddr
 	Dst4, Dst6     netip.Addr
 	Port           uint16
+	// MaxTags is the most VID-0 tags a frame gets (a third of the frames
+	// get 1 to MaxTags); 0 means 3.
+	MaxTags int
 }
 
 // Gen makes adversarial frames from a seed: the same seed gives the same
@@ -65,9 +68,12 @@ func (g *Gen) Group() [][]byte {
 	if len(frames) > 1 && g.chance(50) {
 		g.r.Shuffle(len(frames), func(i, j int) { frames[i], frames[j] = frames[j], frames[i] })
 	}
-	tags := 0
+	tags, most := 0, g.t.MaxTags
+	if most == 0 {
+		most = 3
+	}
 	if g.chance(30) {
-		tags = 1 + g.r.IntN(3)
+		tags = 1 + g.r.IntN(most)
 	}
 	for i, f := range frames {
 		frames[i] = g.damage(g.ether(f, v6, tags), v6, tags)
