@@ -73,7 +73,11 @@ static __always_inline __u32 xdpl_unparsed(struct xdpl_pkt *p)
 	__u32 kind = p->unparsed - 1;
 
 	if (ctl) {
+		/* The generation's flags are read before its index goes to the
+		 * stack as a lookup key: 6.1's verifier loses the bound of a
+		 * 32-bit value reloaded from the stack. */
 		__u32 gen = ctl->active & 1;
+		__u32 shadow = ctl->gen[gen].flags & XDPL_GF_SHADOW;
 		struct xdpl_unparsed_cfg *cfg = bpf_map_lookup_elem(&xdpl_unparsed_cfgs, &gen);
 
 		if (cfg && cfg->action == XDPL_V_DROP) {
@@ -87,7 +91,7 @@ static __always_inline __u32 xdpl_unparsed(struct xdpl_pkt *p)
 			if (!s || xdpl_apply(s, l, xdpl_now(&clk, l->flags), cost, 1) <= 0)
 				verdict = XDPL_V_DROP;
 		}
-		if (verdict == XDPL_V_DROP && (ctl->gen[gen].flags & XDPL_GF_SHADOW))
+		if (verdict == XDPL_V_DROP && shadow)
 			verdict = XDPL_V_SHADOW;
 	}
 	if (kind < XDPL_UP_KINDS)
