@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,7 +130,7 @@ func (c *microCase) advance(runs int) {
 	for range runs {
 		c.pos = benchWalk(c.pos, c.rotate)
 	}
-	binary.BigEndian.PutUint32(c.frame[14+12:], c.base+c.pos)
+	pktgen.SetSource4(c.frame, c.base+c.pos)
 }
 
 // run makes one BPF_PROG_TEST_RUN call of repeat runs and returns ns per
@@ -185,6 +186,7 @@ const (
 	mSWDrop       = "sliding window, over limit (drop)"
 	mSWPass       = "sliding window, under limit (pass)"
 	mIPv6         = "IPv6 source (/64 key), token bucket, drop"
+	mIPv6Ext10    = "IPv6 source behind 10 extension headers, token bucket, drop"
 	mAggDrop      = "token bucket + global aggregate, over the source's limit (drop)"
 	mAggPass      = "token bucket + global aggregate, under both (pass)"
 	mKnown64k     = "64k known sources, 1M table, token bucket (mostly drop)"
@@ -267,6 +269,13 @@ func microBench(e *env, quick bool) (*microResults, error) {
 	}
 	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mIPv6, want: xdpDrop, warm: 1000,
 		frame: append([]byte(nil), udp6...)},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(tbDrop), nil))
+	// The extension-header walk: a global function and a loop, paid only by
+	// packets that carry such headers.
+	ext10 := pktgen.Frame{Src: microSrc6, Dst: microDst6, SrcPort: 4000, DstPort: 53, Payload: 18,
+		Ext: slices.Repeat([]pktgen.ExtHeader{pktgen.ExtDestOpts}, 10)}.MustBuild()
+	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mIPv6Ext10, want: xdpDrop, warm: 1000,
+		frame: ext10},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(tbDrop), nil))
 	// Two levels take the two-phase path: the global level is checked
 	// first (aggregates first), then the source's.

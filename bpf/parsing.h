@@ -1,7 +1,16 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Header parsing with a cursor: every header is bounds-checked against
- * data_end before it is read, the IPv4 header length is re-checked, and the
- * VLAN and IPv6 extension-header walks are bounded. */
+/* Header parsing that follows the Linux receive path: a frame the stack would
+ * deliver is parsed to its transport header and judged; a frame the stack
+ * would drop (truncated, a length or header field ip_rcv_core or
+ * ipv6_rcv refuses, a bad IPv4 header checksum) is "unparsed" and goes to the
+ * policy's unparsed action, never charged to a rule. Every read is checked
+ * against data_end, and the IP end (total or payload length: the stack trims
+ * the frame to it) bounds the transport header. The VLAN and IPv6
+ * extension-header walks are bounded; beyond the bounds:
+ *   - more than XDPL_MAX_VLAN_TAGS tags: unparsed (too many VLAN tags);
+ *   - more than XDPL_MAX_IPV6_EXT extension headers: judged by source as a
+ *     non-first fragment is (protocol, ports and flags unknown, treated as
+ *     matching every rule), never waved through. */
 #ifndef XDPLIMIT_PARSING_H
 #define XDPLIMIT_PARSING_H
 
@@ -12,6 +21,7 @@
 #include <linux/ipv6.h>
 #include <bpf/bpf_endian.h>
 #include "xdplimit_consts.h"
+#include "xdplimit_structs.h"
 
 #ifndef ETH_P_8021AD
 #define ETH_P_8021AD 0x88A8
@@ -23,37 +33,37 @@
 #define XDPL_IPV6_FRAGMENT   44
 #define XDPL_IPV6_AH	     51
 #define XDPL_IPV6_DSTOPTS    60
+#define XDPL_IPV6_MOBILITY   135
+#define XDPL_IPV6_HIP	     139
+#define XDPL_IPV6_SHIM6	     140
+#define XDPL_IPV6_EXP1	     253
+#define XDPL_IPV6_EXP2	     254
+#define XDPL_IP_MF	     0x2000
 #define XDPL_IP_OFFMASK	     0x1fff
+/* No XDP frame without frags support is longer than a page; offsets are
+ * clamped to this so that the verifier can bound the cursor. */
+#define XDPL_MAX_FRAME 8192
 
 enum xdpl_parse_result {
 	XDPL_PARSE_OK = 0,
 	XDPL_PARSE_NOT_IP = 1,
-	XDPL_PARSE_MALFORMED = 2,
+	XDPL_PARSE_UNPARSED = 2, /* p->unparsed says why */
 };
 
 enum xdpl_ports {
 	XDPL_PORTS_NONE = 0, /* protocol without ports */
 	XDPL_PORTS_OK = 1,
-	XDPL_PORTS_FRAG = 2, /* non-first fragment: ports unknown */
+	XDPL_PORTS_FRAG = 2, /* fragment or long chain: ports unknown */
 };
 
-struct xdpl_pkt {
-	__u32 len;   /* frame length in bytes: the cost of byte-counting limits */
-	__u8 family; /* 4 or 6 */
-	__u8 proto;  /* L4 protocol after IPv6 extension headers */
-	__u8 ports;  /* enum xdpl_ports */
-	__u8 tcp_flags;
-	__u16 sport; /* host order */
-	__u16 dport;
-	__u16 vlan; /* VID of the outer tag, or XDPL_VLAN_IDX_UNTAGGED */
-	__u16 pad;
-	__be32 saddr[4];
-	__be32 daddr[4];
-};
-
+/* Offsets from the start of the frame: off is the next header, lim the end
+ * of the IP packet (never beyond the frame). */
 struct xdpl_cursor {
-	void *pos;
+	void *data;
 	void *end;
+	__u32 off;
+	__u32 lim;
+	__u8 frag; /* any fragment, first included: the stack reassembles */
 };
 
 struct xdpl_vlan_hdr {
@@ -73,164 +83,379 @@ struct xdpl_ip6_frag {
 	__be32 id;
 };
 
-/* Ethernet plus up to two VLAN tags (802.1ad outer, 802.1Q inner). Returns
- * the ethertype in network order, or 0 when truncated. */
+static __always_inline int xdpl_unparsed_kind(struct xdpl_pkt *p, __u8 kind)
+{
+	p->unparsed = kind + 1;
+	return XDPL_PARSE_UNPARSED;
+}
+
+/* A pointer to n bytes at c->off, or NULL when they run past the IP end
+ * (or the frame: the second check is the one the verifier needs). */
+static __always_inline void *xdpl_at(struct xdpl_cursor *c, __u32 n)
+{
+	__u32 off = c->off;
+
+	if (off > XDPL_MAX_FRAME || off + n > c->lim)
+		return NULL;
+	void *ptr = c->data + off;
+
+	if (ptr + n > c->end)
+		return NULL;
+	return ptr;
+}
+
+/* Ethernet plus up to XDPL_MAX_VLAN_TAGS tags (802.1Q or 802.1ad, in any
+ * order: Linux pops every VID-0 tag and delivers on the base device).
+ * Returns the ethertype in network order, or 0 with p->unparsed set. */
 static __always_inline __be16 xdpl_parse_eth(struct xdpl_cursor *c, struct xdpl_pkt *p)
 {
-	struct ethhdr *eth = c->pos;
+	struct ethhdr *eth = xdpl_at(c, sizeof(*eth));
 
-	if ((void *)(eth + 1) > c->end)
+	if (!eth) {
+		xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
 		return 0;
-	c->pos = eth + 1;
+	}
+	c->off += sizeof(*eth);
 	__be16 proto = eth->h_proto;
 
 	p->vlan = XDPL_VLAN_IDX_UNTAGGED;
 #pragma unroll
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < XDPL_MAX_VLAN_TAGS + 1; i++) {
 		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+			return proto;
+		if (i == XDPL_MAX_VLAN_TAGS)
 			break;
-		struct xdpl_vlan_hdr *vh = c->pos;
+		struct xdpl_vlan_hdr *vh = xdpl_at(c, sizeof(*vh));
 
-		if ((void *)(vh + 1) > c->end)
+		if (!vh) {
+			xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
 			return 0;
+		}
 		if (i == 0)
 			p->vlan = bpf_ntohs(vh->tci) & 0x0fff;
 		proto = vh->proto;
-		c->pos = vh + 1;
+		c->off += sizeof(*vh);
 	}
-	return proto;
+	xdpl_unparsed_kind(p, XDPL_UP_TOO_MANY_VLAN_TAGS);
+	return 0;
 }
 
+/* The one's complement sum of the IPv4 header, as ip_fast_csum: 0xffff
+ * (folded) when the checksum is right. The fixed 20 bytes are summed
+ * unrolled; options word by word. */
+static __always_inline int xdpl_ipv4_csum_ok(struct xdpl_cursor *c, struct iphdr *iph, __u32 ihl)
+{
+	__u32 *w = (__u32 *)iph;
+	__u64 sum = (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
+
+	/* Options: a bounded loop (ihl < 16), rare enough not to unroll. */
+	for (__u32 i = 5; i < ihl && i < 15; i++) {
+		__u32 *o = w + i;
+		void *o_end = o + 1;
+
+		/* Opaque, so that clang keeps the form the verifier reads
+		 * (it would compare o against data_end - 4). */
+		asm volatile("" : "+r"(o_end));
+		if (o_end > c->end)
+			return 0;
+		sum += *o;
+	}
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+/* The checks of ip_rcv_core, in its order. */
 static __always_inline int xdpl_parse_ipv4(struct xdpl_cursor *c, struct xdpl_pkt *p)
 {
-	struct iphdr *iph = c->pos;
+	struct iphdr *iph = xdpl_at(c, sizeof(*iph));
 
-	if ((void *)(iph + 1) > c->end)
-		return XDPL_PARSE_MALFORMED;
+	if (!iph)
+		return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
 	if (iph->version != 4 || iph->ihl < 5)
-		return XDPL_PARSE_MALFORMED;
-	__u32 hlen = iph->ihl * 4;
+		return xdpl_unparsed_kind(p, XDPL_UP_BAD_HEADER);
+	__u32 ihl = iph->ihl;
+	__u32 hlen = ihl * 4;
 
-	if (c->pos + hlen > c->end)
-		return XDPL_PARSE_MALFORMED;
+	if (!xdpl_at(c, hlen))
+		return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
+	if (!xdpl_ipv4_csum_ok(c, iph, ihl))
+		return xdpl_unparsed_kind(p, XDPL_UP_BAD_CHECKSUM);
+	__u32 tot = bpf_ntohs(iph->tot_len);
+
+	if (c->off + tot > c->lim)
+		return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
+	if (tot < hlen)
+		return xdpl_unparsed_kind(p, XDPL_UP_BAD_LENGTH);
+	c->lim = c->off + tot;
 	p->family = 4;
 	p->proto = iph->protocol;
 	p->saddr[0] = iph->saddr;
 	p->daddr[0] = iph->daddr;
-	c->pos += hlen;
-	if (bpf_ntohs(iph->frag_off) & XDPL_IP_OFFMASK)
+	c->off += hlen;
+	__u16 frag = bpf_ntohs(iph->frag_off);
+
+	if (frag & (XDPL_IP_OFFMASK | XDPL_IP_MF))
+		c->frag = 1;
+	if (frag & XDPL_IP_OFFMASK)
 		p->ports = XDPL_PORTS_FRAG;
 	return XDPL_PARSE_OK;
 }
 
-static __always_inline int xdpl_parse_ipv6(struct xdpl_cursor *c, struct xdpl_pkt *p)
+/* The extension headers the parser walks: those the kernel's input path
+ * follows to a transport protocol (hop-by-hop, routing, fragment,
+ * destination options, AH) and those with the same generic layout
+ * (mobility, HIP, shim6, experimental: RFC 7045). Anything else is the
+ * packet's transport protocol. */
+static __always_inline int xdpl_ipv6_ext(__u8 nh)
 {
-	struct ipv6hdr *ip6 = c->pos;
+	switch (nh) {
+	case XDPL_IPV6_HOPOPTS:
+	case XDPL_IPV6_ROUTING:
+	case XDPL_IPV6_FRAGMENT:
+	case XDPL_IPV6_AH:
+	case XDPL_IPV6_DSTOPTS:
+	case XDPL_IPV6_MOBILITY:
+	case XDPL_IPV6_HIP:
+	case XDPL_IPV6_SHIM6:
+	case XDPL_IPV6_EXP1:
+	case XDPL_IPV6_EXP2:
+		return 1;
+	}
+	return 0;
+}
 
-	if ((void *)(ip6 + 1) > c->end)
-		return XDPL_PARSE_MALFORMED;
+/* The walk of an IPv6 extension-header chain, in and out of
+ * xdpl_ipv6_walk. */
+struct xdpl_walk {
+	__u32 off;     /* in: first header; out: the transport header */
+	__u32 lim;     /* the IP end */
+	__u8 nh;       /* in: first header's type; out: the last type read */
+	__u8 frag;     /* out: a fragment header was seen */
+	__u8 nonfirst; /* out: ... with a non-zero offset (walk stopped) */
+	__u8 status;   /* out: XDPL_WALK_* */
+};
+
+enum {
+	XDPL_WALK_DONE = 0,	 /* nh is not an extension header */
+	XDPL_WALK_TRUNCATED = 1, /* a header runs past the IP end */
+	XDPL_WALK_LONG = 2,	 /* XDPL_MAX_IPV6_EXT headers and more follow */
+};
+
+/* 1 when x == 0, else 0, without a branch; x < 2^31. The asm hides x's
+ * range from clang, which would otherwise turn this back into a compare
+ * (a branch in BPF). */
+static __always_inline __u32 xdpl_is_zero(__u32 x)
+{
+	asm volatile("" : "+r"(x));
+	return (x - 1) >> 31;
+}
+
+/* Follows the chain for at most XDPL_MAX_IPV6_EXT headers. A global
+ * function, verified once on its own: only packets with extension headers
+ * pay its call. Its loop body has one path that continues (every header's
+ * length is computed without a branch), so the verifier walks it
+ * XDPL_MAX_IPV6_EXT times rather than once per combination of header
+ * types. */
+__attribute__((noinline)) int xdpl_ipv6_walk(struct xdp_md *ctx, struct xdpl_walk *w)
+{
+	if (!w)
+		return 0;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 off = w->off;
+	__u32 lim = w->lim;
+	__u32 nh = w->nh;
+	__u32 frag = 0;
+
+	w->status = XDPL_WALK_DONE;
+	for (int i = 0; i < XDPL_MAX_IPV6_EXT; i++) {
+		if (!xdpl_ipv6_ext(nh))
+			goto out;
+		/* Every extension header is at least 8 bytes. */
+		if (off > XDPL_MAX_FRAME || off + 8 > lim)
+			goto truncated;
+		__u8 *h = data + off;
+
+		if ((void *)(h + 8) > end)
+			goto truncated;
+		__u32 hl = h[1];
+		__u32 fo = ((__u32)h[2] << 8 | h[3]) & 0xfff8;
+		__u32 is_ah = xdpl_is_zero(nh ^ XDPL_IPV6_AH);
+		__u32 is_frag = xdpl_is_zero(nh ^ XDPL_IPV6_FRAGMENT);
+		/* (hdrlen + 1) * 8; AH (hdrlen + 2) * 4; fragment 8. */
+		__u32 len = (hl + 1) << 3;
+
+		len += is_ah * (((hl + 2) << 2) - len);
+		len += is_frag * (8 - len);
+		frag |= is_frag;
+		nh = h[0];
+		off += len;
+		if (off > lim)
+			goto truncated;
+		if (fo & (0 - is_frag)) {
+			w->nonfirst = 1;
+			goto out;
+		}
+	}
+	if (xdpl_ipv6_ext(nh))
+		w->status = XDPL_WALK_LONG;
+out:
+	w->off = off;
+	w->nh = nh;
+	w->frag = frag;
+	return 0;
+truncated:
+	w->status = XDPL_WALK_TRUNCATED;
+	goto out;
+}
+
+/* The checks of ipv6_rcv: the payload length must fit in the frame, which is
+ * trimmed to it; 0 is a jumbogram's only with a hop-by-hop header first
+ * (left to the frame's length, as the stack does without a jumbo option). */
+static __always_inline int xdpl_parse_ipv6(struct xdp_md *ctx, struct xdpl_cursor *c,
+					   struct xdpl_pkt *p)
+{
+	struct ipv6hdr *ip6 = xdpl_at(c, sizeof(*ip6));
+
+	if (!ip6)
+		return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
 	if (ip6->version != 6)
-		return XDPL_PARSE_MALFORMED;
+		return xdpl_unparsed_kind(p, XDPL_UP_BAD_HEADER);
+	__u32 plen = bpf_ntohs(ip6->payload_len);
+	__u8 nh = ip6->nexthdr;
+
+	c->off += sizeof(*ip6);
+	if (plen || nh != XDPL_IPV6_HOPOPTS) {
+		if (c->off + plen > c->lim)
+			return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
+		c->lim = c->off + plen;
+	}
 	p->family = 6;
 	__builtin_memcpy(p->saddr, &ip6->saddr, 16);
 	__builtin_memcpy(p->daddr, &ip6->daddr, 16);
-	c->pos = ip6 + 1;
+	p->proto = nh;
+	if (!xdpl_ipv6_ext(nh))
+		return XDPL_PARSE_OK;
 
-	__u8 nh = ip6->nexthdr;
-#pragma unroll
-	for (int i = 0; i < XDPL_MAX_IPV6_EXT; i++) {
-		switch (nh) {
-		case XDPL_IPV6_HOPOPTS:
-		case XDPL_IPV6_ROUTING:
-		case XDPL_IPV6_DSTOPTS:
-		case XDPL_IPV6_AH: {
-			struct xdpl_ip6_ext *ext = c->pos;
+	struct xdpl_walk w = {.off = c->off, .lim = c->lim, .nh = nh};
 
-			if ((void *)(ext + 1) > c->end)
-				return XDPL_PARSE_MALFORMED;
-			__u32 len =
-			    nh == XDPL_IPV6_AH ? (ext->hdrlen + 2) * 4 : (ext->hdrlen + 1) * 8;
-
-			nh = ext->nexthdr;
-			if (c->pos + len > c->end)
-				return XDPL_PARSE_MALFORMED;
-			c->pos += len;
-			break;
-		}
-		case XDPL_IPV6_FRAGMENT: {
-			struct xdpl_ip6_frag *fh = c->pos;
-
-			if ((void *)(fh + 1) > c->end)
-				return XDPL_PARSE_MALFORMED;
-			nh = fh->nexthdr;
-			c->pos = fh + 1;
-			/* Offset in the upper 13 bits. */
-			if (bpf_ntohs(fh->frag_off) & 0xfff8) {
-				p->proto = nh;
-				p->ports = XDPL_PORTS_FRAG;
-				return XDPL_PARSE_OK;
-			}
-			break;
-		}
-		default:
-			p->proto = nh;
-			return XDPL_PARSE_OK;
-		}
+	xdpl_ipv6_walk(ctx, &w);
+	c->data = (void *)(long)ctx->data;
+	c->end = (void *)(long)ctx->data_end;
+	c->off = w.off;
+	c->frag = w.frag;
+	p->proto = w.nh;
+	if (w.status == XDPL_WALK_TRUNCATED) {
+		if (!w.frag)
+			return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
+		/* Headers after a fragment header may continue in the next
+		 * fragment: the stack reassembles before it reads them. Judged
+		 * as a fragment of unknown protocol (proto is an extension
+		 * header's number: maps match it to every rule). */
+		p->ports = XDPL_PORTS_FRAG;
+	} else if (w.status == XDPL_WALK_LONG) {
+		/* Longer than the bound: judged by source, as a fragment. */
+		p->long_chain = 1;
+		p->ports = XDPL_PORTS_FRAG;
+	} else if (w.nonfirst) {
+		p->ports = XDPL_PORTS_FRAG;
 	}
-	/* Longer chains than any legitimate stack sends: limited as
-	 * malformed traffic would be, i.e. passed and counted. */
-	return XDPL_PARSE_MALFORMED;
+	return XDPL_PARSE_OK;
+}
+
+/* Transport header within the IP packet, checked as tcp_v4_rcv, udp_rcv and
+ * their IPv6 twins check it. A fragment's transport header may be cut short
+ * (the stack reassembles first): its ports are then unknown, as a non-first
+ * fragment's, and its length fields are not checked. */
+static __always_inline int xdpl_l4_short(struct xdpl_cursor *c, struct xdpl_pkt *p)
+{
+	if (c->frag) {
+		p->ports = XDPL_PORTS_FRAG;
+		return XDPL_PARSE_OK;
+	}
+	return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
 }
 
 static __always_inline int xdpl_parse_l4(struct xdpl_cursor *c, struct xdpl_pkt *p)
 {
+	__be16 *ports;
+
 	if (p->ports == XDPL_PORTS_FRAG)
 		return XDPL_PARSE_OK;
 	switch (p->proto) {
 	case IPPROTO_TCP: {
-		/* Ports (4), seq (4), ack (4), data offset (1), flags (1). */
-		__u8 *h = c->pos;
+		__u8 *h = xdpl_at(c, 20);
 
-		if ((void *)(h + 14) > c->end)
-			return XDPL_PARSE_MALFORMED;
+		if (!h)
+			return xdpl_l4_short(c, p);
+		ports = (__be16 *)h;
 		p->tcp_flags = h[13];
+		if (c->frag)
+			break;
+		__u32 doff = (h[12] >> 4) * 4;
+
+		if (doff < 20)
+			return xdpl_unparsed_kind(p, XDPL_UP_BAD_HEADER);
+		if (c->off + doff > c->lim)
+			return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
 		break;
 	}
-	case IPPROTO_UDP:
+	case IPPROTO_UDP: {
+		ports = xdpl_at(c, 8);
+		if (!ports)
+			return xdpl_l4_short(c, p);
+		if (c->frag)
+			break;
+		__u32 left = c->lim - c->off;
+		__u32 ulen = bpf_ntohs(ports[2]);
+
+		/* IPv6 jumbograms carry 0: the IP length counts. */
+		if (ulen == 0 && p->family == 6)
+			ulen = left;
+		if (ulen < 8 || ulen > left)
+			return xdpl_unparsed_kind(p, XDPL_UP_BAD_LENGTH);
+		break;
+	}
 	case XDPL_IPPROTO_UDPLITE:
-		if (c->pos + 8 > c->end)
-			return XDPL_PARSE_MALFORMED;
+		ports = xdpl_at(c, 8);
+		if (!ports)
+			return xdpl_l4_short(c, p);
 		break;
 	case XDPL_IPPROTO_SCTP:
-		if (c->pos + 12 > c->end)
-			return XDPL_PARSE_MALFORMED;
+		ports = xdpl_at(c, 12);
+		if (!ports)
+			return xdpl_l4_short(c, p);
 		break;
 	default:
 		p->ports = XDPL_PORTS_NONE;
 		return XDPL_PARSE_OK;
 	}
-	__be16 *ports = c->pos;
-
 	p->sport = bpf_ntohs(ports[0]);
 	p->dport = bpf_ntohs(ports[1]);
 	p->ports = XDPL_PORTS_OK;
 	return XDPL_PARSE_OK;
 }
 
-static __always_inline int xdpl_parse(void *data, void *data_end, struct xdpl_pkt *p)
+static __always_inline int xdpl_parse(struct xdp_md *ctx, struct xdpl_pkt *p)
 {
-	struct xdpl_cursor c = {.pos = data, .end = data_end};
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 len = data_end - data;
+	struct xdpl_cursor c = {.data = data, .end = data_end, .lim = len};
 	int r;
 
-	p->len = data_end - data;
+	p->len = len;
 	__be16 proto = xdpl_parse_eth(&c, p);
 
-	if (!proto)
-		return XDPL_PARSE_MALFORMED;
+	if (p->unparsed)
+		return XDPL_PARSE_UNPARSED;
 	if (proto == bpf_htons(ETH_P_IP))
 		r = xdpl_parse_ipv4(&c, p);
 	else if (proto == bpf_htons(ETH_P_IPV6))
-		r = xdpl_parse_ipv6(&c, p);
+		r = xdpl_parse_ipv6(ctx, &c, p);
 	else
 		return XDPL_PARSE_NOT_IP;
 	if (r != XDPL_PARSE_OK)

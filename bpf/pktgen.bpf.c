@@ -25,6 +25,7 @@
 #include <bpf/bpf_endian.h>
 #include "pktgen.h"
 #include "hash.h"
+#include "csum.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -67,20 +68,6 @@ static __always_inline void count(__u32 stat)
 	/* Per-CPU: no other CPU writes this slot, no atomic needed. */
 	if (v)
 		*v += 1;
-}
-
-/* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') for a 32-bit field changing from
- * 'from' to 'to'. The one's-complement sum is byte-order independent, so the
- * raw network-order words are summed as loaded. */
-static __always_inline __u16 csum_replace4(__u16 csum, __u32 from, __u32 to)
-{
-	__u32 sum = (__u16)~csum;
-
-	sum += (~from & 0xffff) + (~from >> 16);
-	sum += (to & 0xffff) + (to >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__u16)~sum;
 }
 
 /* Returns a pointer to size bytes at a configured offset, or NULL. */

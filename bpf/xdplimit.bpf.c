@@ -17,6 +17,8 @@
 #include "counters.h"
 #include "levels.h"
 #include "fleet_apply.h"
+#include "unparsed.h"
+#include "csum.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -52,7 +54,11 @@ static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 	/* An LCG modulo a power of two with a = 1 (mod 4) and odd c has full
 	 * period: every source once per N packets, in scrambled order. */
 	x = (x * 1103515245u + 12345u) & (xdpl_bench_rotate - 1);
-	iph->saddr = bpf_htonl(base + x);
+	__be32 next = bpf_htonl(base + x);
+
+	/* The parser checks the header checksum, as the stack does. */
+	iph->check = csum_replace4(iph->check, iph->saddr, next);
+	iph->saddr = next;
 }
 
 static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot)
@@ -98,6 +104,7 @@ static __always_inline void xdpl_decided(__u32 why, __u32 verdict, struct xdpl_r
 	d->verdict = verdict;
 	d->rule = idx;
 	d->level = -1;
+	d->pkt = *p;
 	__builtin_memset(&d->key, 0, sizeof(d->key));
 	if (!r)
 		return;
@@ -122,7 +129,7 @@ int xdpl_main(struct xdp_md *ctx)
 
 	if (xdpl_bench_rotate)
 		xdpl_bench_next_source(data, data_end);
-	int pr = xdpl_parse(data, data_end, &p);
+	int pr = xdpl_parse_counted(ctx, &p);
 
 	if (pr == XDPL_PARSE_NOT_IP) {
 		xdpl_count(XDPL_C_NON_IP, p.len);
@@ -130,9 +137,11 @@ int xdpl_main(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	if (pr != XDPL_PARSE_OK) {
+		__u32 v = xdpl_unparsed(&p);
+
 		xdpl_count(XDPL_C_MALFORMED, p.len);
-		xdpl_decided(XDPL_WHY_MALFORMED, XDPL_V_PASS, NULL, -1, -1, &p);
-		return XDP_PASS;
+		xdpl_decided(XDPL_WHY_MALFORMED, v, NULL, -1, -1, &p);
+		return v == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
 	}
 
 	struct xdpl_control *ctl = bpf_map_lookup_elem(&xdpl_ctl, &zero);

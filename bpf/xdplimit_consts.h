@@ -109,7 +109,23 @@ enum xdpl_const {
 	XDPL_WEIGHT_SHIFT = 16,
 	/* Compare-and-swap attempts before a packet is dropped as contended. */
 	XDPL_CAS_TRIES = 4,
-	XDPL_MAX_IPV6_EXT = 6,
+	/* IPv6 extension headers followed before a packet is judged as a
+	 * fragment of unknown protocol and ports (parsing.h). */
+	XDPL_MAX_IPV6_EXT = 32,
+	/* VLAN tags popped before a frame counts as unparsed. */
+	XDPL_MAX_VLAN_TAGS = 8,
+
+	/* Why the parser could not judge a frame (xdpl_unparsed_stats index).
+	 * All but TOO_MANY_HEADERS are frames the Linux stack drops; a chain
+	 * of extension headers longer than XDPL_MAX_IPV6_EXT is judged by the
+	 * rules (as a fragment) and only counted here. */
+	XDPL_UP_TRUNCATED = 0,		/* a header runs past the frame or the IP length */
+	XDPL_UP_BAD_LENGTH = 1,		/* an IP or UDP length field the stack refuses */
+	XDPL_UP_BAD_HEADER = 2,		/* IP version or IHL, TCP data offset */
+	XDPL_UP_BAD_CHECKSUM = 3,	/* IPv4 header checksum */
+	XDPL_UP_TOO_MANY_VLAN_TAGS = 4, /* more than XDPL_MAX_VLAN_TAGS */
+	XDPL_UP_TOO_MANY_HEADERS = 5,	/* more than XDPL_MAX_IPV6_EXT (judged) */
+	XDPL_UP_KINDS = 6,
 
 	/* Admission sketch: a per-CPU count-min sketch of keys missing from
 	 * the state table; counters are tagged with a short epoch. */

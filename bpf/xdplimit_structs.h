@@ -133,14 +133,47 @@ struct xdpl_rule_stats {
 	__u64 level_drops[XDPL_MAX_LEVELS]; /* by origin: the level in policy order */
 };
 
+/* A packet as the parser saw it (parsing.h). */
+struct xdpl_pkt {
+	__u32 len;   /* frame length in bytes: the cost of byte-counting limits */
+	__u8 family; /* 4 or 6 */
+	__u8 proto;  /* L4 protocol after IPv6 extension headers */
+	__u8 ports;  /* enum xdpl_ports */
+	__u8 tcp_flags;
+	__u16 sport; /* host order */
+	__u16 dport;
+	__u16 vlan;	 /* VID of the outer tag, or XDPL_VLAN_IDX_UNTAGGED */
+	__u8 unparsed;	 /* XDPL_UP_* + 1 when the parser gave up, else 0 */
+	__u8 long_chain; /* more IPv6 extension headers than XDPL_MAX_IPV6_EXT */
+	__be32 saddr[4];
+	__be32 daddr[4];
+};
+
 /* The last packet's decision, recorded only when xdpl_record is set (pcap
- * replay under BPF_PROG_TEST_RUN). */
+ * replay and the parser's differential tests under BPF_PROG_TEST_RUN). */
 struct xdpl_decision {
 	__u32 why;	     /* XDPL_WHY_* */
 	__u32 verdict;	     /* XDPL_V_* */
 	__s32 rule;	     /* rule index in the policy, or -1 */
 	__s32 level;	     /* refusing level (policy order), or -1 */
 	struct xdpl_key key; /* the refusing level's key, or the first level's */
+	struct xdpl_pkt pkt; /* what the parser found */
+};
+
+/* Frames the parser could not judge, by kind (XDPL_UP_*), per CPU. */
+struct xdpl_unparsed_stats {
+	__u64 packets;
+	__u64 bytes;
+	__u64 dropped; /* by the policy's unparsed action or limit */
+	__u64 dropped_bytes;
+};
+
+/* The policy for frames the parser cannot judge, per generation. */
+struct xdpl_unparsed_cfg {
+	__u32 action;  /* XDPL_V_PASS or XDPL_V_DROP */
+	__u32 limited; /* 1: level applies to what action passes */
+	/* A global level; its state is xdpl_unparsed_state[0]. */
+	struct xdpl_level level;
 };
 
 /* A sampled dropped packet, for `xdplimit top`. */

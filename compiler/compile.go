@@ -120,6 +120,9 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 	if img.Dims&maps.DimDst != 0 {
 		img.Dst = prefixBitmaps(rules, func(m *policy.Match) []netip.Prefix { return m.DstCIDRs })
 	}
+	if err := compileUnparsed(img, p); err != nil {
+		return nil, fmt.Errorf("%s: unparsed: %w", p.Path, err)
+	}
 	return img, nil
 }
 

@@ -111,7 +111,7 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{opts: opts, dp: dp, client: c, m: newMetrics(opts.Interface),
+	e := &Engine{opts: opts, dp: dp, client: c, m: NewMetrics(opts.Interface),
 		recentTB: map[maps.FleetKey]*level{}, fw: map[maps.FleetKey]*fwKey{}, hosts: 1}
 	for _, u := range opts.Fleet.Redis {
 		e.tls = e.tls || strings.HasPrefix(u, "rediss://")

@@ -15,7 +15,9 @@ type Metrics struct {
 	errors    *prometheus.CounterVec
 }
 
-func newMetrics(iface string) *Metrics {
+// NewMetrics makes the series of one interface's fleet sync (the engine makes
+// its own; the exporter's tests list the families with it).
+func NewMetrics(iface string) *Metrics {
 	l := prometheus.Labels{"interface": iface}
 	m := &Metrics{
 		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdplimit_fleet_redis_up", ConstLabels: l,

@@ -21,96 +21,104 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION     XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_GENS               XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_MAX_RULES          XdplimitXdplConst = 256
-	XdplimitXdplConstXDPL_BITMAP_WORDS       XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_MAX_LEVELS         XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_COUNTER_SLOTS      XdplimitXdplConst = 512
-	XdplimitXdplConstXDPL_GLOBAL_SLOTS       XdplimitXdplConst = 2048
-	XdplimitXdplConstXDPL_NAME_LEN           XdplimitXdplConst = 64
-	XdplimitXdplConstXDPL_PROTO_SLOTS        XdplimitXdplConst = 512
-	XdplimitXdplConstXDPL_PORT_SLOTS         XdplimitXdplConst = 65538
-	XdplimitXdplConstXDPL_PORT_IDX_NONE      XdplimitXdplConst = 65536
-	XdplimitXdplConstXDPL_PORT_IDX_FRAG      XdplimitXdplConst = 65537
-	XdplimitXdplConstXDPL_TCPF_SLOTS         XdplimitXdplConst = 258
-	XdplimitXdplConstXDPL_TCPF_IDX_NONE      XdplimitXdplConst = 256
-	XdplimitXdplConstXDPL_TCPF_IDX_FRAG      XdplimitXdplConst = 257
-	XdplimitXdplConstXDPL_VLAN_SLOTS         XdplimitXdplConst = 4097
-	XdplimitXdplConstXDPL_VLAN_IDX_UNTAGGED  XdplimitXdplConst = 4096
-	XdplimitXdplConstXDPL_DIM_PROTO          XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_DIM_DPORT          XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_DIM_SPORT          XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_DIM_SRC            XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_DIM_DST            XdplimitXdplConst = 16
-	XdplimitXdplConstXDPL_DIM_TCPF           XdplimitXdplConst = 32
-	XdplimitXdplConstXDPL_DIM_VLAN           XdplimitXdplConst = 64
-	XdplimitXdplConstXDPL_GF_SHADOW          XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_GF_ACL             XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET   XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW   XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_LF_BYTES           XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_LF_FINE_CLOCK      XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_LF_TRACK_FIRST     XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_LF_FLEET           XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_KEY_SRC            XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_KEY_SRC_DPORT      XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_KEY_GLOBAL         XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_RF_SHADOW          XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_V_PASS             XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_V_DROP             XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_V_SHADOW           XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_NVERDICTS          XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_ACL_ALLOW          XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_ACL_DENY           XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_C_ALLOW            XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_C_DENY             XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_C_DENY_SHADOW      XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_C_UNMATCHED        XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_C_MALFORMED        XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_C_NON_IP           XdplimitXdplConst = 5
-	XdplimitXdplConstXDPL_C_NEW_SOURCE       XdplimitXdplConst = 6
-	XdplimitXdplConstXDPL_C_INSERT_FAIL      XdplimitXdplConst = 7
-	XdplimitXdplConstXDPL_C_CAS_EXHAUSTED    XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_C_UNTRACKED        XdplimitXdplConst = 9
-	XdplimitXdplConstXDPL_C_FLEET_LOST       XdplimitXdplConst = 10
-	XdplimitXdplConstXDPL_NCOUNTERS          XdplimitXdplConst = 11
-	XdplimitXdplConstXDPL_CLOCK_KTIME        XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_CLOCK_COARSE       XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_CLOCK_MAP          XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_TIME_SHIFT         XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_FP_SHIFT           XdplimitXdplConst = 16
-	XdplimitXdplConstXDPL_WIN_COUNT_BITS     XdplimitXdplConst = 40
-	XdplimitXdplConstXDPL_WIN_SEQ_BITS       XdplimitXdplConst = 24
-	XdplimitXdplConstXDPL_WEIGHT_SHIFT       XdplimitXdplConst = 16
-	XdplimitXdplConstXDPL_CAS_TRIES          XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_MAX_IPV6EXT        XdplimitXdplConst = 6
-	XdplimitXdplConstXDPL_SKETCH_ROWS        XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_SKETCH_MARK_ROWS   XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH   XdplimitXdplConst = 262144
-	XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT XdplimitXdplConst = 24
-	XdplimitXdplConstXDPL_SKETCH_PAGE_CELLS  XdplimitXdplConst = 512
-	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS   XdplimitXdplConst = 128
-	XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT  XdplimitXdplConst = 28
-	XdplimitXdplConstXDPL_FLEET_EPOCH_SHIFT  XdplimitXdplConst = 48
-	XdplimitXdplConstXDPL_FLEET_BATCH        XdplimitXdplConst = 4096
-	XdplimitXdplConstXDPL_FLEET_TAKE         XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_FLEET_FOLD_TAT     XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_FLEET_READ         XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_FLEET_ADD          XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_FOP_GLOBAL         XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_FOP_DONE           XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_FOP_MISSING        XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_FOP_STALE          XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_DROP_RING          XdplimitXdplConst = 256
-	XdplimitXdplConstXDPL_SAMPLE_DENY        XdplimitXdplConst = 65535
-	XdplimitXdplConstXDPL_WHY_NON_IP         XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_WHY_MALFORMED      XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_WHY_ALLOW          XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_WHY_DENY           XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_WHY_UNMATCHED      XdplimitXdplConst = 5
-	XdplimitXdplConstXDPL_WHY_RULE           XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_MAX_LEVELS            XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_COUNTER_SLOTS         XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_GLOBAL_SLOTS          XdplimitXdplConst = 2048
+	XdplimitXdplConstXDPL_NAME_LEN              XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_PROTO_SLOTS           XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_PORT_SLOTS            XdplimitXdplConst = 65538
+	XdplimitXdplConstXDPL_PORT_IDX_NONE         XdplimitXdplConst = 65536
+	XdplimitXdplConstXDPL_PORT_IDX_FRAG         XdplimitXdplConst = 65537
+	XdplimitXdplConstXDPL_TCPF_SLOTS            XdplimitXdplConst = 258
+	XdplimitXdplConstXDPL_TCPF_IDX_NONE         XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_TCPF_IDX_FRAG         XdplimitXdplConst = 257
+	XdplimitXdplConstXDPL_VLAN_SLOTS            XdplimitXdplConst = 4097
+	XdplimitXdplConstXDPL_VLAN_IDX_UNTAGGED     XdplimitXdplConst = 4096
+	XdplimitXdplConstXDPL_DIM_PROTO             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_DIM_DPORT             XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_DIM_SPORT             XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_DIM_SRC               XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_DIM_DST               XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_DIM_TCPF              XdplimitXdplConst = 32
+	XdplimitXdplConstXDPL_DIM_VLAN              XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_GF_SHADOW             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_GF_ACL                XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_LF_BYTES              XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_LF_FINE_CLOCK         XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_LF_TRACK_FIRST        XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_LF_FLEET              XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_KEY_SRC               XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_KEY_SRC_DPORT         XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_KEY_GLOBAL            XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_RF_SHADOW             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_V_PASS                XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_V_DROP                XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_V_SHADOW              XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_NVERDICTS             XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_ACL_ALLOW             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_ACL_DENY              XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_C_ALLOW               XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_C_DENY                XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_C_DENY_SHADOW         XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_C_UNMATCHED           XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_C_MALFORMED           XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_C_NON_IP              XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_C_NEW_SOURCE          XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_C_INSERT_FAIL         XdplimitXdplConst = 7
+	XdplimitXdplConstXDPL_C_CAS_EXHAUSTED       XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_C_UNTRACKED           XdplimitXdplConst = 9
+	XdplimitXdplConstXDPL_C_FLEET_LOST          XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 11
+	XdplimitXdplConstXDPL_CLOCK_KTIME           XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_CLOCK_COARSE          XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_CLOCK_MAP             XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_TIME_SHIFT            XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FP_SHIFT              XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_WIN_COUNT_BITS        XdplimitXdplConst = 40
+	XdplimitXdplConstXDPL_WIN_SEQ_BITS          XdplimitXdplConst = 24
+	XdplimitXdplConstXDPL_WEIGHT_SHIFT          XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_CAS_TRIES             XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_MAX_IPV6EXT           XdplimitXdplConst = 32
+	XdplimitXdplConstXDPL_MAX_VLAN_TAGS         XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_UP_TRUNCATED          XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_UP_BAD_LENGTH         XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_UP_BAD_HEADER         XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_UP_BAD_CHECKSUM       XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_UP_TOO_MANY_VLAN_TAGS XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_UP_TOO_MANY_HEADERS   XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_UP_KINDS              XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_SKETCH_ROWS           XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_SKETCH_MARK_ROWS      XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH      XdplimitXdplConst = 262144
+	XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT    XdplimitXdplConst = 24
+	XdplimitXdplConstXDPL_SKETCH_PAGE_CELLS     XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS      XdplimitXdplConst = 128
+	XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT     XdplimitXdplConst = 28
+	XdplimitXdplConstXDPL_FLEET_EPOCH_SHIFT     XdplimitXdplConst = 48
+	XdplimitXdplConstXDPL_FLEET_BATCH           XdplimitXdplConst = 4096
+	XdplimitXdplConstXDPL_FLEET_TAKE            XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_FLEET_FOLD_TAT        XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_FLEET_READ            XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_FLEET_ADD             XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FOP_GLOBAL            XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_FOP_DONE              XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_FOP_MISSING           XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FOP_STALE             XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_DROP_RING             XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_SAMPLE_DENY           XdplimitXdplConst = 65535
+	XdplimitXdplConstXDPL_WHY_NON_IP            XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_WHY_MALFORMED         XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_WHY_ALLOW             XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_WHY_DENY              XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_WHY_UNMATCHED         XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_WHY_RULE              XdplimitXdplConst = 6
 )
 
 type XdplimitXdplControl struct {
@@ -133,6 +141,7 @@ type XdplimitXdplDecision struct {
 	Rule    int32
 	Level   int32
 	Key     XdplimitXdplKey
+	Pkt     XdplimitXdplPkt
 }
 
 type XdplimitXdplDropRing struct {
@@ -244,6 +253,22 @@ type XdplimitXdplName struct {
 	Name [64]int8
 }
 
+type XdplimitXdplPkt struct {
+	_         structs.HostLayout
+	Len       uint32
+	Family    uint8
+	Proto     uint8
+	Ports     uint8
+	TcpFlags  uint8
+	Sport     uint16
+	Dport     uint16
+	Vlan      uint16
+	Unparsed  uint8
+	LongChain uint8
+	Saddr     [4]uint32
+	Daddr     [4]uint32
+}
+
 type XdplimitXdplRule struct {
 	_           structs.HostLayout
 	CounterSlot uint32
@@ -263,6 +288,21 @@ type XdplimitXdplState struct {
 	_ structs.HostLayout
 	A uint64
 	B uint64
+}
+
+type XdplimitXdplUnparsedCfg struct {
+	_       structs.HostLayout
+	Action  uint32
+	Limited uint32
+	Level   XdplimitXdplLevel
+}
+
+type XdplimitXdplUnparsedStats struct {
+	_            structs.HostLayout
+	Packets      uint64
+	Bytes        uint64
+	Dropped      uint64
+	DroppedBytes uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -296,6 +336,9 @@ const (
 	XdplimitMapXdplSrc6            = "xdpl_src6"
 	XdplimitMapXdplStats           = "xdpl_stats"
 	XdplimitMapXdplTcpf            = "xdpl_tcpf"
+	XdplimitMapXdplUnparsedCfgs    = "xdpl_unparsed_cfgs"
+	XdplimitMapXdplUnparsedCounts  = "xdpl_unparsed_counts"
+	XdplimitMapXdplUnparsedState   = "xdpl_unparsed_state"
 	XdplimitMapXdplVlan            = "xdpl_vlan"
 	XdplimitProgXdplFleetApply     = "xdpl_fleet_apply"
 	XdplimitProgXdplMain           = "xdpl_main"
@@ -366,34 +409,37 @@ type XdplimitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitMapSpecs struct {
-	XdplAcl4         *ebpf.MapSpec `ebpf:"xdpl_acl4"`
-	XdplAcl6         *ebpf.MapSpec `ebpf:"xdpl_acl6"`
-	XdplClock        *ebpf.MapSpec `ebpf:"xdpl_clock"`
-	XdplCounters     *ebpf.MapSpec `ebpf:"xdpl_counters"`
-	XdplCtl          *ebpf.MapSpec `ebpf:"xdpl_ctl"`
-	XdplDport        *ebpf.MapSpec `ebpf:"xdpl_dport"`
-	XdplDrops        *ebpf.MapSpec `ebpf:"xdpl_drops"`
-	XdplDst4         *ebpf.MapSpec `ebpf:"xdpl_dst4"`
-	XdplDst6         *ebpf.MapSpec `ebpf:"xdpl_dst6"`
-	XdplFleetBatch   *ebpf.MapSpec `ebpf:"xdpl_fleet_batch"`
-	XdplFleetCtl     *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
-	XdplFleetKeys    *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
-	XdplFleetReserve *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
-	XdplGlobals      *ebpf.MapSpec `ebpf:"xdpl_globals"`
-	XdplLast         *ebpf.MapSpec `ebpf:"xdpl_last"`
-	XdplMeta         *ebpf.MapSpec `ebpf:"xdpl_meta"`
-	XdplNames        *ebpf.MapSpec `ebpf:"xdpl_names"`
-	XdplProto        *ebpf.MapSpec `ebpf:"xdpl_proto"`
-	XdplRules        *ebpf.MapSpec `ebpf:"xdpl_rules"`
-	XdplSketchMap    *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
-	XdplSources      *ebpf.MapSpec `ebpf:"xdpl_sources"`
-	XdplSources4     *ebpf.MapSpec `ebpf:"xdpl_sources4"`
-	XdplSport        *ebpf.MapSpec `ebpf:"xdpl_sport"`
-	XdplSrc4         *ebpf.MapSpec `ebpf:"xdpl_src4"`
-	XdplSrc6         *ebpf.MapSpec `ebpf:"xdpl_src6"`
-	XdplStats        *ebpf.MapSpec `ebpf:"xdpl_stats"`
-	XdplTcpf         *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
-	XdplVlan         *ebpf.MapSpec `ebpf:"xdpl_vlan"`
+	XdplAcl4           *ebpf.MapSpec `ebpf:"xdpl_acl4"`
+	XdplAcl6           *ebpf.MapSpec `ebpf:"xdpl_acl6"`
+	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
+	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
+	XdplDport          *ebpf.MapSpec `ebpf:"xdpl_dport"`
+	XdplDrops          *ebpf.MapSpec `ebpf:"xdpl_drops"`
+	XdplDst4           *ebpf.MapSpec `ebpf:"xdpl_dst4"`
+	XdplDst6           *ebpf.MapSpec `ebpf:"xdpl_dst6"`
+	XdplFleetBatch     *ebpf.MapSpec `ebpf:"xdpl_fleet_batch"`
+	XdplFleetCtl       *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
+	XdplFleetKeys      *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
+	XdplFleetReserve   *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
+	XdplGlobals        *ebpf.MapSpec `ebpf:"xdpl_globals"`
+	XdplLast           *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
+	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
+	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
+	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
+	XdplSources        *ebpf.MapSpec `ebpf:"xdpl_sources"`
+	XdplSources4       *ebpf.MapSpec `ebpf:"xdpl_sources4"`
+	XdplSport          *ebpf.MapSpec `ebpf:"xdpl_sport"`
+	XdplSrc4           *ebpf.MapSpec `ebpf:"xdpl_src4"`
+	XdplSrc6           *ebpf.MapSpec `ebpf:"xdpl_src6"`
+	XdplStats          *ebpf.MapSpec `ebpf:"xdpl_stats"`
+	XdplTcpf           *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
+	XdplUnparsedCfgs   *ebpf.MapSpec `ebpf:"xdpl_unparsed_cfgs"`
+	XdplUnparsedCounts *ebpf.MapSpec `ebpf:"xdpl_unparsed_counts"`
+	XdplUnparsedState  *ebpf.MapSpec `ebpf:"xdpl_unparsed_state"`
+	XdplVlan           *ebpf.MapSpec `ebpf:"xdpl_vlan"`
 }
 
 // XdplimitVariableSpecs contains global variables before they are loaded into the kernel.
@@ -437,34 +483,37 @@ func (o *XdplimitObjects) Close() error {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitMaps struct {
-	XdplAcl4         *ebpf.Map `ebpf:"xdpl_acl4"`
-	XdplAcl6         *ebpf.Map `ebpf:"xdpl_acl6"`
-	XdplClock        *ebpf.Map `ebpf:"xdpl_clock"`
-	XdplCounters     *ebpf.Map `ebpf:"xdpl_counters"`
-	XdplCtl          *ebpf.Map `ebpf:"xdpl_ctl"`
-	XdplDport        *ebpf.Map `ebpf:"xdpl_dport"`
-	XdplDrops        *ebpf.Map `ebpf:"xdpl_drops"`
-	XdplDst4         *ebpf.Map `ebpf:"xdpl_dst4"`
-	XdplDst6         *ebpf.Map `ebpf:"xdpl_dst6"`
-	XdplFleetBatch   *ebpf.Map `ebpf:"xdpl_fleet_batch"`
-	XdplFleetCtl     *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
-	XdplFleetKeys    *ebpf.Map `ebpf:"xdpl_fleet_keys"`
-	XdplFleetReserve *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
-	XdplGlobals      *ebpf.Map `ebpf:"xdpl_globals"`
-	XdplLast         *ebpf.Map `ebpf:"xdpl_last"`
-	XdplMeta         *ebpf.Map `ebpf:"xdpl_meta"`
-	XdplNames        *ebpf.Map `ebpf:"xdpl_names"`
-	XdplProto        *ebpf.Map `ebpf:"xdpl_proto"`
-	XdplRules        *ebpf.Map `ebpf:"xdpl_rules"`
-	XdplSketchMap    *ebpf.Map `ebpf:"xdpl_sketch_map"`
-	XdplSources      *ebpf.Map `ebpf:"xdpl_sources"`
-	XdplSources4     *ebpf.Map `ebpf:"xdpl_sources4"`
-	XdplSport        *ebpf.Map `ebpf:"xdpl_sport"`
-	XdplSrc4         *ebpf.Map `ebpf:"xdpl_src4"`
-	XdplSrc6         *ebpf.Map `ebpf:"xdpl_src6"`
-	XdplStats        *ebpf.Map `ebpf:"xdpl_stats"`
-	XdplTcpf         *ebpf.Map `ebpf:"xdpl_tcpf"`
-	XdplVlan         *ebpf.Map `ebpf:"xdpl_vlan"`
+	XdplAcl4           *ebpf.Map `ebpf:"xdpl_acl4"`
+	XdplAcl6           *ebpf.Map `ebpf:"xdpl_acl6"`
+	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
+	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
+	XdplDport          *ebpf.Map `ebpf:"xdpl_dport"`
+	XdplDrops          *ebpf.Map `ebpf:"xdpl_drops"`
+	XdplDst4           *ebpf.Map `ebpf:"xdpl_dst4"`
+	XdplDst6           *ebpf.Map `ebpf:"xdpl_dst6"`
+	XdplFleetBatch     *ebpf.Map `ebpf:"xdpl_fleet_batch"`
+	XdplFleetCtl       *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
+	XdplFleetKeys      *ebpf.Map `ebpf:"xdpl_fleet_keys"`
+	XdplFleetReserve   *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
+	XdplGlobals        *ebpf.Map `ebpf:"xdpl_globals"`
+	XdplLast           *ebpf.Map `ebpf:"xdpl_last"`
+	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
+	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
+	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
+	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
+	XdplSources        *ebpf.Map `ebpf:"xdpl_sources"`
+	XdplSources4       *ebpf.Map `ebpf:"xdpl_sources4"`
+	XdplSport          *ebpf.Map `ebpf:"xdpl_sport"`
+	XdplSrc4           *ebpf.Map `ebpf:"xdpl_src4"`
+	XdplSrc6           *ebpf.Map `ebpf:"xdpl_src6"`
+	XdplStats          *ebpf.Map `ebpf:"xdpl_stats"`
+	XdplTcpf           *ebpf.Map `ebpf:"xdpl_tcpf"`
+	XdplUnparsedCfgs   *ebpf.Map `ebpf:"xdpl_unparsed_cfgs"`
+	XdplUnparsedCounts *ebpf.Map `ebpf:"xdpl_unparsed_counts"`
+	XdplUnparsedState  *ebpf.Map `ebpf:"xdpl_unparsed_state"`
+	XdplVlan           *ebpf.Map `ebpf:"xdpl_vlan"`
 }
 
 func (m *XdplimitMaps) Close() error {
@@ -496,6 +545,9 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplSrc6,
 		m.XdplStats,
 		m.XdplTcpf,
+		m.XdplUnparsedCfgs,
+		m.XdplUnparsedCounts,
+		m.XdplUnparsedState,
 		m.XdplVlan,
 	)
 }

@@ -52,6 +52,9 @@ func (l *Limiter) Apply(img *Image) error {
 	if err := l.writeGeneration(next, img, p.rules); err != nil {
 		return fmt.Errorf("writing the new policy (the old one stays in force): %w", err)
 	}
+	if err := l.writeUnparsed(g, next, img.Unparsed); err != nil {
+		return fmt.Errorf("writing the new policy (the old one stays in force): unparsed: %w", err)
+	}
 	ctl.Gen[next] = p.cfg
 	if err := l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
 		return err

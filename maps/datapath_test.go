@@ -233,7 +233,11 @@ rules:
 		}},
 		{"ipv6 extension headers are walked", tb, []step{
 			{func() frame { f := udp6("2001:db8::30"); f.ipv6Ext = 3; return f }(), t0, "PPPPPD"},
-			{func() frame { f := udp6("2001:db8::31"); f.ipv6Ext = 7; return f }(), t0, "PPPPPPPP"}, // too long: malformed, passed
+			// Sources in other /64s (the default IPv6 key): 7 headers are
+			// walked; 40, beyond the bound, are judged by source as a
+			// fragment would be, never passed unjudged.
+			{func() frame { f := udp6("2001:db8:0:1::31"); f.ipv6Ext = 7; return f }(), t0, "PPPPPD"},
+			{func() frame { f := udp6("2001:db8:0:2::31"); f.ipv6Ext = 40; return f }(), t0, "PPPPPD"},
 		}},
 		{"non-first fragments are limited by address", tb, []step{
 			{func() frame { f := udp4("192.0.2.40"); f.fragOff = 100; return f }(), t0, "PPPPPD"},

@@ -58,15 +58,22 @@ func (l *Limiter) LastDecision() (Decision, error) {
 		return Decision{}, err
 	}
 	out := Decision{Why: Why(d.Why), Verdict: Verdict(d.Verdict), Rule: int(d.Rule), Level: int(d.Level), Port: d.Key.Port}
+	out.Source = addrOf(d.Key.Family, d.Key.Addr)
+	return out, nil
+}
+
+// addrOf decodes an address as the datapath stores it (IPv4 in the first
+// word), or the zero Addr for a family other than 4 and 6.
+func addrOf(family uint8, words [4]uint32) netip.Addr {
 	var b [16]byte
-	for k, w := range d.Key.Addr {
+	for k, w := range words {
 		binary.NativeEndian.PutUint32(b[k*4:], w)
 	}
-	switch d.Key.Family {
+	switch family {
 	case 4:
-		out.Source = netip.AddrFrom4([4]byte(b[:4]))
+		return netip.AddrFrom4([4]byte(b[:4]))
 	case 6:
-		out.Source = netip.AddrFrom16(b)
+		return netip.AddrFrom16(b)
 	}
-	return out, nil
+	return netip.Addr{}
 }

@@ -1,7 +1,6 @@
 package maps
 
 import (
-	"encoding/binary"
 	"net/netip"
 
 	"github.com/xdplimit/xdplimit/gen"
@@ -46,15 +45,7 @@ func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint6
 			s := r.S[i%size]
 			d := DropSample{Verdict: Verdict(s.Verdict), Slot: uint32(s.Slot), Bytes: s.Len,
 				Deny: uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_DENY)}
-			var b [16]byte
-			for k, w := range s.Addr {
-				binary.NativeEndian.PutUint32(b[k*4:], w)
-			}
-			if s.Family == 4 {
-				d.Source = netip.AddrFrom4([4]byte(b[:4]))
-			} else {
-				d.Source = netip.AddrFrom16(b)
-			}
+			d.Source = addrOf(s.Family, s.Addr)
 			samples = append(samples, d)
 		}
 	}

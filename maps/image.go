@@ -53,6 +53,7 @@ type Image struct {
 	VLAN         []Bitmap // VLANSlots entries
 	Src, Dst     []PrefixBitmap
 	Allow, Deny  []netip.Prefix
+	Unparsed     UnparsedSpec
 }
 
 // SetBit adds rule i to b.
@@ -123,4 +124,11 @@ func prefixMask6(bits int) [4]uint32 {
 		m[i] = binary.NativeEndian.Uint32(b[i*4:])
 	}
 	return m
+}
+
+// UnparsedSpec is the compiled unparsed section of a policy: what the
+// datapath does with frames its parser cannot judge.
+type UnparsedSpec struct {
+	Drop  bool
+	Limit *LevelSpec // a global level, or nil
 }

@@ -1,7 +1,6 @@
 package metrics_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
+	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 const fullTable = 1 << 20
@@ -51,9 +51,8 @@ func fillSources(tb testing.TB, l *maps.Limiter, n int) {
 			frame := udp4("100.64.0.0", 53)
 			opts := ebpf.RunOptions{Data: frame, Repeat: 1}
 			for i := c; i < n; i += cpus {
-				// 100.64.0.0/10 holds 4M addresses; the checksum does
-				// not matter to the limiter.
-				binary.BigEndian.PutUint32(frame[26:], 100<<24|64<<16+uint32(i))
+				// 100.64.0.0/10 holds 4M addresses.
+				pktgen.SetSource4(frame, 100<<24|64<<16+uint32(i))
 				if _, err := l.Program().Run(&opts); err != nil {
 					errs[c] = err
 					return

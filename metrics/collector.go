@@ -28,7 +28,8 @@ var (
 	packetsDesc = desc("packets_total",
 		"Packets by interface, rule and verdict (pass, drop, shadow_drop). Rules starting with an underscore are "+
 			"not policy rules: _allow and _deny are the allow and deny lists, _unmatched is IP traffic no rule "+
-			"matched, _malformed and _non_ip are passed without inspection.",
+			"matched, _malformed are frames the parser could not judge (the policy's unparsed action: pass or drop), "+
+			"_non_ip (ARP, LLDP, ...) is passed.",
 		"interface", "rule", "verdict")
 	bytesDesc = desc("bytes_total",
 		"Bytes (Ethernet frame length, without FCS) by interface, rule and verdict, as xdplimit_packets_total.",
@@ -63,6 +64,14 @@ var (
 			"seen their key often enough in its current epoch to spend a table lookup or insert on it (spoofed one-packet "+
 			"sources; a tracked source's first packet after a pause of over ~0.3 s). Aggregate levels still apply.",
 		"interface")
+	unparsedDesc = desc("unparsed_packets_total",
+		"Frames the parser could not judge, by kind: truncated, bad_length, bad_header, bad_checksum (IPv4 header), "+
+			"too_many_vlan_tags (all of them frames the Linux stack drops, or more tags than the parser pops; the "+
+			"policy's unparsed action applies), and too_many_headers (IPv6 extension-header chains longer than the "+
+			"parser's bound, which the rules judge by source as fragments).",
+		"interface", "kind")
+	unparsedDropDesc = desc("unparsed_dropped_packets_total",
+		"Unparsed frames dropped by the policy's unparsed action or limit, by kind.", "interface", "kind")
 	policyInfoDesc = desc("policy_info",
 		"The policy in force: its file's SHA-256 (1 per interface).", "interface", "sha256")
 	programInfoDesc = desc("program_info",
@@ -78,7 +87,7 @@ var (
 
 var allDescs = []*prometheus.Desc{
 	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, insertsDesc, evictionsDesc,
-	insertFailDesc, contendedDesc, untrackedDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
+	insertFailDesc, contendedDesc, untrackedDesc, unparsedDesc, unparsedDropDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
 }
 
 // target is one interface the collector reads.
@@ -192,6 +201,10 @@ func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.Progra
 	counter(insertFailDesc, s.Counters[maps.CounterInsertFail].Packets, iface)
 	counter(contendedDesc, s.Counters[maps.CounterCASExhausted].Packets, iface)
 	counter(untrackedDesc, s.Counters[maps.CounterUntracked].Packets, iface)
+	for k, u := range s.Unparsed {
+		counter(unparsedDesc, u.Packets, iface, maps.UnparsedKind(k).String())
+		counter(unparsedDropDesc, u.Dropped, iface, maps.UnparsedKind(k).String())
+	}
 	gauge(policyInfoDesc, 1, iface, policySHA(s.Meta))
 	gauge(programInfoDesc, 1, iface, s.Meta.AttachMode.String(), strconv.FormatUint(uint64(progID), 10))
 	if t := s.Meta.Attached; !t.IsZero() {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
 )
 
@@ -99,6 +100,7 @@ func TestCollector(t *testing.T) {
 			series("xdplimit_packets_total", "_deny", "shadow_drop"): 0,
 			series("xdplimit_packets_total", "_unmatched", "pass"):   1,
 			series("xdplimit_packets_total", "_malformed", "pass"):   1,
+			series("xdplimit_packets_total", "_malformed", "drop"):   0,
 			series("xdplimit_packets_total", "_non_ip", "pass"):      1,
 		},
 		"xdplimit_bytes_total": {
@@ -113,6 +115,7 @@ func TestCollector(t *testing.T) {
 			series("xdplimit_bytes_total", "_deny", "shadow_drop"): 0,
 			series("xdplimit_bytes_total", "_unmatched", "pass"):   n(unmatched, 1),
 			series("xdplimit_bytes_total", "_malformed", "pass"):   n(malformed, 1),
+			series("xdplimit_bytes_total", "_malformed", "drop"):   0,
 			series("xdplimit_bytes_total", "_non_ip", "pass"):      n(arp, 1),
 		},
 		"xdplimit_level_drops_total": {
@@ -131,6 +134,8 @@ func TestCollector(t *testing.T) {
 		"xdplimit_source_table_insert_failures_total": {`xdplimit_source_table_insert_failures_total{interface="test0"}`: 0},
 		"xdplimit_contended_updates_total":            {`xdplimit_contended_updates_total{interface="test0"}`: 0},
 		"xdplimit_untracked_packets_total":            {`xdplimit_untracked_packets_total{interface="test0"}`: 0},
+		"xdplimit_unparsed_packets_total":             unparsedSeries("xdplimit_unparsed_packets_total", map[string]float64{"truncated": 1}),
+		"xdplimit_unparsed_dropped_packets_total":     unparsedSeries("xdplimit_unparsed_dropped_packets_total", nil),
 		"xdplimit_policy_info": {
 			fmt.Sprintf(`xdplimit_policy_info{interface="test0",sha256=%q}`, hex.EncodeToString(p.SHA256[:])): 1,
 		},
@@ -372,4 +377,14 @@ func TestServeAddrInUse(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error serving on a taken address")
 	}
+}
+
+// unparsedSeries is a per-kind family: every kind, 0 unless given.
+func unparsedSeries(name string, vals map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k := range maps.UnparsedKinds {
+		kind := maps.UnparsedKind(k).String()
+		out[fmt.Sprintf(`%s{interface="test0",kind=%q}`, name, kind)] = vals[kind]
+	}
+	return out
 }

@@ -1,8 +1,11 @@
 package metrics
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"encoding/json"
 	"fmt"
+	"github.com/xdplimit/xdplimit/fleet"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +36,13 @@ func exported() []string {
 	re := regexp.MustCompile(`fqName: "([a-z_]+)"`)
 	var names []string
 	for _, d := range allDescs {
+		names = append(names, re.FindStringSubmatch(d.String())[1])
+	}
+	// The fleet sync's series, registered beside the exporter's by attach.
+	ch := make(chan *prometheus.Desc, 64)
+	fleet.NewMetrics("x").Describe(ch)
+	close(ch)
+	for d := range ch {
 		names = append(names, re.FindStringSubmatch(d.String())[1])
 	}
 	return append(names, "xdplimit_policy_reloads_total")

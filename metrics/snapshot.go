@@ -13,7 +13,7 @@ const (
 	RuleAllow     = "_allow"     // the allow list: passed without limiting
 	RuleDeny      = "_deny"      // the deny list: dropped (shadow_drop in shadow mode)
 	RuleUnmatched = "_unmatched" // IP traffic no rule matched: passed
-	RuleMalformed = "_malformed" // IP headers the parser refused: passed
+	RuleMalformed = "_malformed" // frames the parser could not judge: the policy's unparsed action
 	RuleNonIP     = "_non_ip"    // neither IPv4 nor IPv6 (ARP, LLDP, ...): passed
 )
 
@@ -26,7 +26,8 @@ type Snapshot struct {
 	Meta      maps.Meta
 	Rules     []maps.RuleStat // the rules in force, in policy order
 	Counters  map[maps.Counter]maps.CounterValue
-	Capacity  uint32 // entries of the source table
+	Unparsed  []maps.UnparsedValue // by maps.UnparsedKind
+	Capacity  uint32               // entries of the source table
 }
 
 // Read takes a snapshot of the limiter l serving iface.
@@ -37,6 +38,9 @@ func Read(iface string, l *maps.Limiter) (Snapshot, error) {
 		return s, fmt.Errorf("%s: reading the metadata map: %w", iface, err)
 	}
 	if s.Counters, err = l.Counters(); err != nil {
+		return s, fmt.Errorf("%s: %w", iface, err)
+	}
+	if s.Unparsed, err = l.UnparsedCounters(); err != nil {
 		return s, fmt.Errorf("%s: %w", iface, err)
 	}
 	if s.Rules, err = l.RuleStats(); err != nil {
@@ -64,12 +68,23 @@ func (s Snapshot) Series() []Series {
 		}
 	}
 	c := s.Counters
+	// Unparsed frames are all counted as malformed; those the policy's
+	// unparsed action or limit dropped are split out.
+	var drop maps.CounterValue
+	for _, u := range s.Unparsed {
+		drop.Packets += u.Dropped
+		drop.Bytes += u.DroppedBytes
+	}
+	malformed := c[maps.CounterMalformed]
+	malformed.Packets -= min(drop.Packets, malformed.Packets)
+	malformed.Bytes -= min(drop.Bytes, malformed.Bytes)
 	return append(out,
 		Series{RuleAllow, maps.VerdictPass, c[maps.CounterAllow]},
 		Series{RuleDeny, maps.VerdictDrop, c[maps.CounterDeny]},
 		Series{RuleDeny, maps.VerdictShadow, c[maps.CounterDenyShadow]},
 		Series{RuleUnmatched, maps.VerdictPass, c[maps.CounterUnmatched]},
-		Series{RuleMalformed, maps.VerdictPass, c[maps.CounterMalformed]},
+		Series{RuleMalformed, maps.VerdictPass, malformed},
+		Series{RuleMalformed, maps.VerdictDrop, drop},
 		Series{RuleNonIP, maps.VerdictPass, c[maps.CounterNonIP]},
 	)
 }

@@ -1,6 +1,7 @@
 package pktgen
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -343,4 +344,35 @@ func SetMACs(frame []byte, src, dst net.HardwareAddr) []byte {
 	copy(frame[0:6], dst)
 	copy(frame[6:12], src)
 	return frame
+}
+
+// SetSource4 overwrites the IPv4 source address of an untagged frame in
+// place and fixes the header checksum: the limiter, like the stack, refuses
+// a header whose checksum is wrong.
+func SetSource4(frame []byte, src uint32) {
+	binary.BigEndian.PutUint32(frame[14+12:], src)
+	FixIPv4Checksum(frame)
+}
+
+// FixIPv4Checksum recomputes the header checksum of an untagged IPv4 frame
+// after its header was changed.
+func FixIPv4Checksum(frame []byte) {
+	h := frame[14 : 14+int(frame[14]&0xf)*4]
+	h[10], h[11] = 0, 0
+	binary.BigEndian.PutUint16(h[10:], Checksum(0, h))
+}
+
+// Checksum is the Internet checksum of b with sum (a pseudo header's, or 0)
+// added: the one's complement of the folded one's complement sum.
+func Checksum(sum uint32, b []byte) uint16 {
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		sum += uint32(b[len(b)-1]) << 8
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
 }

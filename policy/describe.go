@@ -37,6 +37,8 @@ func (p *Policy) Describe(w io.Writer) {
 		fmt.Fprintf(w, "     over limit: %s\n", r.Action)
 	}
 	fmt.Fprintf(w, "unmatched traffic: pass\n")
+	fmt.Fprintf(w, "unparsed frames (truncated, bad lengths or checksum, too many VLAN tags): %s\n", p.Unparsed)
+	fmt.Fprintf(w, "non-IP frames (ARP, LLDP, ...): pass\n")
 	if f := p.Fleet; f != nil {
 		fmt.Fprintf(w, "fleet: Redis %v (cluster %v), namespace %s, sync every %s, fallback %s\n",
 			f.Redis, f.Cluster, f.Namespace, f.Sync, f.Fallback)

@@ -39,4 +39,6 @@ rules:
 	//      own       key src_ip ipv4/24 ipv6/64: fixed_window 100 pkt per 100ms
 	//      over limit: shadow
 	// unmatched traffic: pass
+	// unparsed frames (truncated, bad lengths or checksum, too many VLAN tags): pass, unlimited
+	// non-IP frames (ARP, LLDP, ...): pass
 }

@@ -110,7 +110,7 @@ func (d *decoder) policy(data []byte) *Policy {
 		d.errorAt(d.file, 1, 1, "", "policy file is empty; a policy that limits nothing is `rules: []`")
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "fleet")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet")
 	if top == nil {
 		return nil
 	}
@@ -130,6 +130,7 @@ func (d *decoder) policy(data []byte) *Policy {
 	allow := d.addrList(top["allow"], "allow")
 	deny := d.addrList(top["deny"], "deny")
 	p.Allow, p.Deny = d.checkOverlap(allow, deny)
+	p.Unparsed = d.unparsed(top["unparsed"])
 	if f, ok := top["fleet"]; ok {
 		p.Fleet = d.fleet(f)
 	}

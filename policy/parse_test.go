@@ -152,14 +152,14 @@ func TestTopLevel(t *testing.T) {
 		{name: "mode list", src: "mode: [enforce]\nrules: []", errs: []string{
 			`p.yaml:1:7: mode: expected enforce or shadow, got a list`}},
 		{name: "unknown field", src: "rule: []\n", errs: []string{
-			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny, fleet`}},
+			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny, unparsed, fleet`}},
 		{name: "x- fields ignored", src: "x-anything: {a: [1, 2]}\nrules: []"},
 		{name: "empty file", src: "", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "comments only", src: "# nothing\n", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "not a mapping", src: "- rules\n", errs: []string{
-			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, fleet, got a list"}},
+			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, unparsed, fleet, got a list"}},
 		{name: "two documents", src: "rules: []\n---\nrules: []\n", errs: []string{
 			"p.yaml:3:1: a policy file holds one YAML document; this is a second one"}},
 		{name: "syntax error", src: "rules: [\n", errs: []string{
@@ -549,4 +549,36 @@ rules: []`, check: func(t *testing.T, p *Policy) {
 		{name: "host bits", src: "allow: [10.0.0.1/8]\n", warns: []string{
 			"p.yaml:1:9: allow[0]: 10.0.0.1/8 is masked to 10.0.0.0/8"}},
 	})
+}
+
+func TestUnparsedSection(t *testing.T) {
+	for _, c := range []struct {
+		yaml, want, err string
+	}{
+		{"rules: []\n", "pass, unlimited", ""},
+		{"rules: []\nunparsed: {action: drop}\n", "drop", ""},
+		{"rules: []\nunparsed: {limit: {algorithm: token_bucket, rate: 1000/s, burst: 100}}\n",
+			"pass, limited to token_bucket 1000 pkt/s burst 100 (one global bucket)", ""},
+		{"rules: []\nunparsed: {action: pass, limit: {algorithm: fixed_window, bytes: 1MB, window: 1s}}\n",
+			"pass, limited to fixed_window 1000000 B per 1s (one global bucket)", ""},
+		{"rules: []\nunparsed: {action: drop, limit: {algorithm: token_bucket, rate: 1/s, burst: 1}}\n", "",
+			"p.yaml:2:26: unparsed.limit: a limit has no effect with action drop"},
+		{"rules: []\nunparsed: {action: shadow}\n", "", `p.yaml:2:20: unparsed.action: unknown action "shadow"; use pass or drop`},
+		{"rules: []\nunparsed: {limt: {}}\n", "", `p.yaml:2:12: unparsed: unknown field "limt"`},
+	} {
+		p, err := Parse("p.yaml", []byte(c.yaml))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want %q", c.yaml, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.yaml, err)
+			continue
+		}
+		if got := p.Unparsed.String(); got != c.want {
+			t.Errorf("%q: %q, want %q", c.yaml, got, c.want)
+		}
+	}
 }

@@ -27,6 +27,8 @@ type Policy struct {
 	// order first named. Their contents are in Allow and Deny, not in
 	// SHA256: whatever reloads on change must watch them too.
 	ListFiles []string
+	// Unparsed is what happens to frames the parser cannot judge.
+	Unparsed Unparsed
 
 	// Fleet is the fleet: section, nil when the policy has none. Levels
 	// with Scope ScopeFleet exist only when it is set.

@@ -109,9 +109,14 @@ type Report struct {
 	Deny        Counts // dropped by the deny list; shadow-dropped in mode: shadow
 	Unmatched   Counts
 	Malformed   Counts // short frames included
-	NonIP       Counts
-	Top         []SourceDrops
-	Explained   []Explanation
+	// MalformedDropped: the malformed frames the policy's unparsed action
+	// or limit dropped (the rest passed).
+	MalformedDropped Counts
+	// Unparsed counts what the parser could not judge, by maps.UnparsedKind.
+	Unparsed  [maps.UnparsedKinds]Counts
+	NonIP     Counts
+	Top       []SourceDrops
+	Explained []Explanation
 	// Things about the capture that affect how the numbers read.
 	Short      Counts // frames shorter than an Ethernet header (in Malformed too)
 	Truncated  int    // frames captured shorter than they were on the wire
@@ -233,11 +238,12 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 		if err := l.SetClock(clockAt(ts.Sub(first))); err != nil {
 			return nil, fmt.Errorf("frame %d: setting the clock: %w", f.Number, err)
 		}
-		ret, err := l.Program().Run(&ebpf.RunOptions{Data: f.Data, Repeat: 1})
+		data := padToWire(f.Data, f.Length, linear)
+		ret, err := l.Program().Run(&ebpf.RunOptions{Data: data, Repeat: 1})
 		if err != nil {
 			return nil, fmt.Errorf("frame %d: running the program: %w", f.Number, err)
 		}
-		seen := len(f.Data)
+		seen := len(data)
 		if seen > linear {
 			seen = linear
 			rep.Cut++
@@ -252,12 +258,18 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 		if err := rep.tally(d, seen); err != nil {
 			return nil, fmt.Errorf("frame %d: %w", f.Number, err)
 		}
+		pp, err := rep.tallyParse(l, d, seen)
+		if err != nil {
+			return nil, fmt.Errorf("frame %d: %w", f.Number, err)
+		}
 		if d.Verdict != maps.VerdictPass && opts.Top > 0 {
 			k := sourceRule{src: sourceOf(f.Data), rule: d.Rule}
 			sd := drops[k]
 			if sd == nil {
 				name := "deny list"
-				if d.Rule >= 0 {
+				if d.Why == maps.WhyMalformed {
+					name = "unparsed"
+				} else if d.Rule >= 0 {
 					name = p.Rules[d.Rule].Name
 				}
 				sd = &SourceDrops{Source: k.src, Rule: name}
@@ -270,7 +282,11 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 			}
 		}
 		if explain[f.Number] {
-			rep.Explained = append(rep.Explained, explainFrame(p, f, ts.Sub(first), seen, d))
+			e := explainFrame(p, f, ts.Sub(first), seen, d)
+			if d.Why == maps.WhyMalformed {
+				e.Text = unparsedText(pp.Unparsed, d.Verdict.String())
+			}
+			rep.Explained = append(rep.Explained, e)
 		}
 	}
 	for _, n := range opts.Explain {
@@ -428,4 +444,17 @@ func (r *Report) crossCheck(l *maps.Limiter, base map[maps.Counter]maps.CounterV
 		}
 	}
 	return nil
+}
+
+// padToWire restores a frame the capture's snap length cut to its length on
+// the wire (at most max, what a test run takes), with zeros: the parser
+// checks the IP length against the frame, as the stack does, and would
+// otherwise count every snapped frame as truncated. Headers are what
+// limiting reads, and snap lengths keep them.
+func padToWire(data []byte, wire, max int) []byte {
+	n := min(wire, max)
+	if len(data) >= n {
+		return data
+	}
+	return append(append(make([]byte, 0, n), data...), make([]byte, n-len(data))...)
 }

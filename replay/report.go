@@ -68,28 +68,33 @@ func (r *Report) Write(w io.Writer) error {
 	}
 	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NOT BY A RULE\tPKTS\tBYTES\tVERDICT")
-	for _, o := range []struct {
+	type row struct {
 		name    string
 		c       Counts
 		verdict string
-	}{
+	}
+	rows := []row{
 		{"allow list", r.Allow, "pass"},
 		{"deny list", r.Deny, denyVerdict},
 		{"unmatched", r.Unmatched, "pass"},
-		{"malformed", r.Malformed, "pass"},
-		{"non-IP", r.NonIP, "pass"},
-	} {
+		{"malformed", Counts{r.Malformed.Packets - r.MalformedDropped.Packets, r.Malformed.Bytes - r.MalformedDropped.Bytes}, "pass"},
+	}
+	if u := p.Unparsed; u.Drop || u.Limit != nil {
+		rows = append(rows, row{"malformed", r.MalformedDropped, "drop"})
+	}
+	for _, o := range append(rows, row{"non-IP", r.NonIP, "pass"}) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", o.name, o.c.Packets, o.c.Bytes, o.verdict)
 	}
 	tw.Flush()
+	r.writeUnparsed(ew)
 
 	for _, n := range []struct {
 		count int
 		text  string
 	}{
 		{int(r.Short.Packets), "shorter than an Ethernet header: counted as malformed without running the program, which refuses them"},
-		{r.Truncated, "captured shorter than on the wire (snap length): bytes and byte limits see the captured length"},
-		{r.Cut, "longer than the kernel test-runs (a page less head- and tailroom): it cut them, and bytes and byte limits see what was left"},
+		{r.Truncated, "captured shorter than on the wire (snap length): padded with zeros to their length on the wire"},
+		{r.Cut, "longer than the kernel test-runs (a page less head- and tailroom): it cut them, and their IP length then runs past the frame (unparsed, truncated), as no XDP program without multi-buffer support sees such frames on a device"},
 		{r.Backwards, "stamped earlier than the frame before them: each ran at its own time"},
 		{r.NoTime, "without a timestamp (pcapng simple packet blocks): each ran at the time of the frame before"},
 	} {

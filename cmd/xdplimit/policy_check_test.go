@@ -18,6 +18,8 @@ rules: 1, first match wins
      own       key src_ip ipv4/32 ipv6/64: token_bucket 1 pkt/s burst 3
      over limit: drop
 unmatched traffic: pass
+unparsed frames (truncated, bad lengths or checksum, too many VLAN tags): pass, unlimited
+non-IP frames (ARP, LLDP, ...): pass
 `},
 		{name: "quiet", args: []string{"policy", "check", "-q", good}},
 		{name: "warning", args: []string{"policy", "check", "-q", warn}, stderr: warning},
