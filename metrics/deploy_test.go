@@ -1,11 +1,8 @@
 package metrics
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"encoding/json"
 	"fmt"
-	"github.com/xdplimit/xdplimit/fleet"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 )
 
