@@ -51,6 +51,12 @@ func (d *decoder) unparsed(f field) Unparsed {
 			return u
 		}
 		if l, ok := d.limit(lf.value, "unparsed.limit"); ok {
+			if l.Scope == ScopeFleet {
+				// Unparsed frames have no key to share: the limit is
+				// this host's own.
+				d.errorf(lf.value, "unparsed.limit", "scope: fleet is for rules' limits; the unparsed limit is this host's")
+				return u
+			}
 			u.Limit = &l
 		}
 	}
