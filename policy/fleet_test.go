@@ -100,6 +100,6 @@ func TestFleetDescribe(t *testing.T) {
 
 func TestFleetScopeNotForUnparsed(t *testing.T) {
 	runParseCases(t, []parseCase{{name: "unparsed fleet limit",
-		src: "fleet: {redis: redis://h:1}\nunparsed: {limit: {algorithm: token_bucket, rate: 1/s, burst: 1, scope: fleet}}\nrules: []\n",
+		src:  "fleet: {redis: redis://h:1}\nunparsed: {limit: {algorithm: token_bucket, rate: 1/s, burst: 1, scope: fleet}}\nrules: []\n",
 		errs: []string{"p.yaml:2:19: unparsed.limit: scope: fleet is for rules' limits; the unparsed limit is this host's"}}})
 }
