@@ -46,15 +46,7 @@ func (r *report) fleetTargets() []target {
 				fails = append(fails, shortAlg(p.host.name))
 			}
 		}
-		if len(parts) == 0 {
-			t.measured, t.status = "-", "not measured"
-		} else {
-			f := ""
-			if len(fails) > 0 {
-				f = " (" + strings.Join(fails, ", ") + ")"
-			}
-			t.measured, t.status = strings.Join(parts, ", ")+" (median of adjacent calls)", met(len(fails) == 0, f)
-		}
+		t.judge(parts, fails, " (median of adjacent calls)")
 		ts = append(ts, t)
 	}
 	return ts

@@ -78,6 +78,20 @@ type target struct {
 	what, measured, status string
 }
 
+// judge sets a target judged case by case: measured lists the cases,
+// failed the ones that missed (none: met).
+func (t *target) judge(parts, failed []string, note string) {
+	if len(parts) == 0 {
+		t.measured, t.status = "-", "not measured"
+		return
+	}
+	f := ""
+	if len(failed) > 0 {
+		f = " (" + strings.Join(failed, ", ") + ")"
+	}
+	t.measured, t.status = strings.Join(parts, ", ")+note, met(len(failed) == 0, f)
+}
+
 func met(ok bool, failures string) string {
 	if ok {
 		return "met"
@@ -141,16 +155,7 @@ func (r *report) targets() []target {
 					fails = append(fails, shortConfig(a))
 				}
 			}
-			if len(parts) == 0 {
-				t.measured, t.status = "-", "not measured"
-			} else {
-				t.measured = strings.Join(parts, ", ")
-				f := ""
-				if len(fails) > 0 {
-					f = " (" + strings.Join(fails, ", ") + ")"
-				}
-				t.status = met(len(fails) == 0, f)
-			}
+			t.judge(parts, fails, "")
 			ts = append(ts, t)
 		}
 		ratioTarget("veth single-source flood ≥ 0.8× bare XDP_DROP", "xdp-drop", "single", 0.8)
@@ -178,15 +183,7 @@ func (r *report) targets() []target {
 					fails = append(fails, q.alg)
 				}
 			}
-			if len(parts) == 0 {
-				t.measured, t.status = "-", "not measured"
-			} else {
-				f := ""
-				if len(fails) > 0 {
-					f = " (" + strings.Join(fails, ", ") + ")"
-				}
-				t.measured, t.status = strings.Join(parts, ", "), met(len(fails) == 0, f)
-			}
+			t.judge(parts, fails, "")
 			ts = append(ts, t)
 		}
 	}
