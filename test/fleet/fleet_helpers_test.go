@@ -263,22 +263,30 @@ func (p *attachProc) stop(t *testing.T, sig syscall.Signal) error {
 // attach's pins (state shared by every namespace: bpffs is the machine's).
 func ruleCounts(t *testing.T, h *fleetlab.Host, rule string) (pass, drop uint64) {
 	t.Helper()
+	pass, drop, err := readRule(h, rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pass, drop
+}
+
+// readRule is ruleCounts for goroutines other than the test's.
+func readRule(h *fleetlab.Host, rule string) (pass, drop uint64, err error) {
 	s, err := loader.Open(h.Eth0)
 	if err != nil {
-		t.Fatalf("host %d: %v", h.Index, err)
+		return 0, 0, fmt.Errorf("host %d: %w", h.Index, err)
 	}
 	defer s.Close()
 	stats, err := s.Limiter.RuleStats()
 	if err != nil {
-		t.Fatalf("host %d: rule counters: %v", h.Index, err)
+		return 0, 0, fmt.Errorf("host %d: rule counters: %w", h.Index, err)
 	}
 	for _, r := range stats {
 		if r.Name == rule {
-			return r.Verdicts[maps.VerdictPass].Packets, r.Verdicts[maps.VerdictDrop].Packets
+			return r.Verdicts[maps.VerdictPass].Packets, r.Verdicts[maps.VerdictDrop].Packets, nil
 		}
 	}
-	t.Fatalf("host %d: no rule %q in force", h.Index, rule)
-	return 0, 0
+	return 0, 0, fmt.Errorf("host %d: no rule %q in force", h.Index, rule)
 }
 
 // runIn runs the command to completion (1 minute at most) in host h's
@@ -409,11 +417,12 @@ type spreadResult struct {
 
 // chunkPeriod paces the floods: each host gets rate x chunkPeriod frames
 // at a time, from one source port (the next of its 64). Every generator
-// call costs milliseconds (a thread entering the namespace, map resets;
-// ~50 ms each with the machine's load at 9), and the calls of concurrent
-// floods take turns: with fleetlab's 10 ms chunks a 10 s flood of 10k
-// frames/s over three hosts took 21.6 s, with 200-frame chunks 24 s.
-const chunkPeriod = 250 * time.Millisecond
+// call costs milliseconds (a thread entering the namespace, map resets),
+// and the calls of concurrent floods take turns: with fleetlab's 10 ms
+// chunks, a 10 s flood of 10k frames/s over three hosts took 21.6 s. A
+// chunk is no longer than one sync interval (100 ms in the tests), so that
+// a flood arrives as evenly as the sync sees it.
+const chunkPeriod = 100 * time.Millisecond
 
 // floodSpread runs the floods of s at once and returns when all are done.
 // Each host's flood is paced in chunks (chunkPeriod), each sent when its
