@@ -96,7 +96,7 @@ func TestFleetFixedWindow(t *testing.T) {
 			t.Errorf("window %d: admitted %d (%.3f x the limit), want within ±%.0f%%", k+1, n, ratio, tolerance*100)
 		}
 	}
-	checkSynced(t, l, f)
+	checkSynced(t, l, f, allHosts(l))
 }
 
 // fleetPass is the flood rule's pass count summed over the hosts.
