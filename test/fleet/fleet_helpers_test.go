@@ -128,26 +128,9 @@ type attachProc struct {
 	host *fleetlab.Host
 	args []string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testutil.SyncBuffer
 	done chan struct{} // closed once the process is reaped
 	err  error         // its exit status, set before done closes
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start forks attach from a thread inside host i's namespace: the child is
@@ -161,7 +144,7 @@ func (f *fleetRun) start(t *testing.T, i int) *attachProc {
 	// A small state table: three processes with the default million
 	// entries would pin ~300 MB for one source.
 	args := append([]string{"attach", h.Eth0, "--policy", f.policy, "--max-sources", "65536"}, f.opts.Args...)
-	p := &attachProc{host: h, args: args, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &attachProc{host: h, args: args, out: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(testutil.XdplimitBin(t), args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.Env = append(os.Environ(), f.opts.Env...)
@@ -412,22 +395,13 @@ type spread struct {
 type spreadResult struct {
 	Sent    []uint64 // by host index
 	Total   uint64
-	Elapsed time.Duration // from the first chunk sent to the end of the last
+	Elapsed time.Duration // the longest of the floods
 }
 
-// chunkPeriod paces the floods: each host gets rate x chunkPeriod frames
-// at a time, from one source port (the next of its 64). Every generator
-// call costs milliseconds (a thread entering the namespace, map resets),
-// and the calls of concurrent floods take turns: with fleetlab's 10 ms
-// chunks, a 10 s flood of 10k frames/s over three hosts took 21.6 s. A
-// chunk is no longer than one sync interval (100 ms in the tests), so that
-// a flood arrives as evenly as the sync sees it.
-const chunkPeriod = 100 * time.Millisecond
-
-// floodSpread runs the floods of s at once and returns when all are done.
-// Each host's flood is paced in chunks (chunkPeriod), each sent when its
-// schedule (rate x t) is due. Each flood is bounded by its count and by a hard timeout of Dur +
-// 15 s.
+// floodSpread runs the floods of s at once (fleetlab paces each, in 10 ms
+// chunks, each chunk from the next of the host's 64 source ports) and
+// returns when all are done. Each is bounded by its count and by a hard
+// timeout of Dur + 15 s.
 func floodSpread(t *testing.T, l *fleetlab.Lab, s spread) spreadResult {
 	t.Helper()
 	if !s.Src.IsValid() {
@@ -437,25 +411,25 @@ func floodSpread(t *testing.T, l *fleetlab.Lab, s spread) spreadResult {
 		s.DstPort = 9
 	}
 	rate := s.Rate / float64(len(s.Hosts))
-	count := uint64(rate * s.Dur.Seconds())
-	ctx, cancel := context.WithTimeout(context.Background(), s.Dur+15*time.Second)
-	defer cancel()
 	res := spreadResult{Sent: make([]uint64, l.Hosts())}
 	errs := make([]error, len(s.Hosts))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	start := time.Now()
 	for k, i := range s.Hosts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sent, err := floodPaced(ctx, l, i, s, rate, count, start)
-			end := time.Since(start)
+			first := uint16(20000 + 1000*i)
+			r, err := l.Flood(context.Background(), i, fleetlab.Flood{
+				Count: uint64(rate * s.Dur.Seconds()), Src: s.Src, Sources: s.Sources,
+				SrcPorts: [2]uint16{first, first + 63}, DstPort: s.DstPort, Payload: 18,
+				Rate: rate, Timeout: s.Dur + 15*time.Second,
+			})
 			mu.Lock()
 			defer mu.Unlock()
-			res.Sent[i], errs[k] = sent, err
-			res.Total += sent
-			res.Elapsed = max(res.Elapsed, end)
+			res.Sent[i], errs[k] = r.Sent, err
+			res.Total += r.Sent
+			res.Elapsed = max(res.Elapsed, r.Elapsed)
 		}()
 	}
 	wg.Wait()
@@ -465,28 +439,4 @@ func floodSpread(t *testing.T, l *fleetlab.Lab, s spread) spreadResult {
 		}
 	}
 	return res
-}
-
-// floodPaced is one host's part of floodSpread.
-func floodPaced(ctx context.Context, l *fleetlab.Lab, i int, s spread, rate float64, count uint64, start time.Time) (uint64, error) {
-	chunk := max(1, uint64(rate*chunkPeriod.Seconds()))
-	var sent uint64
-	for k := 0; sent < count; k++ {
-		due := start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))
-		select {
-		case <-ctx.Done():
-			return sent, fmt.Errorf("host %d: flood stopped after %d of %d frames: %w", i, sent, count, ctx.Err())
-		case <-time.After(time.Until(due)):
-		}
-		port := uint16(20000 + 1000*i + k%64)
-		r, err := l.Flood(ctx, i, fleetlab.Flood{
-			Count: min(chunk, count-sent), Src: s.Src, Sources: s.Sources,
-			SrcPorts: [2]uint16{port, port}, DstPort: s.DstPort, Payload: 18,
-		})
-		sent += r.Sent
-		if err != nil {
-			return sent, err
-		}
-	}
-	return sent, nil
 }
