@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -33,17 +34,14 @@ func fwPolicy(fleet string) string {
 `, ruleName, fwLimit, fwWindow)
 }
 
-// The bound the policy states (policy check): per window the fleet admits
-// at most the limit plus, for each other host, what one host admits in one
-// sync before it hears of the others. The flood gives each host
-// floodRate/3 per second, so one sync's worth is floodRate/3 x sync.
-// Every host knows how many hosts the fleet has before the flood (they
-// all synced), and holds each other host at least at its share for the
-// window's first two syncs, so the fleet admits the limit itself within a
-// few percent from the second window on (the first is held to the bound
-// only, as the docs state). Measured: 510 504 504 504 504 504 504 for 500
-// (simulated: 501, in fleet/engine_test.go TestFleetFixedWindow); before
-// the engine held reported hosts at their share, 746-880.
+// The bound the policy states (policy check, docs/design.md): the limit
+// per window for the fleet once its live hosts are known, each host
+// opening a window with the others' shares held until they report. Here
+// every host has synced before the flood, so every window must admit the
+// limit within ±5%. Measured: 1010-1014 then 1008 per window for 1000
+// (simulated: 501 for 500, fleet/engine_test.go TestFleetFixedWindow);
+// 1606-1726 before the engine held hosts that had reported part of their
+// share at that share while the window is young.
 func TestFleetFixedWindow(t *testing.T) {
 	testutil.RequireRedis(t)
 	l := fleetlab.New(t, fwHosts)
@@ -80,19 +78,13 @@ func TestFleetFixedWindow(t *testing.T) {
 		t.Fatal(sampleErr)
 	}
 
-	perSync := float64(floodRate) / fwHosts * fwSync.Seconds()
-	bound := float64(fwLimit) + (fwHosts-1)*perSync
 	var per []uint64
 	for k := 1; k < len(samples); k++ {
 		per = append(per, samples[k]-samples[k-1])
 	}
-	t.Logf("admitted per window (limit %d, stated bound %.0f): %v", fwLimit, bound, per)
+	t.Logf("admitted per window (limit %d): %v", fwLimit, per)
 	for k, n := range per {
-		ratio := float64(n) / fwLimit
-		switch {
-		case float64(n) > bound:
-			t.Errorf("window %d: admitted %d, above the stated bound %.0f", k+1, n, bound)
-		case k > 0 && (ratio < 1-tolerance || ratio > 1+tolerance):
+		if ratio := float64(n) / fwLimit; math.Abs(ratio-1) > tolerance {
 			t.Errorf("window %d: admitted %d (%.3f x the limit), want within ±%.0f%%", k+1, n, ratio, tolerance*100)
 		}
 	}
