@@ -354,7 +354,8 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	}
 	fwx := make([]fwExchange, len(fws))
 	for i, f := range fws {
-		fwx[i] = fwExchange{key: f.redisKey(e.opts.Fleet.Namespace), add: f.unsent, ttlMs: f.k.lv.ttlMs}
+		fwx[i] = fwExchange{key: f.redisKey(e.opts.Fleet.Namespace), add: f.unsent, ttlMs: f.k.lv.ttlMs,
+			share: shareOf(f.k.lv.P2, e.hosts)}
 	}
 	hb := &heartbeat{key: "xdpl:" + e.opts.Fleet.Namespace + ":hosts", member: e.opts.HostID,
 		nowMs: e.opts.Wall() / 1e6, ttlMs: max(3*e.opts.Fleet.Sync, 2*time.Second).Milliseconds()}

@@ -46,16 +46,23 @@ return {'xdpl1', string.format('%.3f', tat - now)}
 `)
 
 // A fleet's fixed window is a hash per key and window: each host's count in
-// a field of its own, so a host learns both the fleet's total and how many
-// hosts have reported the window (the others keep their reserve until
-// they have; see fallback.go). HVALS is O(hosts).
+// a field of its own, so a host learns the fleet's total, how many hosts
+// have reported the window, and what the other hosts hold: each its count,
+// but at least its share (ARGV[4]) while the window is young (see fold in
+// local.go). HGETALL is O(hosts).
 var fwScript = redis.NewScript(`
 redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-local total = 0
-local vals = redis.call('HVALS', KEYS[1])
-for _, v in ipairs(vals) do total = total + tonumber(v) end
-return {'xdpl1', total, #vals}
+local share = tonumber(ARGV[4])
+local total, n, held = 0, 0, 0
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local v = tonumber(all[i + 1])
+  total = total + v
+  n = n + 1
+  if all[i] ~= ARGV[1] then held = held + math.max(v, share) end
+end
+return {'xdpl1', total, n, held}
 `)
 
 // tbExchange is one token-bucket key of a sync.
@@ -74,8 +81,10 @@ type fwExchange struct {
 	key       string // includes the window's index
 	add       uint64
 	ttlMs     int64
+	share     uint64 // one host's share of the limit
 	total     uint64 // out: the fleet's count in the window
 	reporters int    // out: hosts that have reported the window, this one included
+	held      uint64 // out: the other reporters' counts, each at least share
 	err       error
 }
 
@@ -106,7 +115,7 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 		}
 		for i := range fw {
 			e := &fw[i]
-			fwScript.EvalSha(ctx, pipe, []string{e.key}, member, e.add, e.ttlMs)
+			fwScript.EvalSha(ctx, pipe, []string{e.key}, member, e.add, e.ttlMs, e.share)
 		}
 		pipe.ZAdd(ctx, hb.key, redis.Z{Score: float64(hb.nowMs), Member: hb.member})
 		pipe.ZRemRangeByScore(ctx, hb.key, "-inf", "("+strconv.FormatInt(hb.nowMs-hb.ttlMs, 10))
@@ -142,7 +151,7 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 		tb[i].debtUs, tb[i].err = readTB(cmds[i])
 	}
 	for i := range fw {
-		fw[i].total, fw[i].reporters, fw[i].err = readFW(cmds[len(tb)+i])
+		fw[i].total, fw[i].reporters, fw[i].held, fw[i].err = readFW(cmds[len(tb)+i])
 	}
 	return nil
 }
@@ -178,20 +187,20 @@ func readTB(c redis.Cmder) (float64, error) {
 	return max(d, 0), nil
 }
 
-func readFW(c redis.Cmder) (uint64, int, error) {
+func readFW(c redis.Cmder) (total uint64, reporters int, held uint64, err error) {
 	vals, err := c.(*redis.Cmd).Slice()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	if len(vals) != 3 || vals[0] != "xdpl1" {
-		return 0, 0, fmt.Errorf("%w: script answered %v", errNotRedis, vals)
+	if len(vals) == 4 && vals[0] == "xdpl1" {
+		t, ok1 := vals[1].(int64)
+		n, ok2 := vals[2].(int64)
+		h, ok3 := vals[3].(int64)
+		if ok1 && ok2 && ok3 && t >= 0 && n >= 1 && h >= 0 {
+			return uint64(t), int(n), uint64(h), nil
+		}
 	}
-	total, ok1 := vals[1].(int64)
-	n, ok2 := vals[2].(int64)
-	if !ok1 || !ok2 || total < 0 || n < 1 {
-		return 0, 0, fmt.Errorf("%w: script answered %v", errNotRedis, vals)
-	}
-	return uint64(total), int(n), nil
+	return 0, 0, 0, fmt.Errorf("%w: script answered %v", errNotRedis, vals)
 }
 
 // fromCommand: err is one command's reply, not the connection's.

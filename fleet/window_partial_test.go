@@ -1,0 +1,76 @@
+package fleet_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/pktgen"
+)
+
+// Real hosts sync at independent phases, so a host may report in the
+// middle of a burst, part of its share. The others must still hold it at
+// its share while the window is young, or they take the rest of its share
+// while it admits that rest too. Found end to end (test/fleet
+// TestFleetFixedWindow: 1.6-1.7x the limit per window); the simulation of
+// engine_test.go syncs every host at one instant after the same traffic,
+// so it never reports part of a burst.
+func TestFleetFixedWindowPartialReport(t *testing.T) {
+	r, ns := startRedis(t)
+	const limit = 300 // three hosts: a share of 100 each
+	f, _ := newHosts(t, testutil.DialIn(ns), 3, fleetPolicy(r.Addr(),
+		"{algorithm: fixed_window, packets: 300, window: 1s, scope: fleet}"))
+	ctx := context.Background()
+	sync := func(i int) {
+		t.Helper()
+		if res := f.Hosts[i].E.Sync(ctx); res.Err != nil {
+			t.Fatalf("host %d: sync: %v", i, res.Err)
+		}
+	}
+	// Two rounds of syncs: every host then knows the fleet has three.
+	for range 2 {
+		for i := range f.Hosts {
+			sync(i)
+		}
+		f.Advance(100 * time.Millisecond)
+	}
+	fls, err := f.Hosts[0].L.FleetLevels()
+	if err != nil || len(fls) != 1 {
+		t.Fatalf("fleet levels: %v %v", fls, err)
+	}
+	w := uint64(time.Second)
+	f.Advance(time.Duration(w - (f.Now()+fls[0].P3)%w))
+
+	pkt := pktgen.UDP4(src, dst, 4000, 53, 16)
+	admitted := make([]int, len(f.Hosts))
+	send := func(i, n int) {
+		t.Helper()
+		for range n {
+			ok, err := f.Hosts[i].Send(pkt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				admitted[i]++
+			}
+		}
+	}
+	// All within the window's first two syncs (its young part).
+	send(0, 50) // host 0 reports in the middle of its burst
+	sync(0)
+	f.Advance(10 * time.Millisecond)
+	send(1, 200) // host 1 spends its share and hears of host 0's 50
+	sync(1)
+	f.Advance(10 * time.Millisecond)
+	send(1, 200) // nothing left for host 1
+	send(0, 200) // host 0 spends the rest of its share
+	send(2, 200) // host 2 its share
+	total := sum(admitted)
+	t.Logf("admitted per host %v, %d in all (limit %d)", admitted, total, limit)
+	// 1% for the admission sketch's untracked first packets (see
+	// TestFleetFixedWindow).
+	if total > limit+limit/100 {
+		t.Errorf("the fleet admitted %d in one window, limit %d", total, limit)
+	}
+}

@@ -1,0 +1,46 @@
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var xdplimitBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// XdplimitBin is the xdplimit binary that end-to-end tests run:
+// $XDPLIMIT_BIN (make test-go and the VM set it), or one built from this
+// checkout once per test process.
+func XdplimitBin(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv("XDPLIMIT_BIN"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			tb.Fatalf("XDPLIMIT_BIN: %v", err)
+		}
+		return p
+	}
+	b := &xdplimitBuild
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "xdplimit-bin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, "xdplimit")
+		out, err := exec.Command("go", "build", "-o", b.path, "github.com/xdplimit/xdplimit/cmd/xdplimit").CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.path
+}
