@@ -285,9 +285,18 @@ func TestFleetFaultSlowAndPartitioned(t *testing.T) {
 	if pair < (1-tolerance)*want || pair > bound*(1+tolerance) {
 		t.Errorf("hosts 0 and 1 admitted %.0f, want %.0f to %.0f", pair, (1-tolerance)*want, bound*(1+tolerance))
 	}
-	for _, i := range []int{0, 1} {
-		if n := f.lines(i, downLine); n != 0 {
-			t.Errorf("host %d fell back %d times on a slow link that answers in time:\n%s", i, n, f.proc(i).output())
+	// The errors by kind: timeouts for the host cut off (its packets
+	// vanish), none for the hosts on the slow link.
+	after := samples(t, l)
+	for _, i := range hosts {
+		s := after[i]
+		t.Logf("host %d: redis_up %v, errors %v", i, s.up, s.errs)
+		switch {
+		case i == 2 && (s.up != 0 || s.errs["timeout"] < 1):
+			t.Errorf("host 2, cut off: redis_up %v, errors %v; want 0 and timeouts", s.up, s.errs)
+		case i != 2 && (s.up != 1 || s.errTotal() != 0 || f.lines(i, downLine) != 0):
+			t.Errorf("host %d on a slow link that answers in time: redis_up %v, errors %v, fell back %d times:\n%s",
+				i, s.up, s.errs, f.lines(i, downLine), f.proc(i).output())
 		}
 	}
 
