@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,13 +37,26 @@ func Password(f *policy.Fleet) (string, error) {
 	return pw, nil
 }
 
+// quiet silences go-redis's own logger, which writes to stderr once per
+// failed dial: the engine logs one line per change of state (link.go) and
+// counts every failure in its metrics, so an outage must not add a line per
+// retry. The logger is global; the engine is go-redis's only user here.
+var quiet sync.Once
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
+
 // newClient makes the Redis client of a fleet: one server, or a cluster
 // from its seed nodes. It does not connect: the engine does, and retries.
 // Timeouts are ten sync intervals, 1 to 5 s: one Redis core exchanges about
 // 70k keys a second (BENCHMARKS.md), so a sync of 100k keys at the default
 // 100 ms interval takes over a second and must not time out; a slow or
-// lost Redis stretches syncs, never the packet path.
+// lost Redis stretches syncs, never the packet path. A call dials once: the
+// engine retries with its own backoff, and go-redis's default of five dials
+// 100 ms apart stretched every failed sync by half a second.
 func newClient(f *policy.Fleet, password string, dial func(context.Context, string, string) (net.Conn, error)) (redis.UniversalClient, error) {
+	quiet.Do(func() { redis.SetLogger(discardLogger{}) })
 	timeout := min(max(10*f.Sync, time.Second), 5*time.Second)
 	var addrs []string
 	var tlsConf *tls.Config
@@ -86,14 +100,14 @@ func newClient(f *policy.Fleet, password string, dial func(context.Context, stri
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, Username: user, Password: password, TLSConfig: tlsConf,
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
-			MaxRetries: -1, PoolSize: 4, MaxRedirects: 3, Dialer: dial,
+			MaxRetries: -1, DialerRetries: 1, PoolSize: 4, MaxRedirects: 3, Dialer: dial,
 			ContextTimeoutEnabled: true,
 		}), nil
 	}
 	return redis.NewClient(&redis.Options{
 		Addr: addrs[0], Username: user, Password: password, DB: db, TLSConfig: tlsConf,
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
-		MaxRetries: -1, PoolSize: 4, Dialer: dial,
+		MaxRetries: -1, DialerRetries: 1, PoolSize: 4, Dialer: dial,
 		ContextTimeoutEnabled: true,
 		// The engine checks the server itself (HELLO would fail against an
 		// old server and fall back silently).

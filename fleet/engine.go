@@ -260,7 +260,9 @@ func (e *Engine) Sync(ctx context.Context) SyncResult {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	res, err := e.sync(ctx)
-	if err != nil {
+	if err != nil && ctx.Err() != nil {
+		res.Err = err // stopped mid-sync: not a sync error
+	} else if err != nil {
 		kind, _ := classify(err, e.tls)
 		if errors.Is(err, errDatapath) {
 			kind = KindDatapath
@@ -364,7 +366,11 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	err = exchange(xctx, e.client, hb, tbx, fwx)
 	cancel()
 	if err != nil {
-		e.link.failed(err, e.opts.Logf, e.opts.Fleet.Fallback, e.m)
+		// A canceled ctx is the engine stopping (exit, or a reload that
+		// restarts it) mid-exchange: no news of Redis, nothing to log.
+		if ctx.Err() == nil {
+			e.link.failed(err, e.opts.Logf, e.opts.Fleet.Fallback, e.m)
+		}
 		if ferr := e.fallback(takes, fws); ferr != nil {
 			return res, errors.Join(err, ferr)
 		}

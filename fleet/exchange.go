@@ -3,7 +3,6 @@ package fleet
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -101,21 +100,30 @@ type heartbeat struct {
 
 // exchange sends a sync's keys and the heartbeat in one pipeline: one round
 // trip per server (go-redis splits a cluster pipeline by node and sends to
-// all at once). The script is loaded on a NOSCRIPT reply, once per server
-// that lacks it.
+// all at once). The scripts go by their hash; on a NOSCRIPT reply (a server
+// new or restarted empty) the pipeline is sent again with the scripts' text,
+// which the server caches: two round trips, where loading each script first
+// took four, more than the deadline on a link of a quarter of it.
 func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []tbExchange, fw []fwExchange) error {
 	member := hb.member
-	run := func() ([]redis.Cmder, error) {
+	run := func(text bool) ([]redis.Cmder, error) {
 		pipe := c.Pipeline()
+		eval := func(s *redis.Script, keys []string, args ...any) {
+			if text {
+				s.Eval(ctx, pipe, keys, args...)
+			} else {
+				s.EvalSha(ctx, pipe, keys, args...)
+			}
+		}
 		for i := range tb {
 			e := &tb[i]
-			tbScript.EvalSha(ctx, pipe, []string{e.key},
+			eval(tbScript, []string{e.key},
 				strconv.FormatFloat(e.addUs, 'f', 3, 64), e.ttlMs, e.nowUs,
 				strconv.FormatFloat(e.spanUs, 'f', 3, 64))
 		}
 		for i := range fw {
 			e := &fw[i]
-			fwScript.EvalSha(ctx, pipe, []string{e.key}, member, e.add, e.ttlMs, e.share)
+			eval(fwScript, []string{e.key}, member, e.add, e.ttlMs, e.share)
 		}
 		pipe.ZAdd(ctx, hb.key, redis.Z{Score: float64(hb.nowMs), Member: hb.member})
 		pipe.ZRemRangeByScore(ctx, hb.key, "-inf", "("+strconv.FormatInt(hb.nowMs-hb.ttlMs, 10))
@@ -123,12 +131,9 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 		pipe.PExpire(ctx, hb.key, msDuration(10*hb.ttlMs))
 		return pipe.Exec(ctx)
 	}
-	cmds, err := run()
+	cmds, err := run(false)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if lerr := loadScript(ctx, c); lerr != nil {
-			return lerr
-		}
-		cmds, err = run()
+		cmds, err = run(true)
 	}
 	if err != nil && (!isRedisError(err) || !fromCommand(cmds, err)) {
 		return err // the connection (or its AUTH), not a command
@@ -154,16 +159,6 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 		fw[i].total, fw[i].reporters, fw[i].held, fw[i].err = readFW(cmds[len(tb)+i])
 	}
 	return nil
-}
-
-// loadScript loads the script on every server (a cluster's masters).
-func loadScript(ctx context.Context, c redis.UniversalClient) error {
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			return errors.Join(tbScript.Load(ctx, n).Err(), fwScript.Load(ctx, n).Err())
-		})
-	}
-	return errors.Join(tbScript.Load(ctx, c).Err(), fwScript.Load(ctx, c).Err())
 }
 
 // readTB checks the script's reply: a Redis that is not running our script

@@ -311,6 +311,18 @@ func statusFleetLine(t *testing.T, h *fleetlab.Host) string {
 // own loopback). ok is false when the metric is absent.
 func metric(t *testing.T, h *fleetlab.Host, name string) (sum float64, ok bool) {
 	t.Helper()
+	for series, v := range scrape(t, h) {
+		if n, _, _ := strings.Cut(series, "{"); n == name {
+			sum, ok = sum+v, true
+		}
+	}
+	return sum, ok
+}
+
+// scrape reads host h's /metrics: every series (name and labels, as the
+// exposition writes them) with its value.
+func scrape(t *testing.T, h *fleetlab.Host) map[string]float64 {
+	t.Helper()
 	c := &http.Client{
 		Timeout:   5 * time.Second,
 		Transport: &http.Transport{DialContext: testutil.DialIn(h.NS)},
@@ -325,23 +337,21 @@ func metric(t *testing.T, h *fleetlab.Host, name string) (sum float64, ok bool) 
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("host %d: scrape: %v %v", h.Index, resp.Status, err)
 	}
+	m := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		line := sc.Text()
-		series, value, found := strings.Cut(line, " ")
-		if !found || strings.HasPrefix(line, "#") {
+		i := strings.LastIndexByte(line, ' ')
+		if strings.HasPrefix(line, "#") || i < 0 {
 			continue
 		}
-		if n, _, _ := strings.Cut(series, "{"); n != name {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
+		v, err := strconv.ParseFloat(line[i+1:], 64)
 		if err != nil {
 			t.Fatalf("host %d: metric line %q: %v", h.Index, line, err)
 		}
-		sum, ok = sum+v, true
+		m[line[:i]] = v
 	}
-	return sum, ok
+	return m
 }
 
 // xdpPackets is what reached the XDP program on host h's Eth0, from the
@@ -404,6 +414,13 @@ type spreadResult struct {
 // timeout of Dur + 15 s.
 func floodSpread(t *testing.T, l *fleetlab.Lab, s spread) spreadResult {
 	t.Helper()
+	return spreadAsync(l, s)(t)
+}
+
+// spreadAsync starts the floods of s and returns at once, for faults
+// injected while they run; wait collects them on the test's goroutine,
+// where t.Fatal belongs.
+func spreadAsync(l *fleetlab.Lab, s spread) (wait func(t *testing.T) spreadResult) {
 	if !s.Src.IsValid() {
 		s.Src = netip.MustParseAddr("198.51.100.7")
 	}
@@ -416,9 +433,7 @@ func floodSpread(t *testing.T, l *fleetlab.Lab, s spread) spreadResult {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for k, i := range s.Hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			first := uint16(20000 + 1000*i)
 			r, err := l.Flood(context.Background(), i, fleetlab.Flood{
 				Count: uint64(rate * s.Dur.Seconds()), Src: s.Src, Sources: s.Sources,
@@ -430,13 +445,16 @@ func floodSpread(t *testing.T, l *fleetlab.Lab, s spread) spreadResult {
 			res.Sent[i], errs[k] = r.Sent, err
 			res.Total += r.Sent
 			res.Elapsed = max(res.Elapsed, r.Elapsed)
-		}()
+		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	return func(t *testing.T) spreadResult {
+		t.Helper()
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
+		return res
 	}
-	return res
 }
