@@ -58,6 +58,9 @@ func (discardLogger) Printf(context.Context, string, ...any) {}
 func newClient(f *policy.Fleet, password string, dial func(context.Context, string, string) (net.Conn, error)) (redis.UniversalClient, error) {
 	quiet.Do(func() { redis.SetLogger(discardLogger{}) })
 	timeout := min(max(10*f.Sync, time.Second), 5*time.Second)
+	// Reads and writes are bounded by each sync's deadline (syncDeadline),
+	// which grows with its keys; this is only the ceiling.
+	const ioTimeout = 30 * time.Second
 	var addrs []string
 	var tlsConf *tls.Config
 	db := 0
@@ -99,14 +102,14 @@ func newClient(f *policy.Fleet, password string, dial func(context.Context, stri
 	if f.Cluster {
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, Username: user, Password: password, TLSConfig: tlsConf,
-			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+			DialTimeout: timeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
 			MaxRetries: -1, DialerRetries: 1, PoolSize: 4, MaxRedirects: 3, Dialer: dial,
 			ContextTimeoutEnabled: true,
 		}), nil
 	}
 	return redis.NewClient(&redis.Options{
 		Addr: addrs[0], Username: user, Password: password, DB: db, TLSConfig: tlsConf,
-		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+		DialTimeout: timeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
 		MaxRetries: -1, DialerRetries: 1, PoolSize: 4, Dialer: dial,
 		ContextTimeoutEnabled: true,
 		// The engine checks the server itself (HELLO would fail against an

@@ -361,8 +361,7 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	}
 	hb := &heartbeat{key: "xdpl:" + e.opts.Fleet.Namespace + ":hosts", member: e.opts.HostID,
 		nowMs: e.opts.Wall() / 1e6, ttlMs: max(3*e.opts.Fleet.Sync, 2*time.Second).Milliseconds()}
-	timeout := min(max(10*e.opts.Fleet.Sync, time.Second), 5*time.Second)
-	xctx, cancel := context.WithTimeout(ctx, timeout)
+	xctx, cancel := context.WithTimeout(ctx, syncDeadline(e.opts.Fleet.Sync, len(tbx)+len(fwx)))
 	err = exchange(xctx, e.client, hb, tbx, fwx)
 	cancel()
 	if err != nil {
@@ -413,4 +412,15 @@ func nextEpoch(e uint32) uint32 {
 		e++
 	}
 	return e
+}
+
+// syncDeadline bounds one exchange: ten intervals (1 to 5 s), plus 50 us per
+// key, up to 30 s. One Redis core exchanges about 70k keys a second
+// (BENCHMARKS.md): a sync of 100k keys takes over a second whatever the
+// interval, and a deadline that does not grow with the keys failed it every
+// time, so those keys were never synced. A lost Redis is still found out
+// within the first term when a sync has few keys.
+func syncDeadline(sync time.Duration, keys int) time.Duration {
+	d := min(max(10*sync, time.Second), 5*time.Second)
+	return min(d+time.Duration(keys)*50*time.Microsecond, 30*time.Second)
 }
