@@ -109,20 +109,6 @@ func startFleet(t *testing.T, l *fleetlab.Lab, policy string, o fleetOptions) *f
 // proc is host i's attach process (nil if that host runs none).
 func (f *fleetRun) proc(i int) *attachProc { return f.procs[i] }
 
-// restart stops host i's process (SIGTERM, so it detaches) if it runs and
-// starts a new one with the same policy, waiting as startFleet does.
-func (f *fleetRun) restart(t *testing.T, i int) *attachProc {
-	t.Helper()
-	if p := f.procs[i]; p != nil && !p.exited() {
-		if err := p.stop(t, syscall.SIGTERM); err != nil {
-			t.Fatalf("host %d: attach exited with %v:\n%s", i, err, p.output())
-		}
-	}
-	f.procs[i] = f.start(t, i)
-	f.procs[i].waitReady(t, f.opts.WaitUp)
-	return f.procs[i]
-}
-
 // attachProc is one `xdplimit attach` in a host's namespace.
 type attachProc struct {
 	host *fleetlab.Host
@@ -227,19 +213,6 @@ func (p *attachProc) waitFor(t *testing.T, s string, timeout time.Duration) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// stop sends sig and returns the exit status once the process is reaped.
-func (p *attachProc) stop(t *testing.T, sig syscall.Signal) error {
-	t.Helper()
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(30 * time.Second):
-		t.Fatalf("host %d: xdplimit did not exit after %v:\n%s", p.host.Index, sig, p.output())
-	}
-	return nil
 }
 
 // ruleCounts reads one rule's pass and drop packets on host h from the
