@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,40 +24,6 @@ import (
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// xdplimitBin is the binary under test: $XDPLIMIT_BIN (the Makefile and the
-// VM set it), or one built from this checkout.
-func xdplimitBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("XDPLIMIT_BIN"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("XDPLIMIT_BIN: %v", err)
-		}
-		return p
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "xdplimit-e2e-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "xdplimit")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/xdplimit/xdplimit/cmd/xdplimit").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
 
 // lab is a sender and a receiver namespace joined by a veth pair whose names
 // are unique, because pins live under /sys/fs/bpf/xdplimit/<ifname> in the
@@ -148,7 +113,7 @@ type proc struct {
 func (l *lab) start(t *testing.T, args ...string) *proc {
 	t.Helper()
 	p := &proc{out: &testutil.SyncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(xdplimitBin(t), args...)
+	p.cmd = exec.Command(testutil.XdplimitBin(t), args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := l.PeerNS.Do(p.cmd.Start); err != nil {
 		t.Fatalf("starting xdplimit %v: %v", args, err)
@@ -183,7 +148,7 @@ func (l *lab) run(t *testing.T, args ...string) (string, error) {
 	derr := l.PeerNS.Do(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		out, err = exec.CommandContext(ctx, xdplimitBin(t), args...).CombinedOutput()
+		out, err = exec.CommandContext(ctx, testutil.XdplimitBin(t), args...).CombinedOutput()
 		return nil
 	})
 	if derr != nil {
