@@ -345,14 +345,15 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	var over int
 	takes, fws, over = e.bound(takes, fws)
 	res.Unsynced += over
+	nowUs := "" // the server's clock
+	if e.opts.RedisUs != nil {
+		nowUs = fmtUs(e.opts.RedisUs())
+	}
 	tbx := make([]tbExchange, len(takes))
 	for i, t := range takes {
 		tbx[i] = tbExchange{key: t.lv.redisKey(e.opts.Fleet.Namespace, t.key),
 			addUs: float64(t.pending) * t.lv.intervalUs, ttlMs: t.lv.ttlMs,
-			spanUs: float64(span) / 1e3}
-		if e.opts.RedisUs != nil {
-			tbx[i].nowUs = fmtUs(e.opts.RedisUs())
-		}
+			spanUs: float64(span) / 1e3, nowUs: nowUs}
 	}
 	fwx := make([]fwExchange, len(fws))
 	for i, f := range fws {
