@@ -251,11 +251,14 @@ func TestFleetFaultSlowAndPartitioned(t *testing.T) {
 	f := startFleet(t, l, tbPolicy(fleetYAML(faultSync.String(), false, "redis://"+proxy.Addr()+"/0"), "fleet", ""),
 		fleetOptions{WaitUp: true})
 
-	// 150 ms each way: a round trip of 300 ms, under the client's read
-	// timeout (4 sync intervals, fleet/client.go), so syncs stretch to
-	// three intervals and still succeed.
+	// 150 ms each way: a round trip of 300 ms, under a sync's deadline (10
+	// sync intervals, fleet/engine.go syncDeadline), so syncs stretch to
+	// three intervals and still succeed. The first sample is taken once
+	// the syncs in flight when the delay began are over: one that started
+	// before it ends quickly and would pull the mean under the round trip.
 	const oneWay = 150 * time.Millisecond
 	proxy.SetDelay(oneWay)
+	time.Sleep(4 * oneWay)
 	a := samples(t, l)
 	time.Sleep(1500 * time.Millisecond)
 	b := samples(t, l)
