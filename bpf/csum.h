@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Incremental checksum update, shared by the generator and the limiter's
- * benchmark source rotation. */
+/* The Internet checksum: the incremental update shared by the generator and
+ * the limiter's benchmark source rotation, and the fold the parser's IPv4
+ * header check uses. */
 #ifndef XDPL_CSUM_H
 #define XDPL_CSUM_H
 
@@ -18,6 +19,18 @@ static __always_inline __u16 csum_replace4(__u16 csum, __u32 from, __u32 to)
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	return (__u16)~sum;
+}
+
+/* Folds a sum of 32-bit words (fewer than 2^32 of them) to 16 bits, as
+ * ip_fast_csum does: 0xffff when the words summed include a correct
+ * checksum. */
+static __always_inline __u32 csum_fold32s(__u64 sum)
+{
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
 }
 
 #endif

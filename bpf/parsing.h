@@ -22,6 +22,7 @@
 #include <bpf/bpf_endian.h>
 #include "xdplimit_consts.h"
 #include "xdplimit_structs.h"
+#include "csum.h"
 
 #ifndef ETH_P_8021AD
 #define ETH_P_8021AD 0x88A8
@@ -160,11 +161,7 @@ static __always_inline int xdpl_ipv4_csum_ok(struct xdpl_cursor *c, struct iphdr
 			return 0;
 		sum += *o;
 	}
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return sum == 0xffff;
+	return csum_fold32s(sum) == 0xffff;
 }
 
 /* The checks of ip_rcv_core, in its order. */
@@ -439,7 +436,9 @@ static __always_inline int xdpl_parse_l4(struct xdpl_cursor *c, struct xdpl_pkt 
 	return XDPL_PARSE_OK;
 }
 
-static __always_inline int xdpl_parse(struct xdp_md *ctx, struct xdpl_pkt *p)
+/* The general walk (parsing_fast.h's xdpl_parse tries a straight line for
+ * the common frame first). */
+static __always_inline int xdpl_parse_walk(struct xdp_md *ctx, struct xdpl_pkt *p)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;

@@ -11,7 +11,7 @@
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_structs.h"
 #include "xdplimit_maps.h"
-#include "parsing.h"
+#include "parsing_fast.h"
 #include "clock.h"
 #include "limiters.h"
 
