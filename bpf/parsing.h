@@ -7,7 +7,7 @@
  * against data_end, and the IP end (total or payload length: the stack trims
  * the frame to it) bounds the transport header. The VLAN and IPv6
  * extension-header walks are bounded; beyond the bounds:
- *   - more than XDPL_MAX_VLAN_TAGS tags: unparsed (too many VLAN tags);
+ *   - VLAN tags: followed to the end (as many as a frame can hold);
  *   - more than XDPL_MAX_IPV6_EXT extension headers: judged by source as a
  *     non-first fragment is (protocol, ports and flags unknown, treated as
  *     matching every rule), never waved through. */
@@ -55,6 +55,13 @@ enum xdpl_ports {
 	XDPL_PORTS_NONE = 0, /* protocol without ports */
 	XDPL_PORTS_OK = 1,
 	XDPL_PORTS_FRAG = 2, /* fragment or long chain: ports unknown */
+};
+
+/* How a bounded walk (VLAN tags, IPv6 extension headers) ended. */
+enum {
+	XDPL_WALK_DONE = 0,	 /* the next header is not one the walk follows */
+	XDPL_WALK_TRUNCATED = 1, /* a header runs past the frame or the IP end */
+	XDPL_WALK_LONG = 2,	 /* the bound reached and more follow */
 };
 
 /* Offsets from the start of the frame: off is the next header, lim the end
@@ -105,10 +112,64 @@ static __always_inline void *xdpl_at(struct xdpl_cursor *c, __u32 n)
 	return ptr;
 }
 
-/* Ethernet plus up to XDPL_MAX_VLAN_TAGS tags (802.1Q or 802.1ad, in any
- * order: Linux pops every VID-0 tag and delivers on the base device).
- * Returns the ethertype in network order, or 0 with p->unparsed set. */
-static __always_inline __be16 xdpl_parse_eth(struct xdpl_cursor *c, struct xdpl_pkt *p)
+_Static_assert((XDPL_MAX_VLAN_TAGS + XDPL_MAX_VLAN_WALK) * 4 >= 4096,
+	       "every tag a 4 KiB frame can hold is walked");
+
+/* The walk of VLAN tags beyond the first XDPL_MAX_VLAN_TAGS, in and out of
+ * xdpl_vlan_walk. */
+struct xdpl_vwalk {
+	__u32 off;    /* in: the tag to read; out: the header after the last */
+	__u32 lim;    /* the frame's length */
+	__be16 proto; /* in: the ethertype that announced it; out: the last */
+	__u16 status; /* out: XDPL_WALK_* (parsing.h) */
+};
+
+/* Follows tags for at most XDPL_MAX_VLAN_WALK more: as many as a 4 KiB
+ * frame can hold, so no frame the program sees on 4 KiB pages runs out of
+ * the bound. Linux pops any number of VID-0 tags and delivers the packet; a
+ * parser that gave up after a few would let every rule be stepped around
+ * by adding tags. A global function, verified once on its own, called only
+ * by frames with more than XDPL_MAX_VLAN_TAGS tags. */
+__attribute__((noinline)) int xdpl_vlan_walk(struct xdp_md *ctx, struct xdpl_vwalk *w)
+{
+	if (!w)
+		return 0;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 off = w->off;
+	__u32 lim = w->lim;
+	__be16 proto = w->proto;
+
+	w->status = XDPL_WALK_LONG;
+	for (int i = 0; i < XDPL_MAX_VLAN_WALK; i++) {
+		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD)) {
+			w->status = XDPL_WALK_DONE;
+			break;
+		}
+		if (off > XDPL_MAX_FRAME || off + sizeof(struct xdpl_vlan_hdr) > lim) {
+			w->status = XDPL_WALK_TRUNCATED;
+			break;
+		}
+		struct xdpl_vlan_hdr *vh = data + off;
+
+		if ((void *)(vh + 1) > end) {
+			w->status = XDPL_WALK_TRUNCATED;
+			break;
+		}
+		proto = vh->proto;
+		off += sizeof(*vh);
+	}
+	w->off = off;
+	w->proto = proto;
+	return 0;
+}
+
+/* Ethernet and every VLAN tag (802.1Q or 802.1ad, in any order: Linux pops
+ * every VID-0 tag and delivers on the base device): the first
+ * XDPL_MAX_VLAN_TAGS inline, any more in xdpl_vlan_walk. Returns the
+ * ethertype in network order, or 0 with p->unparsed set. */
+static __always_inline __be16 xdpl_parse_eth(struct xdp_md *ctx, struct xdpl_cursor *c,
+					     struct xdpl_pkt *p)
 {
 	struct ethhdr *eth = xdpl_at(c, sizeof(*eth));
 
@@ -121,11 +182,9 @@ static __always_inline __be16 xdpl_parse_eth(struct xdpl_cursor *c, struct xdpl_
 
 	p->vlan = XDPL_VLAN_IDX_UNTAGGED;
 #pragma unroll
-	for (int i = 0; i < XDPL_MAX_VLAN_TAGS + 1; i++) {
+	for (int i = 0; i < XDPL_MAX_VLAN_TAGS; i++) {
 		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
 			return proto;
-		if (i == XDPL_MAX_VLAN_TAGS)
-			break;
 		struct xdpl_vlan_hdr *vh = xdpl_at(c, sizeof(*vh));
 
 		if (!vh) {
@@ -137,7 +196,19 @@ static __always_inline __be16 xdpl_parse_eth(struct xdpl_cursor *c, struct xdpl_
 		proto = vh->proto;
 		c->off += sizeof(*vh);
 	}
-	xdpl_unparsed_kind(p, XDPL_UP_TOO_MANY_VLAN_TAGS);
+	if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+		return proto;
+
+	struct xdpl_vwalk w = {.off = c->off, .lim = c->lim, .proto = proto};
+
+	xdpl_vlan_walk(ctx, &w);
+	c->data = (void *)(long)ctx->data;
+	c->end = (void *)(long)ctx->data_end;
+	c->off = w.off;
+	if (w.status == XDPL_WALK_DONE)
+		return w.proto;
+	xdpl_unparsed_kind(p, w.status == XDPL_WALK_TRUNCATED ? XDPL_UP_TRUNCATED
+							      : XDPL_UP_TOO_MANY_VLAN_TAGS);
 	return 0;
 }
 
@@ -233,12 +304,6 @@ struct xdpl_walk {
 	__u8 frag;     /* out: a fragment header was seen */
 	__u8 nonfirst; /* out: ... with a non-zero offset (walk stopped) */
 	__u8 status;   /* out: XDPL_WALK_* */
-};
-
-enum {
-	XDPL_WALK_DONE = 0,	 /* nh is not an extension header */
-	XDPL_WALK_TRUNCATED = 1, /* a header runs past the IP end */
-	XDPL_WALK_LONG = 2,	 /* XDPL_MAX_IPV6_EXT headers and more follow */
 };
 
 /* 1 when x == 0, else 0, without a branch; x < 2^31. The asm hides x's
@@ -447,7 +512,7 @@ static __always_inline int xdpl_parse_walk(struct xdp_md *ctx, struct xdpl_pkt *
 	int r;
 
 	p->len = len;
-	__be16 proto = xdpl_parse_eth(&c, p);
+	__be16 proto = xdpl_parse_eth(ctx, &c, p);
 
 	if (p->unparsed)
 		return XDPL_PARSE_UNPARSED;

@@ -112,8 +112,13 @@ enum xdpl_const {
 	/* IPv6 extension headers followed before a packet is judged as a
 	 * fragment of unknown protocol and ports (parsing.h). */
 	XDPL_MAX_IPV6_EXT = 32,
-	/* VLAN tags popped before a frame counts as unparsed. */
+	/* VLAN tags popped inline; any more are walked by a function call,
+	 * up to 1024 in all: every tag a 4 KiB frame can hold, and no XDP
+	 * frame on 4 KiB pages is longer (single buffer: the page less
+	 * headroom and skb_shared_info). 2048 more made this kernel's verifier
+	 * fail the load (EFAULT). */
 	XDPL_MAX_VLAN_TAGS = 8,
+	XDPL_MAX_VLAN_WALK = 1016,
 
 	/* Why the parser could not judge a frame (xdpl_unparsed_stats index).
 	 * All but TOO_MANY_HEADERS are frames the Linux stack drops; a chain
@@ -123,7 +128,7 @@ enum xdpl_const {
 	XDPL_UP_BAD_LENGTH = 1,		/* an IP or UDP length field the stack refuses */
 	XDPL_UP_BAD_HEADER = 2,		/* IP version or IHL, TCP data offset */
 	XDPL_UP_BAD_CHECKSUM = 3,	/* IPv4 header checksum */
-	XDPL_UP_TOO_MANY_VLAN_TAGS = 4, /* more than XDPL_MAX_VLAN_TAGS */
+	XDPL_UP_TOO_MANY_VLAN_TAGS = 4, /* more than 1024 tags: no frame up to 4 KiB */
 	XDPL_UP_TOO_MANY_HEADERS = 5,	/* more than XDPL_MAX_IPV6_EXT (judged) */
 	XDPL_UP_KINDS = 6,
 

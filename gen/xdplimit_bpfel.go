@@ -87,6 +87,7 @@ const (
 	XdplimitXdplConstXDPL_CAS_TRIES             XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_MAX_IPV6EXT           XdplimitXdplConst = 32
 	XdplimitXdplConstXDPL_MAX_VLAN_TAGS         XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_MAX_VLAN_WALK         XdplimitXdplConst = 1016
 	XdplimitXdplConstXDPL_UP_TRUNCATED          XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_UP_BAD_LENGTH         XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_UP_BAD_HEADER         XdplimitXdplConst = 2

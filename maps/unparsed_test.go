@@ -40,7 +40,9 @@ func unparsedFrames() []struct {
 	ihl[14] = 0x44
 	udplen := slices.Clone(good)
 	binary.BigEndian.PutUint16(udplen[14+20+4:], 200)
-	tags := pktgen.Frame{Src: upSrc4, Dst: upDst4, DstPort: 53, VLANs: make([]pktgen.VLAN, 9)}.MustBuild()
+	// Twelve tags cut inside the tenth: past the inline eight, in the walk.
+	tags := pktgen.Frame{Src: upSrc4, Dst: upDst4, DstPort: 53, VLANs: make([]pktgen.VLAN, 12)}.MustBuild()
+	tags = tags[:14+4*9+2]
 	v6 := pktgen.UDP6(upSrc6, upDst6, 4000, 53, 18)
 	v6[19]++ // payload length one past the frame
 	return []struct {
@@ -54,7 +56,7 @@ func unparsedFrames() []struct {
 		{maps.UnparsedBadLength, udplen},
 		{maps.UnparsedBadChecksum, csum},
 		{maps.UnparsedBadHeader, ihl},
-		{maps.UnparsedVLANTags, tags},
+		{maps.UnparsedTruncated, tags},
 	}
 }
 
@@ -141,6 +143,12 @@ rules:
 			VLANs: make([]pktgen.VLAN, 3)}.MustBuild()},
 		{"eight tags", pktgen.Frame{Src: netip.MustParseAddr("192.0.2.11"), Dst: upDst4, DstPort: 53,
 			VLANs: make([]pktgen.VLAN, 8)}.MustBuild()},
+		{"nine tags (the walk)", pktgen.Frame{Src: netip.MustParseAddr("192.0.2.14"), Dst: upDst4, DstPort: 53,
+			VLANs: make([]pktgen.VLAN, 9)}.MustBuild()},
+		// As many as a test run's frame holds (its limit is the page less
+		// headroom and skb_shared_info, as a driver's).
+		{"800 tags", pktgen.Frame{Src: netip.MustParseAddr("192.0.2.15"), Dst: upDst4, DstPort: 53,
+			VLANs: make([]pktgen.VLAN, 800)}.MustBuild()},
 		{"IPv4 options", pktgen.Frame{Src: netip.MustParseAddr("192.0.2.12"), Dst: upDst4, DstPort: 53,
 			IPv4Options: 10}.MustBuild()},
 		{"40 extension headers", pktgen.Frame{Src: netip.MustParseAddr("2001:db8:a::1"), Dst: upDst6, DstPort: 53,

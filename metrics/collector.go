@@ -66,7 +66,7 @@ var (
 		"interface")
 	unparsedDesc = desc("unparsed_packets_total",
 		"Frames the parser could not judge, by kind: truncated, bad_length, bad_header, bad_checksum (IPv4 header), "+
-			"too_many_vlan_tags (all of them frames the Linux stack drops, or more tags than the parser pops; the "+
+			"too_many_vlan_tags (all of them frames the Linux stack drops, or more than 1024 tags; the "+
 			"policy's unparsed action applies), and too_many_headers (IPv6 extension-header chains longer than the "+
 			"parser's bound, which the rules judge by source as fragments).",
 		"interface", "kind")

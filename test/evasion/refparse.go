@@ -32,7 +32,7 @@ const (
 
 // Bounds of the datapath's parser.
 const (
-	maxVLANTags = 8
+	maxVLANTags = 1024 // 8 inline and 1016 in xdpl_vlan_walk
 	maxIPv6Ext  = 32
 )
 
