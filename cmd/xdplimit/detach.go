@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,9 @@ with SIGTERM instead, which detaches.`,
 			if err := loader.Detach(args[0]); err != nil {
 				return err
 			}
+			// An attach killed with a fleet sync running left its status
+			// file; the limiter it described is gone now.
+			os.Remove(fleetStatusPath(args[0]))
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: detached\n", args[0])
 			return nil
 		},

@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 	"runtime"
@@ -334,10 +335,18 @@ func TestKeepOnExitThenDetach(t *testing.T) {
 	if l.xdpAttached(t) == nil {
 		t.Fatal("--keep-on-exit detached")
 	}
+	// What an attach killed during a fleet sync leaves: detach removes it.
+	stale := "/run/xdplimit/" + l.PeerName + ".fleet.json"
+	if err := os.WriteFile(stale, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := l.run(t, "detach", l.PeerName); err != nil {
 		t.Fatalf("detach: %v\n%s", err, out)
 	}
 	l.requireClean(t)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("detach left the fleet status file %s (%v)", stale, err)
+	}
 	// The program is off the interface when detach returns: attaching
 	// again at once must not find it there.
 	p = l.attach(t, "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1000/s, burst: 100}\n")
