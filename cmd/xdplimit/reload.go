@@ -43,6 +43,12 @@ a policy to the pinned limiter directly.`,
 			if err != nil {
 				return err
 			}
+			if p.Fleet != nil {
+				// The sync is the attach process's: nothing runs it after
+				// this command exits.
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: no attach process runs to sync the fleet: section with Redis;"+
+					" its fleet levels are enforced from this host's state alone until an attach adopts the limiter")
+			}
 			a, err := loader.Attach(loader.Config{Interface: args[0], Policy: p, Clock: s.Meta.Clock,
 				Warn: func(w string) { fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w) }})
 			if err != nil {

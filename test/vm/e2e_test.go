@@ -335,6 +335,15 @@ func TestKeepOnExitThenDetach(t *testing.T) {
 	if l.xdpAttached(t) == nil {
 		t.Fatal("--keep-on-exit detached")
 	}
+	// A policy applied with no attach process running: a fleet: section
+	// gets a warning that nothing will sync it (Redis is never contacted).
+	fleetPolicy := writePolicy(t, "fleet:\n  redis: redis://127.0.0.1:1/0\n  namespace: t\nrules:\n"+
+		"  - name: f\n    limit: {algorithm: token_bucket, rate: 1000/s, burst: 100, scope: fleet}\n")
+	out, err := l.run(t, "reload", l.PeerName, "--policy", fleetPolicy)
+	if err != nil || !strings.Contains(out, "policy "+fleetPolicy+" applied") ||
+		!strings.Contains(out, "no attach process runs to sync the fleet: section") {
+		t.Errorf("reload --policy with a fleet: section: %v\n%s", err, out)
+	}
 	// What an attach killed during a fleet sync leaves: detach removes it.
 	stale := "/run/xdplimit/" + l.PeerName + ".fleet.json"
 	if err := os.WriteFile(stale, []byte("{}"), 0o644); err != nil {
