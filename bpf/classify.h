@@ -81,6 +81,55 @@ static __always_inline __u32 xdpl_port_idx(struct xdpl_pkt *p, __u16 port)
 	return p->ports == XDPL_PORTS_FRAG ? XDPL_PORT_IDX_FRAG : XDPL_PORT_IDX_NONE;
 }
 
+/* ICMP type or code slot: a non-first fragment's or a cut header's are
+ * unknown, and match every icmp rule as unknown ports match every port rule. */
+static __always_inline __u32 xdpl_icmp_idx(struct xdpl_pkt *p, __u8 v)
+{
+	if (p->icmp == XDPL_ICMP_OK)
+		return v;
+	if (p->icmp == XDPL_ICMP_UNKNOWN || p->ports == XDPL_PORTS_FRAG)
+		return XDPL_ICMP_IDX_FRAG;
+	return XDPL_ICMP_IDX_NONE;
+}
+
+/* The signature fields: rarely used, so kept out of the common path's
+ * code behind one test of their dimension bits. */
+static __always_inline int xdpl_classify_fields(struct xdpl_acc *acc, __u32 gen, __u32 dims,
+						struct xdpl_pkt *p)
+{
+	__u32 k;
+
+	if (dims & XDPL_DIM_LEN) {
+		k = gen * XDPL_LEN_SLOTS + p->iplen;
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_iplen, &k)))
+			return 0;
+	}
+	if (dims & XDPL_DIM_TTL) {
+		k = gen * XDPL_TTL_SLOTS + p->ttl;
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_ttl, &k)))
+			return 0;
+	}
+	if (dims & XDPL_DIM_TOS) {
+		k = gen * XDPL_TOS_SLOTS + p->tos;
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_tos, &k)))
+			return 0;
+	}
+	if (dims & XDPL_DIM_ICMPT) {
+		k = gen * XDPL_ICMP_SLOTS + xdpl_icmp_idx(p, p->icmp_type);
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_icmpt, &k)))
+			return 0;
+	}
+	if (dims & XDPL_DIM_ICMPC) {
+		k = gen * XDPL_ICMP_SLOTS + xdpl_icmp_idx(p, p->icmp_code);
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_icmpc, &k)))
+			return 0;
+	}
+	return 1;
+}
+
+#define XDPL_DIMS_FIELDS                                                                           \
+	(XDPL_DIM_LEN | XDPL_DIM_TTL | XDPL_DIM_TOS | XDPL_DIM_ICMPT | XDPL_DIM_ICMPC)
+
 /* Returns the index of the first matching rule, or -1. */
 static __always_inline int xdpl_classify(__u32 gen, struct xdpl_gen_cfg *g, struct xdpl_pkt *p)
 {
@@ -134,6 +183,8 @@ static __always_inline int xdpl_classify(__u32 gen, struct xdpl_gen_cfg *g, stru
 			      xdpl_lookup_addr(&xdpl_dst4, &xdpl_dst6, gen, p->family, p->daddr)))
 			return -1;
 	}
+	if ((dims & XDPL_DIMS_FIELDS) && !xdpl_classify_fields(&acc, gen, dims, p))
+		return -1;
 
 	/* With no dimension in use every rule matches and the first wins; the
 	 * control plane never sets bits at or beyond nrules. */

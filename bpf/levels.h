@@ -32,6 +32,8 @@ static __always_inline void xdpl_key_of(struct xdpl_level *l, struct xdpl_pkt *p
 	}
 	if (l->key_kind == XDPL_KEY_SRC_DPORT && p->ports == XDPL_PORTS_OK)
 		k->port = p->dport;
+	if (l->key_kind == XDPL_KEY_SRC_SPORT && p->ports == XDPL_PORTS_OK)
+		k->port = p->sport;
 }
 
 /* Per-source IPv4 keys live in the IPv4 table, all others in the generic

@@ -29,6 +29,7 @@
 #endif
 #define XDPL_IPPROTO_SCTP    132
 #define XDPL_IPPROTO_UDPLITE 136
+#define XDPL_IPPROTO_ICMPV6  58
 #define XDPL_IPV6_HOPOPTS    0
 #define XDPL_IPV6_ROUTING    43
 #define XDPL_IPV6_FRAGMENT   44
@@ -260,6 +261,9 @@ static __always_inline int xdpl_parse_ipv4(struct xdpl_cursor *c, struct xdpl_pk
 	c->lim = c->off + tot;
 	p->family = 4;
 	p->proto = iph->protocol;
+	p->iplen = tot;
+	p->ttl = iph->ttl;
+	p->tos = iph->tos;
 	p->saddr[0] = iph->saddr;
 	p->daddr[0] = iph->daddr;
 	c->off += hlen;
@@ -396,6 +400,12 @@ static __always_inline int xdpl_parse_ipv6(struct xdp_md *ctx, struct xdpl_curso
 		c->lim = c->off + plen;
 	}
 	p->family = 6;
+	/* A jumbogram's length is the frame's; clamped to what iplen holds. */
+	__u32 iplen = c->lim - c->off + sizeof(*ip6);
+
+	p->iplen = iplen > 0xffff ? 0xffff : iplen;
+	p->ttl = ip6->hop_limit;
+	p->tos = ip6->priority << 4 | ip6->flow_lbl[0] >> 4;
 	__builtin_memcpy(p->saddr, &ip6->saddr, 16);
 	__builtin_memcpy(p->daddr, &ip6->daddr, 16);
 	p->proto = nh;
@@ -491,6 +501,21 @@ static __always_inline int xdpl_parse_l4(struct xdpl_cursor *c, struct xdpl_pkt 
 		if (!ports)
 			return xdpl_l4_short(c, p);
 		break;
+	case IPPROTO_ICMP:
+	case XDPL_IPPROTO_ICMPV6: {
+		/* Type and code, for the icmp match; a header cut short is
+		 * judged as matching every icmp rule (the stack drops it). */
+		__u8 *h = xdpl_at(c, 2);
+
+		p->ports = XDPL_PORTS_NONE;
+		p->icmp = XDPL_ICMP_UNKNOWN;
+		if (h) {
+			p->icmp = XDPL_ICMP_OK;
+			p->icmp_type = h[0];
+			p->icmp_code = h[1];
+		}
+		return XDPL_PARSE_OK;
+	}
 	default:
 		p->ports = XDPL_PORTS_NONE;
 		return XDPL_PARSE_OK;

@@ -65,6 +65,9 @@ static __always_inline int xdpl_fast_ipv4(void *data, void *end, struct xdpl_pkt
 	if (!xdpl_fast_l4(l4, end, iph->protocol, tot - sizeof(*iph), p))
 		return 0;
 	p->family = 4;
+	p->iplen = tot;
+	p->ttl = iph->ttl;
+	p->tos = iph->tos;
 	p->saddr[0] = iph->saddr;
 	p->daddr[0] = iph->daddr;
 	return 1;
@@ -87,6 +90,9 @@ static __always_inline int xdpl_fast_ipv6(void *data, void *end, struct xdpl_pkt
 	if (!xdpl_fast_l4(l4, end, ip6->nexthdr, plen, p))
 		return 0;
 	p->family = 6;
+	p->iplen = sizeof(*ip6) + plen;
+	p->ttl = ip6->hop_limit;
+	p->tos = ip6->priority << 4 | ip6->flow_lbl[0] >> 4;
 	__builtin_memcpy(p->saddr, &ip6->saddr, 16);
 	__builtin_memcpy(p->daddr, &ip6->daddr, 16);
 	return 1;

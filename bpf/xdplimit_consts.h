@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 4,
+	XDPL_LAYOUT_VERSION = 5,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -173,6 +173,26 @@ enum xdpl_const {
 	XDPL_WHY_DENY = 4,
 	XDPL_WHY_UNMATCHED = 5,
 	XDPL_WHY_RULE = 6,
+
+	/* Signature match fields (classify.h). Each is one more array
+	 * dimension, indexed by gen * SLOTS + value. */
+	XDPL_LEN_SLOTS = 65536,	  /* IP packet length */
+	XDPL_TTL_SLOTS = 256,	  /* TTL or hop limit */
+	XDPL_TOS_SLOTS = 256,	  /* TOS byte or traffic class (DSCP << 2 | ECN) */
+	XDPL_ICMP_SLOTS = 258,	  /* ICMP type, or code, or: */
+	XDPL_ICMP_IDX_NONE = 256, /* not ICMP or ICMPv6 */
+	XDPL_ICMP_IDX_FRAG = 257, /* type and code unknown (fragment, cut short) */
+	XDPL_DIM_LEN = 1 << 7,
+	XDPL_DIM_TTL = 1 << 8,
+	XDPL_DIM_TOS = 1 << 9,
+	XDPL_DIM_ICMPT = 1 << 10,
+	XDPL_DIM_ICMPC = 1 << 11,
+	/* xdpl_pkt.icmp */
+	XDPL_ICMP_NONE = 0,    /* not ICMP/ICMPv6, or a non-first fragment */
+	XDPL_ICMP_OK = 1,      /* icmp_type and icmp_code are the header's */
+	XDPL_ICMP_UNKNOWN = 2, /* ICMP without its first two bytes */
+
+	XDPL_KEY_SRC_SPORT = 3, /* source address masked to a prefix, and source port */
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

@@ -169,4 +169,20 @@ struct {
 	__type(value, struct xdpl_metadata);
 } xdpl_meta SEC(".maps");
 
+/* Signature match fields (classify.h): direct arrays like the port maps,
+ * one lookup each whatever the rules' ranges. */
+#define XDPL_FIELD_MAP(_name, _slots)                                                              \
+	struct {                                                                                   \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                                                  \
+		__uint(max_entries, XDPL_GENS *(_slots));                                          \
+		__type(key, __u32);                                                                \
+		__type(value, struct xdpl_bitmap);                                                 \
+	} _name SEC(".maps")
+
+XDPL_FIELD_MAP(xdpl_iplen, XDPL_LEN_SLOTS);
+XDPL_FIELD_MAP(xdpl_ttl, XDPL_TTL_SLOTS);
+XDPL_FIELD_MAP(xdpl_tos, XDPL_TOS_SLOTS);
+XDPL_FIELD_MAP(xdpl_icmpt, XDPL_ICMP_SLOTS);
+XDPL_FIELD_MAP(xdpl_icmpc, XDPL_ICMP_SLOTS);
+
 #endif

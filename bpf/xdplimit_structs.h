@@ -77,7 +77,8 @@ struct xdpl_lpm6 {
 /* Per-source (or per-prefix, per-port, global) limiter state key. */
 struct xdpl_key {
 	__u32 state_id;
-	__u16 port;  /* destination port for XDPL_KEY_SRC_DPORT, else 0 */
+	__u16 port;  /* destination port for XDPL_KEY_SRC_DPORT, source port for
+		      * XDPL_KEY_SRC_SPORT, else 0 */
 	__u8 family; /* 4, 6, or 0 for XDPL_KEY_GLOBAL */
 	__u8 pad;
 	__be32 addr[4]; /* masked source address; IPv4 in addr[0] */
@@ -145,8 +146,15 @@ struct xdpl_pkt {
 	__u16 vlan;	 /* VID of the outer tag, or XDPL_VLAN_IDX_UNTAGGED */
 	__u8 unparsed;	 /* XDPL_UP_* + 1 when the parser gave up, else 0 */
 	__u8 long_chain; /* more IPv6 extension headers than XDPL_MAX_IPV6_EXT */
+	__u16 iplen;	 /* IP packet length: IPv4 total length, IPv6 40 + payload length */
+	__u8 ttl;	 /* IPv4 TTL or IPv6 hop limit */
+	__u8 tos;	 /* IPv4 TOS or IPv6 traffic class */
 	__be32 saddr[4];
 	__be32 daddr[4];
+	__u8 icmp; /* XDPL_ICMP_*: whether icmp_type and icmp_code were read */
+	__u8 icmp_type;
+	__u8 icmp_code;
+	__u8 pad_icmp;
 };
 
 /* The last packet's decision, recorded only when xdpl_record is set (pcap

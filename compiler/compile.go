@@ -114,6 +114,7 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 			}
 		}
 	}
+	compileSignature(img, rules)
 	if img.Dims&maps.DimSrc != 0 {
 		img.Src = prefixBitmaps(rules, func(m *policy.Match) []netip.Prefix { return m.SrcCIDRs })
 	}
@@ -143,7 +144,19 @@ func protoMatches(p policy.Protocol, fam, proto int) bool {
 // unknown: they are limited as if the port matched, so fragmenting a flood
 // does not evade the rule), never protocols without ports.
 func portBitmaps(rules []policy.Rule, get func(*policy.Match) []policy.PortRange) []maps.Bitmap {
-	bm := make([]maps.Bitmap, maps.PortSlots)
+	bm := rangeBitmaps(rules, maps.PortSlots, get)
+	for i := range rules {
+		if len(get(&rules[i].Match)) > 0 {
+			maps.SetBit(&bm[maps.PortIdxFrag], i)
+		}
+	}
+	return bm
+}
+
+// rangeBitmaps: a rule without ranges matches every slot, one with ranges
+// the values in them.
+func rangeBitmaps(rules []policy.Rule, slots uint32, get func(*policy.Match) []policy.Range) []maps.Bitmap {
+	bm := make([]maps.Bitmap, slots)
 	for i := range rules {
 		ranges := get(&rules[i].Match)
 		if len(ranges) == 0 {
@@ -152,12 +165,11 @@ func portBitmaps(rules []policy.Rule, get func(*policy.Match) []policy.PortRange
 			}
 			continue
 		}
-		for _, pr := range ranges {
-			for p := uint32(pr.Lo); p <= uint32(pr.Hi); p++ {
-				maps.SetBit(&bm[p], i)
+		for _, r := range ranges {
+			for v := uint32(r.Lo); v <= uint32(r.Hi); v++ {
+				maps.SetBit(&bm[v], i)
 			}
 		}
-		maps.SetBit(&bm[maps.PortIdxFrag], i)
 	}
 	return bm
 }
@@ -235,6 +247,8 @@ func compileLevel(l policy.Level) (maps.LevelSpec, error) {
 		ls.KeyKind = maps.KeySrcDport
 	case policy.KeyGlobal:
 		ls.KeyKind = maps.KeyGlobal
+	case policy.KeySrcIPSrcPort:
+		ls.KeyKind = maps.KeySrcSport
 	default:
 		return ls, fmt.Errorf("unknown key kind %v", l.Key.Kind)
 	}

@@ -21,7 +21,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
@@ -120,6 +120,21 @@ const (
 	XdplimitXdplConstXDPL_WHY_DENY              XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_WHY_UNMATCHED         XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_WHY_RULE              XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_LEN_SLOTS             XdplimitXdplConst = 65536
+	XdplimitXdplConstXDPL_TTL_SLOTS             XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_TOS_SLOTS             XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_ICMP_SLOTS            XdplimitXdplConst = 258
+	XdplimitXdplConstXDPL_ICMP_IDX_NONE         XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_ICMP_IDX_FRAG         XdplimitXdplConst = 257
+	XdplimitXdplConstXDPL_DIM_LEN               XdplimitXdplConst = 128
+	XdplimitXdplConstXDPL_DIM_TTL               XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_DIM_TOS               XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_DIM_ICMPT             XdplimitXdplConst = 1024
+	XdplimitXdplConstXDPL_DIM_ICMPC             XdplimitXdplConst = 2048
+	XdplimitXdplConstXDPL_ICMP_NONE             XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_ICMP_OK               XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_ICMP_UNKNOWN          XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_KEY_SRC_SPORT         XdplimitXdplConst = 3
 )
 
 type XdplimitXdplControl struct {
@@ -266,8 +281,15 @@ type XdplimitXdplPkt struct {
 	Vlan      uint16
 	Unparsed  uint8
 	LongChain uint8
+	Iplen     uint16
+	Ttl       uint8
+	Tos       uint8
 	Saddr     [4]uint32
 	Daddr     [4]uint32
+	Icmp      uint8
+	IcmpType  uint8
+	IcmpCode  uint8
+	PadIcmp   uint8
 }
 
 type XdplimitXdplRule struct {
@@ -324,6 +346,9 @@ const (
 	XdplimitMapXdplFleetKeys       = "xdpl_fleet_keys"
 	XdplimitMapXdplFleetReserve    = "xdpl_fleet_reserve"
 	XdplimitMapXdplGlobals         = "xdpl_globals"
+	XdplimitMapXdplIcmpc           = "xdpl_icmpc"
+	XdplimitMapXdplIcmpt           = "xdpl_icmpt"
+	XdplimitMapXdplIplen           = "xdpl_iplen"
 	XdplimitMapXdplLast            = "xdpl_last"
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
@@ -337,6 +362,8 @@ const (
 	XdplimitMapXdplSrc6            = "xdpl_src6"
 	XdplimitMapXdplStats           = "xdpl_stats"
 	XdplimitMapXdplTcpf            = "xdpl_tcpf"
+	XdplimitMapXdplTos             = "xdpl_tos"
+	XdplimitMapXdplTtl             = "xdpl_ttl"
 	XdplimitMapXdplUnparsedCfgs    = "xdpl_unparsed_cfgs"
 	XdplimitMapXdplUnparsedCounts  = "xdpl_unparsed_counts"
 	XdplimitMapXdplUnparsedState   = "xdpl_unparsed_state"
@@ -424,6 +451,9 @@ type XdplimitMapSpecs struct {
 	XdplFleetKeys      *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
 	XdplGlobals        *ebpf.MapSpec `ebpf:"xdpl_globals"`
+	XdplIcmpc          *ebpf.MapSpec `ebpf:"xdpl_icmpc"`
+	XdplIcmpt          *ebpf.MapSpec `ebpf:"xdpl_icmpt"`
+	XdplIplen          *ebpf.MapSpec `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.MapSpec `ebpf:"xdpl_last"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
@@ -437,6 +467,8 @@ type XdplimitMapSpecs struct {
 	XdplSrc6           *ebpf.MapSpec `ebpf:"xdpl_src6"`
 	XdplStats          *ebpf.MapSpec `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
+	XdplTos            *ebpf.MapSpec `ebpf:"xdpl_tos"`
+	XdplTtl            *ebpf.MapSpec `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.MapSpec `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.MapSpec `ebpf:"xdpl_unparsed_counts"`
 	XdplUnparsedState  *ebpf.MapSpec `ebpf:"xdpl_unparsed_state"`
@@ -498,6 +530,9 @@ type XdplimitMaps struct {
 	XdplFleetKeys      *ebpf.Map `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
 	XdplGlobals        *ebpf.Map `ebpf:"xdpl_globals"`
+	XdplIcmpc          *ebpf.Map `ebpf:"xdpl_icmpc"`
+	XdplIcmpt          *ebpf.Map `ebpf:"xdpl_icmpt"`
+	XdplIplen          *ebpf.Map `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.Map `ebpf:"xdpl_last"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
@@ -511,6 +546,8 @@ type XdplimitMaps struct {
 	XdplSrc6           *ebpf.Map `ebpf:"xdpl_src6"`
 	XdplStats          *ebpf.Map `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.Map `ebpf:"xdpl_tcpf"`
+	XdplTos            *ebpf.Map `ebpf:"xdpl_tos"`
+	XdplTtl            *ebpf.Map `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.Map `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.Map `ebpf:"xdpl_unparsed_counts"`
 	XdplUnparsedState  *ebpf.Map `ebpf:"xdpl_unparsed_state"`
@@ -533,6 +570,9 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplFleetKeys,
 		m.XdplFleetReserve,
 		m.XdplGlobals,
+		m.XdplIcmpc,
+		m.XdplIcmpt,
+		m.XdplIplen,
 		m.XdplLast,
 		m.XdplMeta,
 		m.XdplNames,
@@ -546,6 +586,8 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplSrc6,
 		m.XdplStats,
 		m.XdplTcpf,
+		m.XdplTos,
+		m.XdplTtl,
 		m.XdplUnparsedCfgs,
 		m.XdplUnparsedCounts,
 		m.XdplUnparsedState,

@@ -56,6 +56,21 @@ const (
 	KeySrc         = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC)
 	KeySrcDport    = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC_DPORT)
 	KeyGlobal      = uint8(gen.XdplimitXdplConstXDPL_KEY_GLOBAL)
+	KeySrcSport    = uint8(gen.XdplimitXdplConstXDPL_KEY_SRC_SPORT)
+
+	// The signature match fields: IP length, TTL, TOS and ICMP type and
+	// code, each an array dimension indexed by the field's value.
+	LenSlots    = uint32(gen.XdplimitXdplConstXDPL_LEN_SLOTS)
+	TTLSlots    = uint32(gen.XdplimitXdplConstXDPL_TTL_SLOTS)
+	TOSSlots    = uint32(gen.XdplimitXdplConstXDPL_TOS_SLOTS)
+	ICMPSlots   = uint32(gen.XdplimitXdplConstXDPL_ICMP_SLOTS)
+	ICMPIdxNone = uint32(gen.XdplimitXdplConstXDPL_ICMP_IDX_NONE)
+	ICMPIdxFrag = uint32(gen.XdplimitXdplConstXDPL_ICMP_IDX_FRAG)
+	DimLen      = uint32(gen.XdplimitXdplConstXDPL_DIM_LEN)
+	DimTTL      = uint32(gen.XdplimitXdplConstXDPL_DIM_TTL)
+	DimTOS      = uint32(gen.XdplimitXdplConstXDPL_DIM_TOS)
+	DimICMPType = uint32(gen.XdplimitXdplConstXDPL_DIM_ICMPT)
+	DimICMPCode = uint32(gen.XdplimitXdplConstXDPL_DIM_ICMPC)
 )
 
 // Verdict indexes per-rule counters.

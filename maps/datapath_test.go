@@ -54,6 +54,11 @@ type frame struct {
 	payload  int
 	fragOff  uint16 // IPv4: fragment offset in 8-byte units; IPv6: adds a fragment header
 	ipv6Ext  int    // number of hop-by-hop/dest options headers
+	ttl      uint8  // TTL or hop limit; 0 is 64
+	tos      uint8  // TOS byte or traffic class
+	icmpSet  bool   // icmpType and icmpCode are set; else an echo request
+	icmpType uint8
+	icmpCode uint8
 }
 
 func (f frame) bytes(t testing.TB) []byte {
@@ -94,13 +99,17 @@ func (f frame) bytes(t testing.TB) []byte {
 		ipProto = layers.IPProtocolUDP
 	}
 	var netLayer gopacket.NetworkLayer
+	ttl := f.ttl
+	if ttl == 0 {
+		ttl = 64
+	}
 	if f.src.Is4() {
-		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: ipProto,
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: ttl, TOS: f.tos, Protocol: ipProto,
 			SrcIP: f.src.AsSlice(), DstIP: f.dst.AsSlice(), FragOffset: f.fragOff}
 		ls = append(ls, ip)
 		netLayer = ip
 	} else {
-		ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: ipProto,
+		ip := &layers.IPv6{Version: 6, HopLimit: ttl, TrafficClass: f.tos, NextHeader: ipProto,
 			SrcIP: f.src.AsSlice(), DstIP: f.dst.AsSlice()}
 		ls = append(ls, ip)
 		netLayer = ip
@@ -136,10 +145,17 @@ func (f frame) bytes(t testing.TB) []byte {
 		_ = tcp.SetNetworkLayerForChecksum(netLayer)
 		ls = append(ls, tcp)
 	case "icmp":
+		typ, code := f.icmpType, f.icmpCode
+		if !f.icmpSet {
+			typ, code = 8, 0
+			if f.src.Is6() {
+				typ = 128
+			}
+		}
 		if f.src.Is4() {
-			ls = append(ls, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0)})
+			ls = append(ls, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(typ, code)})
 		} else {
-			ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(128, 0)}
+			ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(typ, code)}
 			_ = ic.SetNetworkLayerForChecksum(netLayer)
 			ls = append(ls, ic)
 		}

@@ -46,7 +46,8 @@ type Decision struct {
 	Level   int // refusing level in policy order (0 = own limit), -1 if none refused
 	// Key is the state key of the refusing level (or the rule's first
 	// evaluated level when it admitted): the masked source, and the
-	// destination port for src_ip+dst_port keys; invalid for global keys.
+	// destination port for src_ip+dst_port keys (source port for
+	// src_ip+src_port); invalid for global keys.
 	Source netip.Addr // the source masked to the level's prefix
 	Port   uint16
 }

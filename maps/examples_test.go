@@ -23,6 +23,11 @@ var exampleFrames = map[string]struct {
 	frame []byte
 	rule  string
 }{
+	"amplification.yaml": {
+		pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 53, 33000, 1200), "dns-amplification"},
+	"icmp-echo-flood.yaml": {pktgen.ICMP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 56), "echo"},
+	"syn-fixed-ttl.yaml": {pktgen.Frame{Src: exampleAddr("198.51.100.1"), Dst: exampleAddr("10.0.0.1"), TTL: 252,
+		Proto: pktgen.ProtoTCP, SrcPort: 40000, DstPort: 443}.MustBuild(), "syn-ttl-255"},
 	"demo.yaml": {pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 4000, 9, 18), "udp-per-source"},
 	"dns-amplification.yaml": {
 		pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 53, 33000, 512), "dns-responses"},

@@ -43,6 +43,11 @@ func (l *Limiter) writeGeneration(g uint32, img *Image, rules []gen.XdplimitXdpl
 		{m.XdplSport, PortSlots, img.SPort},
 		{m.XdplTcpf, TCPFlagSlots, img.TCPFlags},
 		{m.XdplVlan, VLANSlots, img.VLAN},
+		{m.XdplIplen, LenSlots, img.Len},
+		{m.XdplTtl, TTLSlots, img.TTL},
+		{m.XdplTos, TOSSlots, img.TOS},
+		{m.XdplIcmpt, ICMPSlots, img.ICMPType},
+		{m.XdplIcmpc, ICMPSlots, img.ICMPCode},
 	} {
 		if a.v == nil {
 			continue // dimension unused: never looked up

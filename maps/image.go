@@ -51,6 +51,11 @@ type Image struct {
 	DPort, SPort []Bitmap // PortSlots entries
 	TCPFlags     []Bitmap // TCPFlagSlots entries
 	VLAN         []Bitmap // VLANSlots entries
+	Len          []Bitmap // LenSlots entries
+	TTL          []Bitmap // TTLSlots entries
+	TOS          []Bitmap // TOSSlots entries
+	ICMPType     []Bitmap // ICMPSlots entries
+	ICMPCode     []Bitmap // ICMPSlots entries
 	Src, Dst     []PrefixBitmap
 	Allow, Deny  []netip.Prefix
 	Unparsed     UnparsedSpec

@@ -44,6 +44,11 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplUnparsedCfgs, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCfgs }},
 	{gen.XdplimitMapXdplUnparsedCounts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCounts }},
 	{gen.XdplimitMapXdplUnparsedState, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedState }},
+	{gen.XdplimitMapXdplIplen, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplIplen }},
+	{gen.XdplimitMapXdplTtl, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplTtl }},
+	{gen.XdplimitMapXdplTos, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplTos }},
+	{gen.XdplimitMapXdplIcmpt, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplIcmpt }},
+	{gen.XdplimitMapXdplIcmpc, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplIcmpc }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.

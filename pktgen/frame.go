@@ -81,10 +81,12 @@ type Frame struct {
 	VLANs          []VLAN           // outermost first
 	Src, Dst       netip.Addr
 	TTL            uint8 // or hop limit; 64
+	TOS            uint8 // IPv4 TOS byte or IPv6 traffic class; 0
 	Proto          Proto // ProtoUDP
 	SrcPort        uint16
 	DstPort        uint16
-	TCPFlags       TCPFlags // TCPSyn when Proto is ProtoTCP and this is 0
+	TCPFlags       TCPFlags     // TCPSyn when Proto is ProtoTCP and this is 0
+	ICMP           *ICMPMessage // with ProtoICMP; nil: an echo request
 	// IPv4Options adds that many 4-byte words of NOP options (0..10), for
 	// parsers that must honour the IHL.
 	IPv4Options int
@@ -94,6 +96,17 @@ type Frame struct {
 	// with a counting pattern), or after the IP and extension headers for a
 	// non-first fragment.
 	Payload int
+}
+
+// ICMPMessage is an ICMP or ICMPv6 type and code.
+type ICMPMessage struct{ Type, Code uint8 }
+
+// icmpTypeCode is the frame's ICMP type and code, or an echo request.
+func (f Frame) icmpTypeCode(echo uint8) layers.ICMPv4TypeCode {
+	if f.ICMP == nil {
+		return layers.CreateICMPv4TypeCode(echo, 0)
+	}
+	return layers.CreateICMPv4TypeCode(f.ICMP.Type, f.ICMP.Code)
 }
 
 // Build serialises the frame.
@@ -156,7 +169,7 @@ func (f Frame) Build() ([]byte, error) {
 	var ip gopacket.NetworkLayer
 	if src.Is4() {
 		ip4 := &layers.IPv4{
-			Version: 4, TTL: ttl, Protocol: l4Proto,
+			Version: 4, TTL: ttl, TOS: f.TOS, Protocol: l4Proto,
 			SrcIP: src.AsSlice(), DstIP: dst.AsSlice(),
 		}
 		for i := 0; i < 4*f.IPv4Options; i++ { // NOP is one byte
@@ -173,7 +186,7 @@ func (f Frame) Build() ([]byte, error) {
 		ip = ip4
 	} else {
 		ip6 := &layers.IPv6{
-			Version: 6, HopLimit: ttl,
+			Version: 6, HopLimit: ttl, TrafficClass: f.TOS,
 			SrcIP: src.AsSlice(), DstIP: dst.AsSlice(),
 		}
 		ls = append(ls, ip6)
@@ -270,11 +283,11 @@ func transport(f Frame, proto layers.IPProtocol, ip gopacket.NetworkLayer) ([]go
 		return []gopacket.SerializableLayer{tcp}, nil
 	case layers.IPProtocolICMPv4:
 		return []gopacket.SerializableLayer{&layers.ICMPv4{
-			TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0),
+			TypeCode: f.icmpTypeCode(layers.ICMPv4TypeEchoRequest),
 			Id:       f.SrcPort, Seq: 1,
 		}}, nil
 	case layers.IPProtocolICMPv6:
-		icmp := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeEchoRequest, 0)}
+		icmp := &layers.ICMPv6{TypeCode: layers.ICMPv6TypeCode(f.icmpTypeCode(layers.ICMPv6TypeEchoRequest))}
 		if err := icmp.SetNetworkLayerForChecksum(ip); err != nil {
 			return nil, err
 		}

@@ -38,10 +38,11 @@ func covers(a, b Match) bool {
 	fam := b.families()
 	return coversCIDRs(a.SrcCIDRs, b.SrcCIDRs, fam) &&
 		coversCIDRs(a.DstCIDRs, b.DstCIDRs, fam) &&
-		coversPorts(a.SrcPorts, b.SrcPorts) &&
-		coversPorts(a.DstPorts, b.DstPorts) &&
+		coversRanges(a.SrcPorts, b.SrcPorts, 65535) &&
+		coversRanges(a.DstPorts, b.DstPorts, 65535) &&
 		coversFlags(a.TCPFlags, b.TCPFlags) &&
-		coversVLANs(a.VLANs, b.VLANs)
+		coversVLANs(a.VLANs, b.VLANs) &&
+		coversSignature(a, b)
 }
 
 func coversCIDRs(a, b []netip.Prefix, fam family) bool {
@@ -62,17 +63,17 @@ func coversCIDRs(a, b []netip.Prefix, fam family) bool {
 	return true
 }
 
-// coversPorts relies on a and b being merged (see mergeRanges): a range of
-// b is then covered only if one range of a contains it.
-func coversPorts(a, b []PortRange) bool {
+// coversRanges relies on a and b being merged (see mergeRanges): a range of
+// b is then covered only if one range of a contains it. No ranges is 0..top.
+func coversRanges(a, b []Range, top uint16) bool {
 	if len(a) == 0 {
 		return true
 	}
 	if len(b) == 0 {
-		b = []PortRange{{0, 65535}}
+		b = []Range{{0, top}}
 	}
 	for _, r := range b {
-		if !slices.ContainsFunc(a, func(q PortRange) bool { return q.Lo <= r.Lo && r.Hi <= q.Hi }) {
+		if !slices.ContainsFunc(a, func(q Range) bool { return q.Lo <= r.Lo && r.Hi <= q.Hi }) {
 			return false
 		}
 	}

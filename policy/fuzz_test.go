@@ -127,6 +127,12 @@ func checkMatch(t *testing.T, r Rule) {
 	if (len(m.SrcPorts) > 0 || len(m.DstPorts) > 0) && !m.Protocol.hasPorts() {
 		t.Fatalf("rule %s: ports without tcp or udp", r.Name)
 	}
+	if m.ICMP != nil && m.Protocol != ProtoICMP && m.Protocol != ProtoICMPv6 {
+		t.Fatalf("rule %s: icmp without protocol icmp or icmpv6", r.Name)
+	}
+	if len(m.DSCP) > 0 && len(m.TOS) > 0 {
+		t.Fatalf("rule %s: both dscp and tos", r.Name)
+	}
 	if m.TCPFlags != nil && (m.Protocol != ProtoTCP || m.TCPFlags.Set&m.TCPFlags.Clear != 0) {
 		t.Fatalf("rule %s: bad tcp flags %+v", r.Name, *m.TCPFlags)
 	}
@@ -159,11 +165,11 @@ func checkLevel(t *testing.T, r Rule, l Level) {
 		if k.IPv4Prefix != 0 || k.IPv6Prefix != 0 {
 			t.Fatalf("rule %s: global key with prefixes", r.Name)
 		}
-	case KeySrcIP, KeySrcIPDstPort:
+	case KeySrcIP, KeySrcIPDstPort, KeySrcIPSrcPort:
 		if k.IPv4Prefix < 1 || k.IPv4Prefix > 32 || k.IPv6Prefix < 1 || k.IPv6Prefix > 128 {
 			t.Fatalf("rule %s: key %v", r.Name, k)
 		}
-		if k.Kind == KeySrcIPDstPort && !r.Match.Protocol.hasPorts() {
+		if k.Kind.hasPort() && !r.Match.Protocol.hasPorts() {
 			t.Fatalf("rule %s: port key without ports", r.Name)
 		}
 	default:

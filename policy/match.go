@@ -21,7 +21,8 @@ var protocols = map[string]Protocol{
 func (d *decoder) match(n ast.Node, path string) (Match, bool) {
 	before := len(d.errs)
 	mt := Match{Protocol: ProtoAny}
-	m := d.mapping(n, path, "protocol", "dst_ports", "src_ports", "src_cidrs", "dst_cidrs", "tcp_flags", "vlan")
+	m := d.mapping(n, path, "protocol", "dst_ports", "src_ports", "src_cidrs", "dst_cidrs", "tcp_flags", "vlan",
+		"length", "ttl", "dscp", "tos", "icmp")
 	if m == nil {
 		return mt, false
 	}
@@ -71,6 +72,7 @@ func (d *decoder) match(n ast.Node, path string) (Match, bool) {
 	if f, ok := m["vlan"]; ok {
 		mt.VLANs = d.vlans(f.value, join(path, "vlan"))
 	}
+	d.signature(&mt, m, path, protoOK)
 	ok := len(d.errs) == before
 	if ok {
 		d.checkFamilies(mt, m, path)
@@ -78,21 +80,46 @@ func (d *decoder) match(n ast.Node, path string) (Match, bool) {
 	return mt, ok
 }
 
-var portRE = regexp.MustCompile(`^([0-9]{1,5})(?:-([0-9]{1,5}))?$`)
+var rangeRE = regexp.MustCompile(`^([0-9]{1,5})(?:-([0-9]{1,5}))?$`)
 
-// ports decodes a list of ports and ranges, sorted with overlapping and
-// adjacent ranges merged, so that each port is in at most one range.
-func (d *decoder) ports(n ast.Node, path string) []PortRange {
-	var rs []PortRange
-	for i, e := range d.sequence(n, path, "[53, 1024-65535]") {
-		epath := index(path, i)
-		s, ok := d.scalar(e, epath, "a port or range")
+// rangeKind names what a list of ranges holds, for its messages.
+type rangeKind struct {
+	one, many string // "port", "ports"
+	max       int
+	example   string
+	scalarOK  bool // a single value or range may stand without a list
+}
+
+var portKind = rangeKind{one: "port", many: "ports", max: 65535, example: "[53, 1024-65535]"}
+
+// ports decodes a list of ports and ranges.
+func (d *decoder) ports(n ast.Node, path string) []PortRange { return d.ranges(n, path, portKind) }
+
+// ranges decodes a list of values and ranges, sorted with overlapping and
+// adjacent ranges merged, so that each value is in at most one range.
+func (d *decoder) ranges(n ast.Node, path string, k rangeKind) []Range {
+	dn := d.deref(n, path)
+	if dn == nil {
+		return nil
+	}
+	elems := []ast.Node{dn}
+	_, isList := dn.(*ast.SequenceNode)
+	if isList || !k.scalarOK {
+		elems = d.sequence(dn, path, k.example)
+	}
+	var rs []Range
+	for i, e := range elems {
+		epath := path
+		if isList {
+			epath = index(path, i)
+		}
+		s, ok := d.scalar(e, epath, "a "+k.one+" or range")
 		if !ok {
 			continue
 		}
-		m := portRE.FindStringSubmatch(s)
+		m := rangeRE.FindStringSubmatch(s)
 		if m == nil {
-			d.errorf(e, epath, "%q is not a port or range; use N or LO-HI with ports 0 to 65535", s)
+			d.errorf(e, epath, "%q is not a %s or range; use N or LO-HI with %s 0 to %d", s, k.one, k.many, k.max)
 			continue
 		}
 		lo, _ := strconv.Atoi(m[1])
@@ -101,12 +128,12 @@ func (d *decoder) ports(n ast.Node, path string) []PortRange {
 			hi, _ = strconv.Atoi(m[2])
 		}
 		switch {
-		case lo > 65535 || hi > 65535:
-			d.errorf(e, epath, "%q is out of range; ports are 0 to 65535", s)
+		case lo > k.max || hi > k.max:
+			d.errorf(e, epath, "%q is out of range; %s are 0 to %d", s, k.many, k.max)
 		case lo > hi:
-			d.errorf(e, epath, "%q is an empty range; write the lower port first", s)
+			d.errorf(e, epath, "%q is an empty range; write the lower %s first", s, k.one)
 		default:
-			rs = append(rs, PortRange{uint16(lo), uint16(hi)})
+			rs = append(rs, Range{uint16(lo), uint16(hi)})
 		}
 	}
 	return mergeRanges(rs)
@@ -311,6 +338,8 @@ func (m Match) String() string {
 		parts = append(parts, "tcp_flags ["+strings.ReplaceAll(m.TCPFlags.String(), ",", ", ")+"]")
 	}
 	list("vlan", len(m.VLANs), func(i int) string { return strconv.Itoa(int(m.VLANs[i])) })
+	extra := m.signatureStrings(list)
+	parts = append(parts, extra...)
 	if len(parts) == 0 {
 		return "every IP packet"
 	}

@@ -325,7 +325,7 @@ func (d *decoder) rule(n ast.Node, path string, defs ruleDefaults, names map[str
 // where the key was written (the rule, an aggregate level or defaults.key);
 // when it is the built-in default there is no port in it.
 func (d *decoder) checkKeyPorts(k Key, proto Protocol, keyNode, ruleNode ast.Node, path string) {
-	if k.Kind != KeySrcIPDstPort || proto.hasPorts() {
+	if !k.Kind.hasPort() || proto.hasPorts() {
 		return
 	}
 	at := keyNode
@@ -391,7 +391,7 @@ func (d *decoder) key(n ast.Node, path string) (Key, bool) {
 		}
 		kind := slices.Index(keyKindNames, s)
 		if kind < 0 {
-			d.errorf(n, path, "unknown key %q; use src_ip, src_ip+dst_port, global or a mapping like {ipv4_prefix: 24, ipv6_prefix: 48}", s)
+			d.errorf(n, path, "unknown key %q; use src_ip, src_ip+dst_port, src_ip+src_port, global or a mapping like {ipv4_prefix: 24, ipv6_prefix: 48}", s)
 			return k, false
 		}
 		k.Kind = KeyKind(kind)

@@ -275,9 +275,9 @@ func TestMatchFields(t *testing.T) {
 		{name: "protocol uppercase", src: withMatch("protocol: TCP"), errs: []string{
 			`p.yaml:3:23: rules[0].match.protocol: unknown protocol "TCP"; use tcp, udp, icmp, icmpv6 or any`}},
 		{name: "unknown match field", src: withMatch("dst_port: [53]"), errs: []string{
-			`p.yaml:3:13: rules[0].match: unknown field "dst_port" (did you mean "dst_ports"?); allowed: protocol, dst_ports, src_ports, src_cidrs, dst_cidrs, tcp_flags, vlan`}},
+			`p.yaml:3:13: rules[0].match: unknown field "dst_port" (did you mean "dst_ports"?); allowed: protocol, dst_ports, src_ports, src_cidrs, dst_cidrs, tcp_flags, vlan, length, ttl, dscp, tos, icmp`}},
 		{name: "match not a mapping", src: "rules:\n  - name: r\n    match: udp\n    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}\n", errs: []string{
-			`p.yaml:3:12: rules[0].match: expected a mapping with fields protocol, dst_ports, src_ports, src_cidrs, dst_cidrs, tcp_flags, vlan, got "udp"`}},
+			`p.yaml:3:12: rules[0].match: expected a mapping with fields protocol, dst_ports, src_ports, src_cidrs, dst_cidrs, tcp_flags, vlan, length, ttl, dscp, tos, icmp, got "udp"`}},
 
 		// Ports.
 		{name: "ports", src: withMatch("protocol: udp, dst_ports: [53, \"123\", 1024-65535, 0], src_ports: [10-20, 15-30, 31, 5]"),
@@ -397,9 +397,9 @@ func TestKeys(t *testing.T) {
 		{name: "global with prefix", src: withRule("key: {type: global, ipv6_prefix: 48}"), errs: []string{
 			`p.yaml:4:25: rules[0].key.ipv6_prefix: key type global takes no prefix`}},
 		{name: "unknown key", src: withRule("key: src"), errs: []string{
-			`p.yaml:4:10: rules[0].key: unknown key "src"; use src_ip, src_ip+dst_port, global or a mapping like {ipv4_prefix: 24, ipv6_prefix: 48}`}},
+			`p.yaml:4:10: rules[0].key: unknown key "src"; use src_ip, src_ip+dst_port, src_ip+src_port, global or a mapping like {ipv4_prefix: 24, ipv6_prefix: 48}`}},
 		{name: "unknown key type", src: withRule("key: {type: dst_ip}"), errs: []string{
-			`p.yaml:4:17: rules[0].key.type: unknown key type "dst_ip"; use src_ip, src_ip+dst_port or global`}},
+			`p.yaml:4:17: rules[0].key.type: unknown key type "dst_ip"; use src_ip, src_ip+dst_port, src_ip+src_port or global`}},
 		{name: "unknown key field", src: withRule("key: {ipv4: 24}"), errs: []string{
 			`p.yaml:4:11: rules[0].key: unknown field "ipv4"; allowed: type, ipv4_prefix, ipv6_prefix`}},
 		{name: "port key without ports", src: withRule("key: src_ip+dst_port"), errs: []string{

@@ -60,12 +60,24 @@ type Match struct {
 	SrcCIDRs, DstCIDRs []netip.Prefix // masked, deduplicated, sorted; IPv4 as 4-byte addresses
 	TCPFlags           *TCPFlags      // nil: any flags; only with TCP
 	VLANs              []uint16       // outer 802.1Q VLAN id; sorted, deduplicated; untagged packets never match a list
+
+	// The signature fields (signature.go). Ranges are sorted and merged
+	// like ports; DSCP and TOS exclude each other.
+	Length []Range // IP packet length: IPv4 total length, IPv6 40 + payload length
+	TTL    []Range // IPv4 TTL or IPv6 hop limit, 0 to 255
+	DSCP   []Range // 0 to 63: the TOS byte or traffic class >> 2
+	TOS    []Range // 0 to 255: the whole TOS byte or traffic class
+	ICMP   *ICMP   // nil: any; only with protocol icmp or icmpv6
 }
 
-// PortRange is an inclusive range of ports; a single port has Lo == Hi.
-type PortRange struct{ Lo, Hi uint16 }
+// Range is an inclusive range of ports, lengths, TTLs, DSCP or TOS values;
+// a single value has Lo == Hi.
+type Range struct{ Lo, Hi uint16 }
 
-func (r PortRange) String() string {
+// PortRange is a range of ports.
+type PortRange = Range
+
+func (r Range) String() string {
 	if r.Lo == r.Hi {
 		return strconv.Itoa(int(r.Lo))
 	}
@@ -241,10 +253,15 @@ type KeyKind uint8
 const (
 	KeySrcIP        KeyKind = iota // per source address, masked to the key's prefix
 	KeySrcIPDstPort                // per masked source address and destination port
+	KeySrcIPSrcPort                // per masked source address and source port (reflection floods)
 	KeyGlobal                      // one bucket for everything the rule matches
 )
 
-var keyKindNames = []string{"src_ip", "src_ip+dst_port", "global"}
+var keyKindNames = []string{"src_ip", "src_ip+dst_port", "src_ip+src_port", "global"}
+
+// hasPort says whether the key includes a port, and so needs a protocol
+// with ports.
+func (k KeyKind) hasPort() bool { return k == KeySrcIPDstPort || k == KeySrcIPSrcPort }
 
 func (k KeyKind) String() string { return enumString(int(k), keyKindNames) }
 

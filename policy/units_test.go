@@ -174,7 +174,7 @@ func TestEnumStrings(t *testing.T) {
 		{ActionDrop.String(), "drop"}, {ActionShadow.String(), "shadow"},
 		{ProtoAny.String(), "any"}, {ProtoTCP.String(), "tcp"}, {ProtoUDP.String(), "udp"},
 		{ProtoICMP.String(), "icmp"}, {ProtoICMPv6.String(), "icmpv6"}, {Protocol(47).String(), "Protocol(47)"},
-		{KeySrcIP.String(), "src_ip"}, {KeySrcIPDstPort.String(), "src_ip+dst_port"}, {KeyGlobal.String(), "global"},
+		{KeySrcIP.String(), "src_ip"}, {KeySrcIPDstPort.String(), "src_ip+dst_port"}, {KeySrcIPSrcPort.String(), "src_ip+src_port"}, {KeyGlobal.String(), "global"},
 		{TokenBucket.String(), "token_bucket"}, {FixedWindow.String(), "fixed_window"}, {SlidingWindow.String(), "sliding_window"},
 		{Packets.String(), "packets"}, {Bytes.String(), "bytes"},
 		{TCPFlags{Set: TCPFlagSYN, Clear: TCPFlagACK}.String(), "syn,!ack"},

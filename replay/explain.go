@@ -26,6 +26,7 @@ type parsed struct {
 	vlans        []uint16
 	etherType    layers.EthernetType
 	fragment     bool
+	sig          signature
 }
 
 func parse(data []byte) parsed {
@@ -42,11 +43,13 @@ func parse(data []byte) parsed {
 			p.src, _ = netip.AddrFromSlice(l.SrcIP.To4())
 			p.dst, _ = netip.AddrFromSlice(l.DstIP.To4())
 			p.proto = strings.ToLower(l.Protocol.String())
+			p.sig.length, p.sig.ttl, p.sig.tos = int(l.Length), int(l.TTL), int(l.TOS)
 			p.fragment = l.FragOffset != 0 || l.Flags&layers.IPv4MoreFragments != 0
 		case *layers.IPv6:
 			p.src, _ = netip.AddrFromSlice(l.SrcIP)
 			p.dst, _ = netip.AddrFromSlice(l.DstIP)
 			p.proto = strings.ToLower(l.NextHeader.String())
+			p.sig.length, p.sig.ttl, p.sig.tos = 40+int(l.Length), int(l.HopLimit), int(l.TrafficClass)
 		case *layers.IPv6Fragment:
 			p.fragment = true
 			p.proto = strings.ToLower(l.NextHeader.String())
@@ -57,8 +60,10 @@ func parse(data []byte) parsed {
 			p.flags = tcpFlags(l)
 		case *layers.ICMPv4:
 			p.proto = "icmp"
+			p.sig.icmp, p.sig.icmpType, p.sig.icmpCode = true, l.TypeCode.Type(), l.TypeCode.Code()
 		case *layers.ICMPv6:
 			p.proto = "icmpv6"
+			p.sig.icmp, p.sig.icmpType, p.sig.icmpCode = true, l.TypeCode.Type(), l.TypeCode.Code()
 		}
 	}
 	return p
@@ -130,14 +135,14 @@ func explainDecision(p *policy.Policy, pk parsed, d maps.Decision) string {
 			break
 		}
 		r := p.Rules[d.Rule]
-		head := fmt.Sprintf("rule %s (#%d, line %d)", r.Name, d.Rule+1, r.Line)
+		head := fmt.Sprintf("rule %s (#%d, line %d)%s", r.Name, d.Rule+1, r.Line, pk.sig.text(r.Match))
 		if d.Level < 0 {
 			own := r.Levels[0].Key
 			levels := "its limit"
 			if len(r.Levels) > 1 {
 				levels = fmt.Sprintf("all %d levels", len(r.Levels))
 			}
-			return fmt.Sprintf("%s, %s: %s: within %s", head, keyText(own, maskFor(own, pk.src), pk.dport), verdict, levels)
+			return fmt.Sprintf("%s, %s: %s: within %s", head, keyText(own, maskFor(own, pk.src), pk.portFor(own)), verdict, levels)
 		}
 		if d.Level >= len(r.Levels) {
 			break
@@ -150,6 +155,14 @@ func explainDecision(p *policy.Policy, pk parsed, d maps.Decision) string {
 		return fmt.Sprintf("%s, level %d (%s: %s), %s: %s", head, d.Level, name, lv.Limit, keyText(lv.Key, d.Source, d.Port), verdict)
 	}
 	return fmt.Sprintf("%v, rule %d, level %d: %s", d.Why, d.Rule, d.Level, verdict)
+}
+
+// portFor is the port a key of kind k takes from the packet.
+func (p parsed) portFor(k policy.Key) uint16 {
+	if k.Kind == policy.KeySrcIPSrcPort {
+		return p.sport
+	}
+	return p.dport
 }
 
 // maskFor masks a source to a key's prefix for its family.
@@ -169,7 +182,7 @@ func maskFor(k policy.Key, src netip.Addr) netip.Addr {
 }
 
 // keyText writes a state key as the policy names it: the source masked to
-// the key's prefix, with the destination port for src_ip+dst_port.
+// the key's prefix, with the port for src_ip+dst_port and src_ip+src_port.
 func keyText(k policy.Key, src netip.Addr, port uint16) string {
 	if k.Kind == policy.KeyGlobal || !src.IsValid() {
 		return "key global"
@@ -179,7 +192,7 @@ func keyText(k policy.Key, src netip.Addr, port uint16) string {
 		bits = k.IPv4Prefix
 	}
 	s := fmt.Sprintf("key %s %s", k.Kind, netip.PrefixFrom(src, bits))
-	if k.Kind == policy.KeySrcIPDstPort {
+	if k.Kind == policy.KeySrcIPDstPort || k.Kind == policy.KeySrcIPSrcPort {
 		s += fmt.Sprintf(" port %d", port)
 	}
 	return s

@@ -47,7 +47,7 @@ type rec struct {
 	why  maps.Why
 	rule int
 	src  netip.Addr
-	port uint16 // destination port, for src_ip+dst_port keys
+	port uint16 // the key's port: destination for src_ip+dst_port, source for src_ip+src_port
 }
 
 type format int
@@ -199,7 +199,7 @@ func (m *refModel) judge(rule int, src netip.Addr, port uint16, now uint64, size
 				bits = l.p4
 			}
 			k.src = netip.PrefixFrom(src, bits).Masked().Addr()
-			if l.kind == policy.KeySrcIPDstPort {
+			if l.kind == policy.KeySrcIPDstPort || l.kind == policy.KeySrcIPSrcPort {
 				k.port = port
 			}
 		}

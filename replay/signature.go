@@ -1,0 +1,46 @@
+package replay
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// signature is what a frame carries in the signature match fields, as
+// gopacket decodes it.
+type signature struct {
+	length, ttl, tos   int
+	icmp               bool
+	icmpType, icmpCode uint8
+}
+
+// text names the packet's values of the signature fields a rule's match
+// constrains, so that an explanation says why the rule matched: " on
+// length 1200, ttl 250". Empty when the match uses none.
+func (s signature) text(m policy.Match) string {
+	var parts []string
+	if len(m.Length) > 0 {
+		parts = append(parts, fmt.Sprintf("length %d", s.length))
+	}
+	if len(m.TTL) > 0 {
+		parts = append(parts, fmt.Sprintf("ttl %d", s.ttl))
+	}
+	if len(m.DSCP) > 0 {
+		parts = append(parts, fmt.Sprintf("dscp %d", s.tos>>2))
+	}
+	if len(m.TOS) > 0 {
+		parts = append(parts, fmt.Sprintf("tos %d", s.tos))
+	}
+	if m.ICMP != nil {
+		if s.icmp {
+			parts = append(parts, fmt.Sprintf("icmp type %d code %d", s.icmpType, s.icmpCode))
+		} else {
+			parts = append(parts, "icmp type and code unknown (fragment)")
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " on " + strings.Join(parts, ", ")
+}
