@@ -194,6 +194,9 @@ static __always_inline int xdpl_parse_ipv4(struct xdpl_cursor *c, struct xdpl_pk
 	p->proto = iph->protocol;
 	p->saddr[0] = iph->saddr;
 	p->daddr[0] = iph->daddr;
+	p->iplen = tot;
+	p->ttl = iph->ttl;
+	p->tos = iph->tos;
 	c->off += hlen;
 	__u16 frag = bpf_ntohs(iph->frag_off);
 
@@ -336,6 +339,9 @@ static __always_inline int xdpl_parse_ipv6(struct xdp_md *ctx, struct xdpl_curso
 	p->family = 6;
 	__builtin_memcpy(p->saddr, &ip6->saddr, 16);
 	__builtin_memcpy(p->daddr, &ip6->daddr, 16);
+	p->iplen = sizeof(*ip6) + plen;
+	p->ttl = ip6->hop_limit;
+	p->tos = ip6->priority << 4 | ip6->flow_lbl[0] >> 4;
 	p->proto = nh;
 	if (!xdpl_ipv6_ext(nh))
 		return XDPL_PARSE_OK;

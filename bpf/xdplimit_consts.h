@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 4,
+	XDPL_LAYOUT_VERSION = 5,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -168,6 +168,9 @@ enum xdpl_const {
 	XDPL_WHY_DENY = 4,
 	XDPL_WHY_UNMATCHED = 5,
 	XDPL_WHY_RULE = 6,
+
+	/* Level of a drop sample not refused by a rule's level (deny list). */
+	XDPL_SAMPLE_NO_LEVEL = 0xff,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

@@ -21,7 +21,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
@@ -119,6 +119,7 @@ const (
 	XdplimitXdplConstXDPL_WHY_DENY              XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_WHY_UNMATCHED         XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_WHY_RULE              XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_SAMPLE_NO_LEVEL       XdplimitXdplConst = 255
 )
 
 type XdplimitXdplControl struct {
@@ -153,12 +154,23 @@ type XdplimitXdplDropRing struct {
 }
 
 type XdplimitXdplDropSample struct {
-	_       structs.HostLayout
-	Addr    [4]uint32
-	Family  uint8
-	Verdict uint8
-	Slot    uint16
-	Len     uint32
+	_        structs.HostLayout
+	Saddr    [4]uint32
+	Daddr    [4]uint32
+	Len      uint32
+	Family   uint8
+	Verdict  uint8
+	Slot     uint16
+	Sport    uint16
+	Dport    uint16
+	Iplen    uint16
+	Proto    uint8
+	Ttl      uint8
+	Level    uint8
+	Ports    uint8
+	TcpFlags uint8
+	Tos      uint8
+	Pad      [3]uint32
 }
 
 type XdplimitXdplFleetOp struct {
@@ -180,11 +192,11 @@ type XdplimitXdplFleetSync struct {
 }
 
 type XdplimitXdplGenCfg struct {
-	_      structs.HostLayout
-	Dims   uint32
-	Nrules uint32
-	Flags  uint32
-	Pad    uint32
+	_          structs.HostLayout
+	Dims       uint32
+	Nrules     uint32
+	Flags      uint32
+	SampleMask uint32
 }
 
 type XdplimitXdplKey struct {
@@ -265,6 +277,9 @@ type XdplimitXdplPkt struct {
 	Vlan      uint16
 	Unparsed  uint8
 	LongChain uint8
+	Iplen     uint16
+	Ttl       uint8
+	Tos       uint8
 	Saddr     [4]uint32
 	Daddr     [4]uint32
 }
@@ -347,7 +362,6 @@ const (
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
 	XdplimitVarXdplRecord          = "xdpl_record"
-	XdplimitVarXdplSampleMask      = "xdpl_sample_mask"
 	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
 	XdplimitVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
 	XdplimitVarXdplTickNs          = "xdpl_tick_ns"
@@ -451,7 +465,6 @@ type XdplimitVariableSpecs struct {
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
-	XdplSampleMask      *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.VariableSpec `ebpf:"xdpl_tick_ns"`
@@ -561,7 +574,6 @@ type XdplimitVariables struct {
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
-	XdplSampleMask      *ebpf.Variable `ebpf:"xdpl_sample_mask"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.Variable `ebpf:"xdpl_tick_ns"`
