@@ -45,11 +45,11 @@ type Options struct {
 
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
 type Limiter struct {
-	objs       gen.XdplimitObjects
-	fleetKeys  *ringbuf.Reader // opened by DrainFleetKeys
-	clock      Clock
-	tickNs     uint64
-	trackAfter uint32
+	objs        gen.XdplimitObjects
+	fleetKeys   *ringbuf.Reader // opened by DrainFleetKeys
+	clock       Clock
+	tickNs      uint64
+	trackAfter  uint32
 	sampleOneIn uint32 // Options.SampleOneIn
 }
 
