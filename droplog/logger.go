@@ -91,11 +91,13 @@ func (l *Logger) SetOutput(out io.Writer, closer io.Closer) error {
 	return old.close(time.Second)
 }
 
-// Close writes what is queued (waiting at most a second for the output)
+// Close writes the pending summary and what is queued (waiting at most a second for the output)
 // and closes a file output.
 func (l *Logger) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.pendingSince = -1 // the last summary goes out now
+	l.summarize(l.now())
 	return l.out.close(time.Second)
 }
 
