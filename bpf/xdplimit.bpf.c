@@ -60,10 +60,10 @@ static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 }
 
 /* Sample one in (mask + 1) drops into xdpl_drops, read by top and the drop
- * log; mask is the generation's sample_mask. level is the refusing level's
- * origin, or XDPL_SAMPLE_NO_LEVEL. */
-static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot, __u32 level,
-					__u32 mask)
+ * log; mask is the generation's sample_mask. r and refused name the refusing
+ * level (r NULL for the deny list): its origin is read only for a sample. */
+static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot,
+					struct xdpl_rule *r, int refused, __u32 mask)
 {
 	__u32 zero = 0;
 	/* A per-CPU array lookup is inlined by the verifier: cheaper on the
@@ -95,7 +95,9 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 	d->iplen = p->iplen;
 	d->proto = p->proto;
 	d->ttl = p->ttl;
-	d->level = level;
+	d->level = XDPL_SAMPLE_NO_LEVEL;
+	if (r && refused >= 0 && refused < XDPL_MAX_LEVELS)
+		d->level = r->levels[refused].origin;
 	d->ports = p->ports;
 	d->tcp_flags = p->tcp_flags;
 	d->tos = p->tos;
@@ -176,14 +178,13 @@ int xdpl_main(struct xdp_md *ctx)
 		if (acl == XDPL_ACL_DENY) {
 			if (gflags & XDPL_GF_SHADOW) {
 				xdpl_count(XDPL_C_DENY_SHADOW, p.len);
-				xdpl_sample(&p, XDPL_V_SHADOW, XDPL_SAMPLE_DENY,
-					    XDPL_SAMPLE_NO_LEVEL, g->sample_mask);
+				xdpl_sample(&p, XDPL_V_SHADOW, XDPL_SAMPLE_DENY, NULL, -1,
+					    g->sample_mask);
 				xdpl_decided(XDPL_WHY_DENY, XDPL_V_SHADOW, NULL, -1, -1, &p);
 				return XDP_PASS;
 			}
 			xdpl_count(XDPL_C_DENY, p.len);
-			xdpl_sample(&p, XDPL_V_DROP, XDPL_SAMPLE_DENY, XDPL_SAMPLE_NO_LEVEL,
-				    g->sample_mask);
+			xdpl_sample(&p, XDPL_V_DROP, XDPL_SAMPLE_DENY, NULL, -1, g->sample_mask);
 			xdpl_decided(XDPL_WHY_DENY, XDPL_V_DROP, NULL, -1, -1, &p);
 			return XDP_DROP;
 		}
@@ -224,8 +225,8 @@ int xdpl_main(struct xdp_md *ctx)
 		if (refused >= 0 && refused < XDPL_MAX_LEVELS)
 			st->level_drops[r->levels[refused].origin & (XDPL_MAX_LEVELS - 1)]++;
 	}
-	if (verdict != XDPL_V_PASS && refused >= 0 && refused < XDPL_MAX_LEVELS)
-		xdpl_sample(&p, verdict, slot, r->levels[refused].origin, g->sample_mask);
+	if (verdict != XDPL_V_PASS)
+		xdpl_sample(&p, verdict, slot, r, refused, g->sample_mask);
 	xdpl_decided(XDPL_WHY_RULE, verdict, r, idx, refused, &p);
 	return verdict == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
 }
