@@ -2,13 +2,13 @@ package droplog_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +74,7 @@ func TestDropLogFlood(t *testing.T) {
 		}
 	})
 
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	l, err := droplog.New(a.Interface, a.Limiter, droplog.Settings{Keep: keep, MaxPerSecond: p.Log.RateCap()},
 		&out, nil, droplog.NewMetrics(a.Interface), nil, nil)
 	if err != nil {
@@ -120,7 +120,7 @@ func TestDropLogFlood(t *testing.T) {
 	dropped := drops(t, a.Limiter) - dropsBefore
 	t.Logf("sent %v; %d dropped", res, dropped)
 
-	lines, summaries := out.parse(t)
+	lines, summaries := parse(t, out.String())
 	suppressed := 0.0
 	for _, s := range summaries {
 		suppressed += s.Suppressed
@@ -185,26 +185,14 @@ func drops(t *testing.T, l *maps.Limiter) uint64 {
 	return n
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
 type summary struct {
 	Event      string
 	Suppressed float64
 }
 
-func (b *syncBuffer) parse(t *testing.T) (lines []droplog.Line, summaries []summary) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	sc := bufio.NewScanner(bytes.NewReader(b.b.Bytes()))
+// parse splits a log into its drop lines and its summaries.
+func parse(t *testing.T, log string) (lines []droplog.Line, summaries []summary) {
+	sc := bufio.NewScanner(strings.NewReader(log))
 	for sc.Scan() {
 		var s summary
 		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {

@@ -2,17 +2,17 @@ package droplog
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"net/netip"
 	"os"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -32,23 +32,10 @@ func (f *fakeRing) DropRing(cursor []uint64) ([]maps.DropSample, uint64, []uint6
 
 func (f *fakeRing) SlotNames() (map[uint32]string, error) { return f.names, nil }
 
-// buffer is an io.Writer the sink's goroutine and the test share.
-type buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) lines(t *testing.T) []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// jsonLines parses what a logger wrote.
+func jsonLines(t *testing.T, b *testutil.SyncBuffer) []map[string]any {
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -93,7 +80,7 @@ func TestLineFormat(t *testing.T) {
 // summary line follows once the second is over.
 func TestRateCapAndSummary(t *testing.T) {
 	ring := &fakeRing{names: map[uint32]string{3: "dns-amp"}}
-	var out buffer
+	var out testutil.SyncBuffer
 	now := time.Unix(1000, 0)
 	m := NewMetrics("eth0")
 	l, err := New("eth0", ring, Settings{Keep: 1, MaxPerSecond: 5}, &out, nil, m, func() time.Time { return now }, nil)
@@ -120,7 +107,7 @@ func TestRateCapAndSummary(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	lines := out.lines(t)
+	lines := jsonLines(t, &out)
 	if len(lines) != 7 {
 		t.Fatalf("%d lines, want 5 + summary + 1: %v", len(lines), lines)
 	}

@@ -43,3 +43,16 @@ func TestLogSection(t *testing.T) {
 			`p.yaml:1:6: log: expected a mapping with fields sample, max_per_second, file, got "yes"`}},
 	})
 }
+
+// `policy check` prints the section, defaults applied.
+func TestLogDescribe(t *testing.T) {
+	p, err := Parse("/etc/xdplimit/p.yaml", []byte("log: {sample: 1%, file: drops.jsonl}\nrules: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	p.Describe(&b)
+	if want := "drop log: one in 100 drops, at most 100 lines/s to /etc/xdplimit/drops.jsonl\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("describe:\n%s\nwant a line %q", b.String(), want)
+	}
+}
