@@ -36,8 +36,6 @@ const struct xdpl_decision *xdpl_unused_decision __attribute__((unused));
  * two), so that the re-run buffer is a new source each time. 0 = off. */
 volatile const __u32 xdpl_bench_rotate = 0;
 volatile const __be32 xdpl_bench_base = 0;
-/* Sample one in (mask + 1) dropped packets into xdpl_drops for top. */
-volatile const __u32 xdpl_sample_mask = 63;
 /* Record every packet's decision in xdpl_last (pcap replay). */
 volatile const __u32 xdpl_record = 0;
 
@@ -61,7 +59,11 @@ static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 	iph->saddr = next;
 }
 
-static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot)
+/* Sample one in (mask + 1) drops into xdpl_drops, read by top and the drop
+ * log; mask is the generation's sample_mask. r and refused name the refusing
+ * level (r NULL for the deny list): its origin is read only for a sample. */
+static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot,
+					struct xdpl_rule *r, int refused, __u32 mask)
 {
 	__u32 zero = 0;
 	/* A per-CPU array lookup is inlined by the verifier: cheaper on the
@@ -78,15 +80,27 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 	x ^= x >> 17;
 	x ^= x << 5;
 	ring->rng = x;
-	if ((x & xdpl_sample_mask) != 0)
+	if ((x & mask) != 0)
 		return;
 	struct xdpl_drop_sample *d = &ring->s[ring->written & (XDPL_DROP_RING - 1)];
 
-	__builtin_memcpy(d->addr, p->saddr, sizeof(d->addr));
+	__builtin_memcpy(d->saddr, p->saddr, sizeof(d->saddr));
+	__builtin_memcpy(d->daddr, p->daddr, sizeof(d->daddr));
+	d->len = p->len;
 	d->family = p->family;
 	d->verdict = verdict;
 	d->slot = slot;
-	d->len = p->len;
+	d->sport = p->sport;
+	d->dport = p->dport;
+	d->iplen = p->iplen;
+	d->proto = p->proto;
+	d->ttl = p->ttl;
+	d->level = XDPL_SAMPLE_NO_LEVEL;
+	if (r && refused >= 0 && refused < XDPL_MAX_LEVELS)
+		d->level = r->levels[refused].origin;
+	d->ports = p->ports;
+	d->tcp_flags = p->tcp_flags;
+	d->tos = p->tos;
 	ring->written++;
 }
 
@@ -164,12 +178,13 @@ int xdpl_main(struct xdp_md *ctx)
 		if (acl == XDPL_ACL_DENY) {
 			if (gflags & XDPL_GF_SHADOW) {
 				xdpl_count(XDPL_C_DENY_SHADOW, p.len);
-				xdpl_sample(&p, XDPL_V_SHADOW, XDPL_SAMPLE_DENY);
+				xdpl_sample(&p, XDPL_V_SHADOW, XDPL_SAMPLE_DENY, NULL, -1,
+					    g->sample_mask);
 				xdpl_decided(XDPL_WHY_DENY, XDPL_V_SHADOW, NULL, -1, -1, &p);
 				return XDP_PASS;
 			}
 			xdpl_count(XDPL_C_DENY, p.len);
-			xdpl_sample(&p, XDPL_V_DROP, XDPL_SAMPLE_DENY);
+			xdpl_sample(&p, XDPL_V_DROP, XDPL_SAMPLE_DENY, NULL, -1, g->sample_mask);
 			xdpl_decided(XDPL_WHY_DENY, XDPL_V_DROP, NULL, -1, -1, &p);
 			return XDP_DROP;
 		}
@@ -211,7 +226,7 @@ int xdpl_main(struct xdp_md *ctx)
 			st->level_drops[r->levels[refused].origin & (XDPL_MAX_LEVELS - 1)]++;
 	}
 	if (verdict != XDPL_V_PASS)
-		xdpl_sample(&p, verdict, slot);
+		xdpl_sample(&p, verdict, slot, r, refused, g->sample_mask);
 	xdpl_decided(XDPL_WHY_RULE, verdict, r, idx, refused, &p);
 	return verdict == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
 }

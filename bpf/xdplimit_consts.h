@@ -193,6 +193,8 @@ enum xdpl_const {
 	XDPL_ICMP_UNKNOWN = 2, /* ICMP without its first two bytes */
 
 	XDPL_KEY_SRC_SPORT = 3, /* source address masked to a prefix, and source port */
+	/* Level of a drop sample not refused by a rule's level (deny list). */
+	XDPL_SAMPLE_NO_LEVEL = 0xff,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

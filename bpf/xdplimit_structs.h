@@ -51,7 +51,9 @@ struct xdpl_gen_cfg {
 	__u32 dims;   /* XDPL_DIM_* looked up for this generation */
 	__u32 nrules; /* rules 0..nrules-1 exist */
 	__u32 flags;  /* XDPL_GF_* */
-	__u32 pad;
+	/* Sample one in (sample_mask + 1) drops into xdpl_drops (top and the
+	 * drop log); a runtime value so that a reload can change it. */
+	__u32 sample_mask;
 };
 
 struct xdpl_control {
@@ -184,13 +186,25 @@ struct xdpl_unparsed_cfg {
 	struct xdpl_level level;
 };
 
-/* A sampled dropped packet, for `xdplimit top`. */
+/* A sampled dropped packet, for `xdplimit top` and the drop log: one cache
+ * line (64 bytes), so that writing one touches a single line. */
 struct xdpl_drop_sample {
-	__be32 addr[4];
-	__u8 family;
+	__be32 saddr[4];
+	__be32 daddr[4];
+	__u32 len;    /* frame length */
+	__u8 family;  /* 4 or 6 */
 	__u8 verdict; /* XDPL_V_DROP or XDPL_V_SHADOW */
 	__u16 slot;   /* rule counter slot, or XDPL_SAMPLE_DENY */
-	__u32 len;
+	__u16 sport;  /* host order; 0 when the packet has no ports */
+	__u16 dport;
+	__u16 iplen; /* IP packet length */
+	__u8 proto;  /* L4 protocol */
+	__u8 ttl;    /* IPv4 TTL or IPv6 hop limit */
+	__u8 level;  /* refusing level's origin (policy order), or XDPL_SAMPLE_NO_LEVEL */
+	__u8 ports;  /* enum xdpl_ports: whether sport and dport are known */
+	__u8 tcp_flags;
+	__u8 tos;
+	__u32 pad[3];
 };
 
 /* Per-CPU ring of sampled drops; the reader takes what was written since

@@ -23,6 +23,7 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 		return nil, fmt.Errorf("%s: %d rules, the datapath holds %d", p.Path, len(p.Rules), maps.MaxRules)
 	}
 	img := &maps.Image{Shadow: p.Mode == policy.ModeShadow, Allow: p.Allow, Deny: p.Deny}
+	img.SampleOneIn, _ = SampleOneIn(p.Log)
 	for _, r := range p.Rules {
 		rs, err := compileRule(r)
 		if err != nil {

@@ -135,6 +135,7 @@ const (
 	XdplimitXdplConstXDPL_ICMP_OK               XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ICMP_UNKNOWN          XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_KEY_SRC_SPORT         XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_SAMPLE_NO_LEVEL       XdplimitXdplConst = 255
 )
 
 type XdplimitXdplControl struct {
@@ -169,12 +170,23 @@ type XdplimitXdplDropRing struct {
 }
 
 type XdplimitXdplDropSample struct {
-	_       structs.HostLayout
-	Addr    [4]uint32
-	Family  uint8
-	Verdict uint8
-	Slot    uint16
-	Len     uint32
+	_        structs.HostLayout
+	Saddr    [4]uint32
+	Daddr    [4]uint32
+	Len      uint32
+	Family   uint8
+	Verdict  uint8
+	Slot     uint16
+	Sport    uint16
+	Dport    uint16
+	Iplen    uint16
+	Proto    uint8
+	Ttl      uint8
+	Level    uint8
+	Ports    uint8
+	TcpFlags uint8
+	Tos      uint8
+	Pad      [3]uint32
 }
 
 type XdplimitXdplFleetOp struct {
@@ -196,11 +208,11 @@ type XdplimitXdplFleetSync struct {
 }
 
 type XdplimitXdplGenCfg struct {
-	_      structs.HostLayout
-	Dims   uint32
-	Nrules uint32
-	Flags  uint32
-	Pad    uint32
+	_          structs.HostLayout
+	Dims       uint32
+	Nrules     uint32
+	Flags      uint32
+	SampleMask uint32
 }
 
 type XdplimitXdplKey struct {
@@ -375,7 +387,6 @@ const (
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
 	XdplimitVarXdplRecord          = "xdpl_record"
-	XdplimitVarXdplSampleMask      = "xdpl_sample_mask"
 	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
 	XdplimitVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
 	XdplimitVarXdplTickNs          = "xdpl_tick_ns"
@@ -484,7 +495,6 @@ type XdplimitVariableSpecs struct {
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
-	XdplSampleMask      *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.VariableSpec `ebpf:"xdpl_tick_ns"`
@@ -604,7 +614,6 @@ type XdplimitVariables struct {
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
-	XdplSampleMask      *ebpf.Variable `ebpf:"xdpl_sample_mask"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.Variable `ebpf:"xdpl_tick_ns"`

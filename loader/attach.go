@@ -58,6 +58,8 @@ type Policy struct {
 	// Fleet is the policy's fleet: section (nil without one), for the
 	// fleet sync that runs beside the attachment.
 	Fleet *policy.Fleet
+	// Log is the policy's log: section, for the drop log beside it.
+	Log policy.Log
 }
 
 // Config for Attach.

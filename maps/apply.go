@@ -30,7 +30,7 @@ func (l *Limiter) Apply(img *Image) error {
 	}
 	p, err := planGeneration(planInput{
 		img: img, inForce: inForce, nextStateID: meta.NextStateID,
-		clock: l.clock, tickNs: l.tickNs, trackAfter: l.trackAfter, cpus: ebpf.MustPossibleCPU(),
+		clock: l.clock, tickNs: l.tickNs, trackAfter: l.trackAfter, sampleOneIn: l.sampleOneIn, cpus: ebpf.MustPossibleCPU(),
 		wallOffset: wallOffset(),
 	})
 	if err != nil {

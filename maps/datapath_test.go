@@ -835,6 +835,28 @@ deny: [198.51.100.0/24]
 	if written != 7 || bySource["192.0.2.7"] != 3 || bySource["2001:db8::7"] != 2 || bySource["198.51.100.9"] != 2 {
 		t.Errorf("written %d, samples by source %v", written, bySource)
 	}
+	// What the drop log prints: the fields of the frames udp4/udp6 build
+	// (UDP 4000 -> 53, hop limit 64, no payload,
+	// padded to Ethernet's 60 bytes).
+	for _, s := range samples {
+		level := 0
+		if s.Deny {
+			level = maps.NoLevel
+		}
+		ipLen := uint16(28)
+		if s.Source.Is6() {
+			ipLen = 48
+		}
+		want := maps.DropSample{Source: s.Source, Destination: netip.MustParseAddr("10.0.0.1"),
+			Verdict: maps.VerdictDrop, Slot: s.Slot, Deny: s.Deny, Level: level, Bytes: max(60, 14+uint32(ipLen)),
+			IPLength: ipLen, Protocol: 17, HasPorts: true, SrcPort: 4000, DstPort: 53, TTL: 64}
+		if s.Source.Is6() {
+			want.Destination = netip.MustParseAddr("2001:db8::1")
+		}
+		if s != want {
+			t.Errorf("sample %+v\nwant   %+v", s, want)
+		}
+	}
 	names, err := l.SlotNames()
 	if err != nil || names[samples[0].Slot] != "r" {
 		t.Errorf("slot names %v (%v)", names, err)

@@ -6,21 +6,38 @@ import (
 	"github.com/xdplimit/xdplimit/gen"
 )
 
+// NoLevel is DropSample.Level of a drop no rule level refused (deny list).
+const NoLevel = -1
+
 // DropSample is one sampled dropped packet.
 type DropSample struct {
-	Source  netip.Addr
-	Verdict Verdict
+	Source, Destination netip.Addr
+	Verdict             Verdict
 	// Slot is the counter slot of the rule that dropped it; Deny marks the
 	// deny list.
-	Slot  uint32
-	Deny  bool
-	Bytes uint32
+	Slot uint32
+	Deny bool
+	// Level is the refusing level's place in the policy (0 = the rule's
+	// own limit), or NoLevel.
+	Level    int
+	Bytes    uint32 // frame length
+	IPLength uint16 // IP packet length
+	Protocol uint8
+	// HasPorts: SrcPort and DstPort are known (TCP, UDP, SCTP, UDP-Lite,
+	// not a non-first fragment).
+	HasPorts         bool
+	SrcPort, DstPort uint16
+	TTL              uint8 // or IPv6 hop limit
+	TOS              uint8 // or IPv6 traffic class
+	TCPFlags         uint8
 }
 
 // DropRing reads the per-CPU rings of sampled drops. cursor is what the
 // previous call returned (nil the first time); samples are those written
 // since, at most the ring's size per CPU, with the number of samples each
 // CPU wrote in the interval (more than returned when a ring wrapped).
+// The map holds only what the datapath wrote: every reader (top, the drop
+// log) keeps its own cursor, so any number read the ring at once.
 func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint64, next []uint64, err error) {
 	var rings []gen.XdplimitXdplDropRing
 	if err := l.objs.XdplDrops.Lookup(uint32(0), &rings); err != nil {
@@ -42,12 +59,26 @@ func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint6
 			from = r.Written - size
 		}
 		for i := from; i < r.Written; i++ {
-			s := r.S[i%size]
-			d := DropSample{Verdict: Verdict(s.Verdict), Slot: uint32(s.Slot), Bytes: s.Len,
-				Deny: uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_DENY)}
-			d.Source = addrOf(s.Family, s.Addr)
-			samples = append(samples, d)
+			samples = append(samples, dropSample(&r.S[i%size]))
 		}
 	}
 	return samples, written, next, nil
 }
+
+func dropSample(s *gen.XdplimitXdplDropSample) DropSample {
+	d := DropSample{Verdict: Verdict(s.Verdict), Slot: uint32(s.Slot), Bytes: s.Len,
+		Deny:   uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_DENY),
+		Source: addrOf(s.Family, s.Saddr), Destination: addrOf(s.Family, s.Daddr),
+		Level: int(s.Level), IPLength: s.Iplen, Protocol: s.Proto, TTL: s.Ttl, TOS: s.Tos,
+		TCPFlags: s.TcpFlags, HasPorts: s.Ports == portsOK}
+	if uint32(s.Level) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_NO_LEVEL) {
+		d.Level = NoLevel
+	}
+	if d.HasPorts {
+		d.SrcPort, d.DstPort = s.Sport, s.Dport
+	}
+	return d
+}
+
+// portsOK is enum xdpl_ports' XDPL_PORTS_OK (parsing.h, not in BTF).
+const portsOK = 1

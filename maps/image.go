@@ -59,6 +59,10 @@ type Image struct {
 	Src, Dst     []PrefixBitmap
 	Allow, Deny  []netip.Prefix
 	Unparsed     UnparsedSpec
+	// SampleOneIn is the datapath's drop sampling, one in this many (a
+	// power of two; 0 means DefaultSampleOneIn): what top and the drop log
+	// read from xdpl_drops.
+	SampleOneIn uint32
 }
 
 // SetBit adds rule i to b.

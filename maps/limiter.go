@@ -26,8 +26,8 @@ type Options struct {
 	// Pinned maps to reuse instead of creating new ones (adopting the
 	// state of a running limiter), by map name.
 	Pinned map[string]*ebpf.Map
-	// SampleOneIn samples one in this many dropped packets for top (a
-	// power of two; 0 means 64).
+	// SampleOneIn, when set, overrides the policy's sample rate of
+	// dropped packets (a power of two; tests use 1 to see every drop).
 	SampleOneIn uint32
 	// BenchRotate (benchmarks only) makes the program rewrite the IPv4
 	// source of each test-run buffer to the next of BenchRotate addresses
@@ -45,11 +45,12 @@ type Options struct {
 
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
 type Limiter struct {
-	objs       gen.XdplimitObjects
-	fleetKeys  *ringbuf.Reader // opened by DrainFleetKeys
-	clock      Clock
-	tickNs     uint64
-	trackAfter uint32
+	objs        gen.XdplimitObjects
+	fleetKeys   *ringbuf.Reader // opened by DrainFleetKeys
+	clock       Clock
+	tickNs      uint64
+	trackAfter  uint32
+	sampleOneIn uint32 // Options.SampleOneIn
 }
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the
@@ -83,7 +84,7 @@ func Load(opts Options) (*Limiter, error) {
 	if err := setConstants(spec, opts); err != nil {
 		return nil, err
 	}
-	l := &Limiter{clock: opts.Clock, tickNs: CoarseTick(), trackAfter: opts.TrackAfter}
+	l := &Limiter{clock: opts.Clock, tickNs: CoarseTick(), trackAfter: opts.TrackAfter, sampleOneIn: opts.SampleOneIn}
 	if l.trackAfter == 0 {
 		l.trackAfter = DefaultTrackAfter
 	}
@@ -159,12 +160,8 @@ func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
 }
 
 func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
-	sample := opts.SampleOneIn
-	if sample == 0 {
-		sample = 64
-	}
-	if sample&(sample-1) != 0 || opts.BenchRotate&(opts.BenchRotate-1) != 0 {
-		return fmt.Errorf("sample rate 1/%d and bench rotation %d must be powers of two", sample, opts.BenchRotate)
+	if opts.SampleOneIn&(opts.SampleOneIn-1) != 0 || opts.BenchRotate&(opts.BenchRotate-1) != 0 {
+		return fmt.Errorf("sample rate 1/%d and bench rotation %d must be powers of two", opts.SampleOneIn, opts.BenchRotate)
 	}
 	var base uint32
 	if opts.BenchBase.Is4() {
@@ -191,7 +188,6 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		"xdpl_sketch_width_mask": width - 1,
 		"xdpl_track_after":       trackAfter,
 		"xdpl_clock_mode":        uint32(opts.Clock),
-		"xdpl_sample_mask":       sample - 1,
 		"xdpl_bench_rotate":      opts.BenchRotate,
 		"xdpl_bench_base":        base,
 		"xdpl_record":            b2u(opts.Record),

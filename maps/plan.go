@@ -24,6 +24,7 @@ type planInput struct {
 	clock       Clock
 	tickNs      uint64
 	trackAfter  uint32
+	sampleOneIn uint32 // overrides img.SampleOneIn when set
 	cpus        int
 	// wallOffset is the wall clock minus the datapath's clock, in ns:
 	// fleet fixed windows start when the wall clock's windows do.
@@ -123,7 +124,8 @@ func planGeneration(in planInput) (plan, error) {
 			}
 		}
 	}
-	p.cfg = gen.XdplimitXdplGenCfg{Dims: in.img.Dims, Nrules: uint32(len(p.rules))}
+	p.cfg = gen.XdplimitXdplGenCfg{Dims: in.img.Dims, Nrules: uint32(len(p.rules)),
+		SampleMask: sampleMask(in.img.SampleOneIn, in.sampleOneIn)}
 	if in.img.Shadow {
 		p.cfg.Flags |= gfShadow
 	}
@@ -191,4 +193,21 @@ func sameLimit(a, b gen.XdplimitXdplLevel) bool {
 	return a.Algorithm == b.Algorithm && a.KeyKind == b.KeyKind && a.Mask4 == b.Mask4 &&
 		a.Mask6 == b.Mask6 && a.P1 == b.P1 && a.P2 == b.P2 &&
 		a.Flags&lfBytes == b.Flags&lfBytes
+}
+
+// DefaultSampleOneIn is how many drops the datapath samples one of when the
+// policy asks for no higher rate: enough for top, cheap on the drop path.
+const DefaultSampleOneIn = 64
+
+// sampleMask is the generation's sample_mask: one in n drops, n the
+// override, else the policy's rate, else the default (powers of two).
+func sampleMask(policy, override uint32) uint32 {
+	n := policy
+	if override != 0 {
+		n = override
+	}
+	if n == 0 {
+		n = DefaultSampleOneIn
+	}
+	return n - 1
 }

@@ -211,7 +211,8 @@ func TestPlanFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := gen.XdplimitXdplGenCfg{Dims: c.img.Dims, Nrules: uint32(len(c.img.Rules)), Flags: c.genFlags}
+			want := gen.XdplimitXdplGenCfg{Dims: c.img.Dims, Nrules: uint32(len(c.img.Rules)), Flags: c.genFlags,
+				SampleMask: DefaultSampleOneIn - 1}
 			if p.cfg != want {
 				t.Errorf("generation %+v, want %+v", p.cfg, want)
 			}

@@ -43,6 +43,9 @@ func (p *Policy) Describe(w io.Writer) {
 		fmt.Fprintf(w, "fleet: Redis %v (cluster %v), namespace %s, sync every %s, fallback %s\n",
 			f.Redis, f.Cluster, f.Namespace, f.Sync, f.Fallback)
 	}
+	if p.Log.Set {
+		fmt.Fprintf(w, "drop log: %s\n", p.Log)
+	}
 	if n := len(p.Warnings); n > 0 {
 		fmt.Fprintf(w, "%d %s\n", n, plural(n, "warning", "warnings"))
 	}

@@ -110,7 +110,7 @@ func (d *decoder) policy(data []byte) *Policy {
 		d.errorAt(d.file, 1, 1, "", "policy file is empty; a policy that limits nothing is `rules: []`")
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log")
 	if top == nil {
 		return nil
 	}
@@ -133,6 +133,9 @@ func (d *decoder) policy(data []byte) *Policy {
 	p.Unparsed = d.unparsed(top["unparsed"])
 	if f, ok := top["fleet"]; ok {
 		p.Fleet = d.fleet(f)
+	}
+	if f, ok := top["log"]; ok {
+		p.Log = d.log(f)
 	}
 	d.checkFleet(p)
 	return p

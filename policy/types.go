@@ -33,6 +33,9 @@ type Policy struct {
 	// Fleet is the fleet: section, nil when the policy has none. Levels
 	// with Scope ScopeFleet exist only when it is set.
 	Fleet *Fleet
+	// Log is the log: section (the drop log); its zero value has the
+	// defaults and Set false.
+	Log Log
 
 	Warnings []Diagnostic // sorted by position, like errors
 }

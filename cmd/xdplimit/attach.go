@@ -28,6 +28,7 @@ type attachFlags struct {
 	maxOther   uint32
 	clock      string
 	metrics    string
+	logDrops   string
 }
 
 func (f *attachFlags) register(cmd *cobra.Command) {
@@ -41,6 +42,9 @@ func (f *attachFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.clock, "clock", "coarse", "datapath clock: coarse (cheap; fine clock only where a limit needs it) or ktime")
 	cmd.Flags().StringVar(&f.metrics, "metrics-addr", metrics.DefaultAddr,
 		"serve /metrics and /healthz here (\"\" to disable); anything but loopback is an explicit choice")
+	cmd.Flags().StringVar(&f.logDrops, "log-drops", "",
+		"write sampled drops as JSON lines to stdout (--log-drops) or a file (--log-drops=PATH); see docs/logging.md")
+	cmd.Flags().Lookup("log-drops").NoOptDefVal = "-"
 }
 
 // config checks the flags before anything is touched: a typo fails before
@@ -122,6 +126,12 @@ that state (counters and every source's bucket) without a gap.`,
 				log.Error("fleet sync not started; fleet levels enforce locally", "err", err)
 			}
 			defer fr.stop()
+			dl := newDropLogRunner(a, f.logDrops, log, exp.Registry())
+			if err := dl.apply(pol.Log); err != nil {
+				// A file that cannot be opened: enforcement goes on.
+				log.Error("drop log not started", "err", err)
+			}
+			defer dl.stop()
 			served := make(chan error, 1)
 			srvCtx, stopServing := context.WithCancel(context.Background())
 			if ln != nil {
@@ -133,7 +143,7 @@ that state (counters and every source's bucket) without a gap.`,
 			} else {
 				served <- nil
 			}
-			return serve(ctx, a, f, log, errOut, exp, fr, changes, func() error {
+			return serve(ctx, a, f, log, errOut, exp, runners{fr, dl}, changes, func() error {
 				// In-flight scrapes finish before the maps close.
 				stopServing()
 				return <-served
@@ -167,11 +177,17 @@ func attach(cfg loader.Config, policyPath string, warnings io.Writer, log *slog.
 	return a, p, nil
 }
 
+// runners are what runs beside the attachment and follows reloads.
+type runners struct {
+	fleet   *fleetRunner
+	dropLog *dropLogRunner
+}
+
 // serve runs until a termination signal, reloading on SIGHUP and when the
 // watcher reports changed policy contents; a reloaded policy's warnings go
 // to warnings.
 func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.Logger, warnings io.Writer,
-	exp *metrics.Exporter, fr *fleetRunner, changes <-chan struct{}, stopMetrics func() error) error {
+	exp *metrics.Exporter, rs runners, changes <-chan struct{}, stopMetrics func() error) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -179,7 +195,10 @@ func serve(ctx context.Context, a *loader.Attachment, f attachFlags, log *slog.L
 	reload := func(trigger string) {
 		p, err := reloadFrom(a, path, warnings)
 		if err == nil {
-			err = fr.apply(p.Fleet)
+			err = rs.fleet.apply(p.Fleet)
+		}
+		if err == nil {
+			err = rs.dropLog.apply(p.Log)
 		}
 		exp.ReloadResult(a.Interface, err)
 		if err != nil {

@@ -30,5 +30,5 @@ func compilePolicy(path string, w io.Writer) (loader.Policy, error) {
 			return loader.Policy{}, err
 		}
 	}
-	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet}, nil
+	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet, Log: p.Log}, nil
 }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/compiler"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// --log-drops=PATH wins over the policy's file; plain --log-drops (or -)
+// leaves the choice to the policy, and stdout is the default.
+func TestDropLogOutput(t *testing.T) {
+	for _, c := range []struct{ flag, file, want string }{
+		{"-", "", "-"},
+		{"-", "/var/log/p.jsonl", "/var/log/p.jsonl"},
+		{"", "/var/log/p.jsonl", "/var/log/p.jsonl"},
+		{"/tmp/f.jsonl", "/var/log/p.jsonl", "/tmp/f.jsonl"},
+		{"/tmp/f.jsonl", "", "/tmp/f.jsonl"},
+	} {
+		r := &dropLogRunner{flag: c.flag}
+		if got := r.output(policy.Log{File: c.file, Set: true}); got != c.want {
+			t.Errorf("--log-drops=%q, log.file %q: output %q, want %q", c.flag, c.file, got, c.want)
+		}
+	}
+}
+
+// A reload applies the log: section: the file it names, and the sample rate
+// (the datapath's and the reader's). Runs the program on a frame with
+// BPF_PROG_TEST_RUN: no traffic.
+func TestDropLogReload(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	pol := func(log string) (*maps.Image, policy.Log) {
+		p, err := policy.Parse(dir+"/p.yaml", []byte("rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}\n"+log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := compiler.Compile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img, p.Log
+	}
+	l, err := maps.Load(maps.Options{Clock: maps.ClockMap, MaxSources: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r := newDropLogRunner(&loader.Attachment{Interface: "test0", Limiter: l}, "", slog.New(slog.DiscardHandler), nil)
+	defer r.stop()
+	frame := pktgen.UDP4(netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("10.0.0.1"), 53, 4000, 10)
+	phase := func(log string, drops int) {
+		t.Helper()
+		img, lg := pol(log)
+		if err := l.Apply(img); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.apply(lg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Program().Run(&ebpf.RunOptions{Data: frame, Repeat: uint32(drops)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * dropLogPoll)
+	}
+	phase("log: {sample: 1, file: a.jsonl}\n", 50)
+	// The cap counts lines per wall-clock second: phase one's 49 lines
+	// would leave nothing of the second's 10.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	phase("log: {sample: 1, max_per_second: 10, file: b.jsonl}\n", 50)
+	phase("", 50) // the section removed, no --log-drops: the log stops
+	lines := func(name string) (drops, summaries int) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			switch {
+			case strings.Contains(ln, `"event":"drop"`):
+				drops++
+			case strings.Contains(ln, `"event":"suppressed"`):
+				summaries++
+			}
+		}
+		return drops, summaries
+	}
+	// The first packet of the first phase passed (the burst).
+	if d, s := lines("a.jsonl"); d != 49 || s != 0 {
+		t.Errorf("a.jsonl: %d drop lines, %d summaries; want 49, 0", d, s)
+	}
+	if d, s := lines("b.jsonl"); d != 10 || s != 1 {
+		t.Errorf("b.jsonl: %d drop lines, %d summaries; want the cap's 10 and the summary of 40 written at the stop", d, s)
+	}
+}
