@@ -76,10 +76,16 @@ func (g *Gen) Group() [][]byte {
 		tags = 1 + g.r.IntN(most)
 	}
 	for i, f := range frames {
-		frames[i] = g.damage(g.ether(f, v6, tags), v6, tags)
+		// The tags a 1500-byte MTU leaves room for: a longer frame cannot
+		// be sent through the veth at all.
+		n := min(tags, max(0, (maxFrame-14-len(f))/4))
+		frames[i] = g.damage(g.ether(f, v6, n), v6, n)
 	}
 	return frames
 }
+
+// maxFrame is the longest frame the test's veth (MTU 1500) sends.
+const maxFrame = 1514
 
 // transport is a UDP datagram or a TCP segment (never RST: the stack
 // answers every other segment to a closed port with a reset, which the
