@@ -197,6 +197,7 @@ const (
 	mRules64      = "64 rules, the matching one last, drop"
 	mRules256     = "256 rules, the matching one last, drop"
 	mAllow100k    = "100k allow-list /32s, source not listed, drop"
+	mSignature    = "1 rule (ICMP type and code, length, TTL, DSCP), drop"
 	mFleetTBDrop  = "token bucket, scope: fleet, over limit (drop)"
 	mFleetTBPass  = "token bucket, scope: fleet, under limit (pass)"
 	mFleetFWDrop  = "fixed window, scope: fleet, over limit (drop)"
@@ -333,6 +334,12 @@ func microBench(e *env, quick bool) (*microResults, error) {
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, manyRules(64, tbDrop), nil))
 	add(&microCase{group: rules, name: mRules256, want: xdpDrop, warm: 1000},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, manyRules(256, tbDrop), nil))
+	// Every signature field looked up: five more array lookups.
+	add(&microCase{group: rules, name: mSignature, want: xdpDrop, warm: 1000,
+		frame: pktgen.Frame{Src: microSrc4, Dst: microDst4, Proto: pktgen.ProtoICMP, TOS: 46 << 2, Payload: 18}.MustBuild()},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, "rules:\n  - name: sig\n"+
+			"    match: {protocol: icmp, icmp: {type: echo-request, code: 0}, length: 40-100, ttl: 60-64, dscp: [46]}\n"+
+			"    limit: "+tbDrop+"\n", nil))
 	add(&microCase{group: rules, name: mAllow100k, want: xdpDrop, warm: 1000},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16},
 			"allow: {files: [allow.netset]}\n"+oneRule(tbDrop), map[string][]byte{"allow.netset": allowList(100_000, 1)}))

@@ -1,10 +1,12 @@
 package maps_test
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
 
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 // The signature fields under BPF_PROG_TEST_RUN: each packet is classified to
@@ -16,19 +18,30 @@ rules:
   - {name: echo4, match: {protocol: icmp, icmp: {type: echo-request}}, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
   - {name: reply6, match: {protocol: icmpv6, icmp: {type: echo-reply}}, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
   - {name: unreach, match: {protocol: icmp, icmp: {type: dest-unreachable, code: 3}}, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
+  - {name: unreach6, match: {protocol: icmpv6, icmp: {code: 4}}, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
   - {name: len, match: {protocol: udp, length: [100-200]}, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
   - {name: ttl, match: {protocol: udp, ttl: 250-255}, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
   - {name: dscp, match: {protocol: udp, dscp: [46]}, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
   - {name: tos, match: {protocol: tcp, tos: [16]}, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
   - {name: rest, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
 `)
-	const rest = 7
+	const rest = 8
 	icmp := func(f frame, typ, code uint8) frame {
 		f.proto, f.icmpSet, f.icmpType, f.icmpCode = "icmp", true, typ, code
 		return f
 	}
 	with := func(f frame, change func(*frame)) frame { change(&f); return f }
 	v4, v6 := udp4("192.0.2.1"), udp6("2001:db8:1::1")
+	check := func(name string, rule int) {
+		t.Helper()
+		d, err := l.LastDecision()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Why != maps.WhyRule || d.Rule != rule {
+			t.Errorf("%s: why %v rule %d, want rule %d", name, d.Why, d.Rule, rule)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		f    frame
@@ -41,32 +54,35 @@ rules:
 		{"v6 echo reply", icmp(v6, 129, 0), 1},
 		{"v4 port unreachable", icmp(v4, 3, 3), 2},
 		{"v4 host unreachable", icmp(v4, 3, 1), rest},
-		{"v4 length 150", with(v4, func(f *frame) { f.payload = 150 - 28 }), 3},
+		{"v6 port unreachable", icmp(v6, 1, 4), 3},
+		{"v6 address unreachable", icmp(v6, 1, 3), rest},
+		{"v4 length 150", with(v4, func(f *frame) { f.payload = 150 - 28 }), 4},
 		{"v4 length 201", with(v4, func(f *frame) { f.payload = 201 - 28 }), rest},
-		{"v4 length 100", with(v4, func(f *frame) { f.payload = 100 - 28 }), 3},
-		{"v6 length 200", with(v6, func(f *frame) { f.payload = 200 - 48 }), 3},
+		{"v4 length 100", with(v4, func(f *frame) { f.payload = 100 - 28 }), 4},
+		{"v6 length 200", with(v6, func(f *frame) { f.payload = 200 - 48 }), 4},
 		{"v6 length 99", with(v6, func(f *frame) { f.payload = 99 - 48 }), rest},
-		{"v4 ttl 255", with(v4, func(f *frame) { f.ttl = 255 }), 4},
+		{"v4 ttl 255", with(v4, func(f *frame) { f.ttl = 255 }), 5},
 		{"v4 ttl 249", with(v4, func(f *frame) { f.ttl = 249 }), rest},
-		{"v6 hop limit 250", with(v6, func(f *frame) { f.ttl = 250 }), 4},
-		{"v4 dscp 46", with(v4, func(f *frame) { f.tos = 46 << 2 }), 5},
-		{"v4 dscp 46 ecn 3", with(v4, func(f *frame) { f.tos = 46<<2 | 3 }), 5},
+		{"v6 hop limit 250", with(v6, func(f *frame) { f.ttl = 250 }), 5},
+		{"v4 dscp 46", with(v4, func(f *frame) { f.tos = 46 << 2 }), 6},
+		{"v4 dscp 46 ecn 3", with(v4, func(f *frame) { f.tos = 46<<2 | 3 }), 6},
 		{"v4 dscp 45", with(v4, func(f *frame) { f.tos = 45 << 2 }), rest},
-		{"v6 traffic class dscp 46", with(v6, func(f *frame) { f.tos = 46<<2 | 1 }), 5},
+		{"v6 traffic class dscp 46", with(v6, func(f *frame) { f.tos = 46<<2 | 1 }), 6},
 		{"v6 traffic class dscp 0", v6, rest},
-		{"v4 tcp tos 16", with(v4, func(f *frame) { f.proto, f.tos = "tcp", 16 }), 6},
+		{"v4 tcp tos 16", with(v4, func(f *frame) { f.proto, f.tos = "tcp", 16 }), 7},
 		{"v6 tcp tos 17", with(v6, func(f *frame) { f.proto, f.tos = "tcp", 17 }), rest},
-		{"v6 tcp traffic class 16", with(v6, func(f *frame) { f.proto, f.tos = "tcp", 16 }), 6},
+		{"v6 tcp traffic class 16", with(v6, func(f *frame) { f.proto, f.tos = "tcp", 16 }), 7},
 	} {
 		run(t, l, tc.f.bytes(t), t0)
-		d, err := l.LastDecision()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Why != maps.WhyRule || d.Rule != tc.rule {
-			t.Errorf("%s: why %v rule %d, want rule %d", tc.name, d.Why, d.Rule, tc.rule)
-		}
+		check(tc.name, tc.rule)
 	}
+	// An echo reply whose IP length ends after one byte of ICMP: type and
+	// code unknown, so it matches the icmp rules (the stack drops it).
+	cut := icmp(v4, 0, 0).bytes(t)
+	binary.BigEndian.PutUint16(cut[14+2:], 21)
+	pktgen.FixIPv4Checksum(cut)
+	run(t, l, cut, t0)
+	check("v4 icmp cut short", 0)
 }
 
 // key: src_ip+src_port gives each source port of a source its own bucket:

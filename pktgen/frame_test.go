@@ -161,6 +161,15 @@ func TestFrameDetails(t *testing.T) {
 		t.Errorf("IPv6 fragment header % x", frag6[14+40:14+48])
 	}
 
+	sig4 := Frame{Src: src4, Dst: dst4, Proto: ProtoICMP, TOS: 0xb8, ICMP: &ICMPMessage{Type: 3, Code: 4}}.MustBuild()
+	if sig4[14+1] != 0xb8 || sig4[14+20] != 3 || sig4[14+21] != 4 {
+		t.Errorf("IPv4 TOS %#x, ICMP type %d code %d", sig4[14+1], sig4[14+20], sig4[14+21])
+	}
+	sig6 := Frame{Src: src6, Dst: dst6, Proto: ProtoICMP, TOS: 0xb9, ICMP: &ICMPMessage{Type: 135}}.MustBuild()
+	if tc := binary.BigEndian.Uint16(sig6[14:]) >> 4 & 0xff; tc != 0xb9 || sig6[14+40] != 135 || sig6[14+41] != 0 {
+		t.Errorf("IPv6 traffic class %#x, ICMPv6 type %d code %d", tc, sig6[14+40], sig6[14+41])
+	}
+
 	mac := SetMACs(UDP4(src4, dst4, 1, 2, 0), DefaultDstMAC, DefaultSrcMAC)
 	if mac[5] != 1 || mac[11] != 2 {
 		t.Errorf("SetMACs: % x", mac[:12])

@@ -68,6 +68,20 @@ func TestCovers(t *testing.T) {
 		{"vlan: [100]", "", false},
 		{"", "vlan: [100]", true},
 
+		// Signature fields: ranges like ports, dscp and tos by the TOS
+		// bytes they admit, icmp type and code each absent or equal.
+		{"length: 0-1500", "length: 100-200", true},
+		{"length: 100-200", "length: 0-1500", false},
+		{"length: 100-200", "", false},
+		{"ttl: [64, 128]", "ttl: 64", true},
+		{"dscp: [46]", "tos: [184-187]", true}, // 184..187 >> 2 is 46
+		{"dscp: [46]", "tos: [184-188]", false},
+		{"tos: [0-255]", "dscp: [1]", true},
+		{"protocol: icmp, icmp: {type: 8}", "protocol: icmp, icmp: {type: 8, code: 0}", true},
+		{"protocol: icmp, icmp: {type: 8, code: 0}", "protocol: icmp, icmp: {type: 8}", false},
+		{"protocol: icmp, icmp: {type: 8}", "protocol: icmp", false},
+		{"protocol: icmp", "protocol: icmp, icmp: {type: 0}", true},
+
 		// Every dimension must cover.
 		{"protocol: udp, vlan: [1]", "protocol: udp, vlan: [1], src_cidrs: [10.0.0.0/8]", true},
 		{"protocol: udp, vlan: [1], src_cidrs: [10.0.0.0/8]", "protocol: udp, vlan: [1]", false},

@@ -70,27 +70,3 @@ func TestSignatureString(t *testing.T) {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
 }
-
-func TestCoversSignature(t *testing.T) {
-	for _, tc := range []struct {
-		earlier, later string
-		covers         bool
-	}{
-		{"length: 0-1500", "length: 100-200", true},
-		{"length: 100-200", "length: 0-1500", false},
-		{"length: 100-200", "", false},
-		{"ttl: [64, 128]", "ttl: 64", true},
-		{"dscp: [46]", "tos: [184-187]", true}, // 184..187 >> 2 is 46
-		{"dscp: [46]", "tos: [184-188]", false},
-		{"tos: [0-255]", "dscp: [1]", true},
-		{"protocol: icmp, icmp: {type: 8}", "protocol: icmp, icmp: {type: 8, code: 0}", true},
-		{"protocol: icmp, icmp: {type: 8, code: 0}", "protocol: icmp, icmp: {type: 8}", false},
-		{"protocol: icmp, icmp: {type: 8}", "protocol: icmp", false},
-		{"protocol: icmp", "protocol: icmp, icmp: {type: 0}", true},
-	} {
-		a, b := matchOf(t, tc.earlier), matchOf(t, tc.later)
-		if got := covers(a, b); got != tc.covers {
-			t.Errorf("covers(%q, %q) = %v, want %v", tc.earlier, tc.later, got, tc.covers)
-		}
-	}
-}
