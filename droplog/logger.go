@@ -122,12 +122,12 @@ func (l *Logger) Run(ctx context.Context, interval time.Duration) error {
 // Poll logs the samples written since the last poll, and the summary of
 // the last second's suppressions once that second is over.
 func (l *Logger) Poll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	samples, written, next, err := l.ring.DropRing(l.cursor)
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.cursor = next
 	now := l.now()
 	l.summarize(now)

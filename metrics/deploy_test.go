@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xdplimit/xdplimit/droplog"
 	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 )
@@ -38,9 +39,11 @@ func exported() []string {
 	for _, d := range allDescs {
 		names = append(names, re.FindStringSubmatch(d.String())[1])
 	}
-	// The fleet sync's series, registered beside the exporter's by attach.
+	// The fleet sync's and the drop log's series, registered beside the
+	// exporter's by attach.
 	ch := make(chan *prometheus.Desc, 64)
 	fleet.NewMetrics("x").Describe(ch)
+	droplog.NewMetrics("x").Describe(ch)
 	close(ch)
 	for d := range ch {
 		names = append(names, re.FindStringSubmatch(d.String())[1])
@@ -79,6 +82,11 @@ func TestExportedNames(t *testing.T) {
 		}
 	}
 	checkRefs(t, "docs/metrics.md", string(doc))
+	logging, err := os.ReadFile("../docs/logging.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRefs(t, "docs/logging.md", string(logging))
 }
 
 func TestAlertRules(t *testing.T) {

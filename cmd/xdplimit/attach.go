@@ -144,7 +144,9 @@ that state (counters and every source's bucket) without a gap.`,
 				served <- nil
 			}
 			return serve(ctx, a, f, log, errOut, exp, runners{fr, dl}, changes, func() error {
-				// In-flight scrapes finish before the maps close.
+				// The log's last lines and in-flight scrapes finish
+				// before the maps close.
+				dl.stop()
 				stopServing()
 				return <-served
 			})
