@@ -16,6 +16,7 @@
 #include "classify.h"
 #include "counters.h"
 #include "levels.h"
+#include "bans.h"
 #include "fleet_apply.h"
 #include "unparsed.h"
 #include "csum.h"
@@ -175,6 +176,25 @@ int xdpl_main(struct xdp_md *ctx)
 		}
 	}
 
+	/* Allow wins over a ban; a banned source costs no rule. */
+	if (gflags & XDPL_GF_BANS) {
+		struct xdpl_ban *b = xdpl_banned(&p);
+
+		if (b) {
+			__sync_fetch_and_add(&b->dropped, 1);
+			if ((b->flags & XDPL_BF_SHADOW) || (gflags & XDPL_GF_SHADOW)) {
+				xdpl_count(XDPL_C_BAN_SHADOW, p.len);
+				xdpl_sample(&p, XDPL_V_SHADOW, b->origin);
+				xdpl_decided(XDPL_WHY_BAN, XDPL_V_SHADOW, NULL, -1, -1, &p);
+				return XDP_PASS;
+			}
+			xdpl_count(XDPL_C_BAN_DROP, p.len);
+			xdpl_sample(&p, XDPL_V_DROP, b->origin);
+			xdpl_decided(XDPL_WHY_BAN, XDPL_V_DROP, NULL, -1, -1, &p);
+			return XDP_DROP;
+		}
+	}
+
 	int idx = xdpl_classify(gen, g, &p);
 
 	if (idx < 0) {
@@ -210,6 +230,8 @@ int xdpl_main(struct xdp_md *ctx)
 		if (refused >= 0 && refused < XDPL_MAX_LEVELS)
 			st->level_drops[r->levels[refused].origin & (XDPL_MAX_LEVELS - 1)]++;
 	}
+	if (refused >= 0 && (r->flags & XDPL_RF_BAN))
+		xdpl_ban_start(r, &p, verdict == XDPL_V_SHADOW);
 	if (verdict != XDPL_V_PASS)
 		xdpl_sample(&p, verdict, slot);
 	xdpl_decided(XDPL_WHY_RULE, verdict, r, idx, refused, &p);

@@ -28,8 +28,13 @@ func (l *Limiter) Apply(img *Image) error {
 	if err != nil {
 		return err
 	}
+	bans, err := l.anyBan()
+	if err != nil {
+		return err
+	}
 	p, err := planGeneration(planInput{
-		img: img, inForce: inForce, nextStateID: meta.NextStateID,
+		bansExist: bans,
+		img:       img, inForce: inForce, nextStateID: meta.NextStateID,
 		clock: l.clock, tickNs: l.tickNs, trackAfter: l.trackAfter, cpus: ebpf.MustPossibleCPU(),
 		wallOffset: wallOffset(),
 	})

@@ -44,6 +44,9 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplUnparsedCfgs, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCfgs }},
 	{gen.XdplimitMapXdplUnparsedCounts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCounts }},
 	{gen.XdplimitMapXdplUnparsedState, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedState }},
+	{gen.XdplimitMapXdplBan4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBan4 }},
+	{gen.XdplimitMapXdplBan6, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBan6 }},
+	{gen.XdplimitMapXdplBans, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBans }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.
