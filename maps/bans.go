@@ -36,11 +36,12 @@ const (
 	banMap    = gen.XdplimitMapXdplBans
 )
 
-// BanBytes is the memory one ban takes: its slot, and its trie entry (a
-// trie node with its key and value, rounded as the kernel's allocator does).
+// BanBytes is the memory one ban takes, at most: its slot, and two trie
+// nodes (its own and at most one intermediate node), each ~60 bytes with
+// key and value, 64 after the kernel's allocator rounds.
 func BanBytes() uint64 {
 	var b gen.XdplimitXdplBan
-	return uint64(binary.Size(b)) + 96
+	return uint64(binary.Size(b)) + 2*64
 }
 
 // Ban is one ban in force.
@@ -53,8 +54,8 @@ type Ban struct {
 	Shadow  bool          // recorded and counted, never enforced
 }
 
-// checkMaxBans refuses a table size the datapath cannot index as sets.
-func checkMaxBans(n uint32) error {
+// CheckMaxBans refuses a table size the datapath cannot index as sets.
+func CheckMaxBans(n uint32) error {
 	if n < BanWays || n&(n-1) != 0 {
 		return fmt.Errorf("--max-bans %d: give a power of two, at least %d", n, BanWays)
 	}
@@ -343,4 +344,13 @@ func (l *Limiter) countManualBan() error {
 	}
 	m.ManualBans++
 	return l.SetMeta(m)
+}
+
+// BanLookupOn says whether the generation in force looks bans up.
+func (l *Limiter) BanLookupOn() (bool, error) {
+	g, ctl, err := l.active()
+	if err != nil {
+		return false, err
+	}
+	return ctl.Gen[g].Flags&gfBans != 0, nil
 }

@@ -82,7 +82,7 @@ func Load(opts Options) (*Limiter, error) {
 	if opts.MaxBans == 0 {
 		opts.MaxBans = DefaultMaxBans
 	}
-	if err := checkMaxBans(opts.MaxBans); err != nil {
+	if err := CheckMaxBans(opts.MaxBans); err != nil {
 		return nil, err
 	}
 	sizeBans(spec, opts.MaxBans)
