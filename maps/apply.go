@@ -15,6 +15,8 @@ import (
 // unchanged keep their state; a changed limit starts fresh. What to write
 // is planGeneration's; Apply reads what it needs and writes the plan.
 func (l *Limiter) Apply(img *Image) error {
+	l.ctlMu.Lock()
+	defer l.ctlMu.Unlock()
 	g, ctl, err := l.active()
 	if err != nil {
 		return err

@@ -323,6 +323,8 @@ func (l *Limiter) Unban(p netip.Prefix) (bool, error) {
 // while no attach process runs: one that does re-applies its policy
 // instead (SIGHUP), and Apply sets the flag while a trie holds a prefix.
 func (l *Limiter) EnableBanLookup() error {
+	l.ctlMu.Lock()
+	defer l.ctlMu.Unlock()
 	_, ctl, err := l.active()
 	if err != nil {
 		return err

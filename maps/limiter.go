@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -53,6 +54,9 @@ type Limiter struct {
 	clock      Clock
 	tickNs     uint64
 	trackAfter uint32
+	// ctlMu orders this process's writes of the control word: Apply's
+	// and EnableBanLookup's (a fleet engine's, from its own goroutine).
+	ctlMu sync.Mutex
 }
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the
