@@ -172,21 +172,8 @@ struct {
 /* Bans: the tries map a banned prefix to its slot in xdpl_bans, where the
  * ban lives (bans.h). Sized together by the control plane (--max-bans); the
  * tries get room for races of two CPUs into one slot. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, 2 * XDPL_MAX_BANS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct xdpl_ban_key4);
-	__type(value, __u32);
-} xdpl_ban4 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, 2 * XDPL_MAX_BANS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct xdpl_ban_key6);
-	__type(value, __u32);
-} xdpl_ban6 SEC(".maps");
+XDPL_LPM_MAP(xdpl_ban4, struct xdpl_ban_key4, __u32, 2 * XDPL_MAX_BANS);
+XDPL_LPM_MAP(xdpl_ban6, struct xdpl_ban_key6, __u32, 2 * XDPL_MAX_BANS);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
