@@ -3,9 +3,10 @@
 
 /* xdplimit: per-source flood limiter at the driver level.
  *
- * Per packet: parse; allow/deny by longest prefix; find the first matching
- * rule by bitmap classification; evaluate the rule's limiter levels on state
- * shared across CPUs; count the verdict in per-CPU counters. */
+ * Per packet: parse; allow/deny by longest prefix; bans (bans.h); find the
+ * first matching rule by bitmap classification; evaluate the rule's limiter
+ * levels on state shared across CPUs; count the verdict in per-CPU counters.
+ * A rule with action ban bans the source of the packet that exceeded. */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
