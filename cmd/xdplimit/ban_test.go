@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/internal/testutil"
@@ -103,4 +107,72 @@ func TestBanPinnedState(t *testing.T) {
 		refused("unban again", iface+": 198.51.100.0/24 is not banned (see xdplimit bans "+iface+")", "unban", iface, "198.51.100.0/24"),
 		{name: "none left", args: []string{"bans", iface}, stdout: "0 bans of 64\n"},
 	})
+}
+
+// ban with an attach process running: the control word is the process's,
+// so ban asks it (SIGHUP) to re-apply its policy, which turns the ban
+// lookup on because the table is no longer empty.
+func TestBanRunningAttach(t *testing.T) {
+	testutil.Require(t, os.Geteuid() == 0, "needs root to attach")
+	bin := testutil.XdplimitBin(t)
+	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
+	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xbt" + id, PeerName: "xbu" + id})
+	iface := v.PeerName
+	cmd := exec.Command("nsenter", "--net="+v.PeerNS.Path(), bin, "attach", iface, "--policy", writeFile(t, "p.yaml", goodPolicy),
+		"--mode", "generic", "--metrics-addr", "", "--max-sources", "4096", "--max-bans", "64")
+	// A file, not a buffer: read on failure while the process still writes.
+	logs := filepath.Join(t.TempDir(), "attach.log")
+	logFile, err := os.Create(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		loader.Detach(iface)
+	})
+	// Attached once the pins name this process.
+	waitFor(t, "attach", func() bool {
+		s, err := loader.Open(iface)
+		if err != nil {
+			return false
+		}
+		defer s.Close()
+		return s.Meta.Pid == uint32(cmd.Process.Pid)
+	}, logs)
+	want := fmt.Sprintf("%s: banned 198.51.100.0/24 for 10m0s (attach pid %d re-applies its policy to turn ban lookups on)\n",
+		iface, cmd.Process.Pid)
+	runCases(t, []cliCase{{name: "ban", args: []string{"ban", iface, "198.51.100.0/24"}, stdout: want}})
+	waitFor(t, "ban lookup on", func() bool {
+		s, err := loader.Open(iface)
+		if err != nil {
+			return false
+		}
+		defer s.Close()
+		on, err := s.Limiter.BanLookupOn()
+		return err == nil && on
+	}, logs)
+}
+
+func waitFor(t *testing.T, what string, ok func() bool, logs string) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	out, _ := os.ReadFile(logs)
+	t.Fatalf("%s: not after 20 s; attach logged:\n%s", what, out)
 }
