@@ -3,8 +3,10 @@ package maps_test
 import (
 	"net/netip"
 	"testing"
-	"time"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/gen"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -34,6 +36,7 @@ rules:
 			if err := l.Apply(compileYAML(b, yaml)); err != nil {
 				b.Fatal(err)
 			}
+			// Straight into the maps: Ban reads the whole table per ban.
 			for i := range c.bans {
 				bits := 32
 				if c.mixed {
@@ -41,7 +44,13 @@ rules:
 				}
 				a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
 				p, _ := a.Prefix(bits)
-				if _, err := l.Ban(p, time.Hour, ""); err != nil {
+				v := gen.XdplimitXdplBan{ExpiresNs: 1 << 62, Family: 4, Prefixlen: uint32(bits)}
+				copy(v.Addr[:], p.Addr().AsSlice())
+				k := gen.XdplimitXdplBanKey4{Prefixlen: uint32(bits), Addr: p.Addr().As4()}
+				if err := l.Map(gen.XdplimitMapXdplBans).Update(uint32(i), &v, ebpf.UpdateAny); err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Map(gen.XdplimitMapXdplBan4).Update(&k, uint32(i), ebpf.UpdateAny); err != nil {
 					b.Fatal(err)
 				}
 			}
