@@ -185,12 +185,12 @@ int xdpl_main(struct xdp_md *ctx)
 			__sync_fetch_and_add(&b->dropped, 1);
 			if ((b->flags & XDPL_BF_SHADOW) || (gflags & XDPL_GF_SHADOW)) {
 				xdpl_count(XDPL_C_BAN_SHADOW, p.len);
-				xdpl_sample(&p, XDPL_V_SHADOW, b->origin);
+				xdpl_sample(&p, XDPL_V_SHADOW, XDPL_SAMPLE_BAN);
 				xdpl_decided(XDPL_WHY_BAN, XDPL_V_SHADOW, NULL, -1, -1, &p);
 				return XDP_PASS;
 			}
 			xdpl_count(XDPL_C_BAN_DROP, p.len);
-			xdpl_sample(&p, XDPL_V_DROP, b->origin);
+			xdpl_sample(&p, XDPL_V_DROP, XDPL_SAMPLE_BAN);
 			xdpl_decided(XDPL_WHY_BAN, XDPL_V_DROP, NULL, -1, -1, &p);
 			return XDP_DROP;
 		}

@@ -181,6 +181,7 @@ enum xdpl_const {
 	XDPL_BAN_REASON_LEN = 64,
 	XDPL_BF_SHADOW = 1 << 0, /* recorded and counted, never enforced */
 	XDPL_WHY_BAN = 7,
+	XDPL_SAMPLE_BAN = 0xfffe, /* slot of samples of banned sources */
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

@@ -155,6 +155,7 @@ const (
 	XdplimitXdplConstXDPL_BAN_REASON_LEN        XdplimitXdplConst = 64
 	XdplimitXdplConstXDPL_BF_SHADOW             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_WHY_BAN               XdplimitXdplConst = 7
+	XdplimitXdplConstXDPL_SAMPLE_BAN            XdplimitXdplConst = 65534
 )
 
 type XdplimitXdplControl struct {

@@ -38,7 +38,7 @@ func counter(t *testing.T, l *maps.Limiter, c maps.Counter) uint64 {
 }
 
 func TestBanStartsHoldsExpires(t *testing.T) {
-	l := load(t, maps.ClockMap, banPolicy)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, SampleOneIn: 1}, banPolicy)
 	u, tc := udp4("198.51.100.9").bytes(t), tcp4("198.51.100.9").bytes(t)
 	other := udp4("198.51.100.10").bytes(t)
 	for i, want := range []uint32{xdpPass, xdpPass, xdpDrop} {
@@ -71,6 +71,20 @@ func TestBanStartsHoldsExpires(t *testing.T) {
 	}
 	if n := counter(t, l, maps.CounterBanDrop); n != 4 {
 		t.Fatalf("ban drops %d, want 4", n)
+	}
+	// Every drop sampled for top: the rule's one, then four of the ban.
+	samples, _, _, err := l.DropRing(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var banned int
+	for _, s := range samples {
+		if s.Ban {
+			banned++
+		}
+	}
+	if len(samples) != 5 || samples[0].Ban || banned != 4 {
+		t.Errorf("samples %+v: want the rule's drop, then 4 marked as the ban's", samples)
 	}
 	// Ended: the ban's time is over; nothing ran in between.
 	if got := run(t, l, tc, t0+10*time.Second); got != xdpPass {

@@ -11,9 +11,10 @@ type DropSample struct {
 	Source  netip.Addr
 	Verdict Verdict
 	// Slot is the counter slot of the rule that dropped it; Deny marks the
-	// deny list.
+	// deny list, Ban a banned source.
 	Slot  uint32
 	Deny  bool
+	Ban   bool
 	Bytes uint32
 }
 
@@ -44,7 +45,8 @@ func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint6
 		for i := from; i < r.Written; i++ {
 			s := r.S[i%size]
 			d := DropSample{Verdict: Verdict(s.Verdict), Slot: uint32(s.Slot), Bytes: s.Len,
-				Deny: uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_DENY)}
+				Deny: uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_DENY),
+				Ban:  uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_BAN)}
 			d.Source = addrOf(s.Family, s.Addr)
 			samples = append(samples, d)
 		}
