@@ -3,9 +3,10 @@
 
 /* xdplimit: per-source flood limiter at the driver level.
  *
- * Per packet: parse; allow/deny by longest prefix; find the first matching
- * rule by bitmap classification; evaluate the rule's limiter levels on state
- * shared across CPUs; count the verdict in per-CPU counters. */
+ * Per packet: parse; allow/deny by longest prefix; bans (bans.h); find the
+ * first matching rule by bitmap classification; evaluate the rule's limiter
+ * levels on state shared across CPUs; count the verdict in per-CPU counters.
+ * A rule with action ban bans the source of the packet that exceeded. */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -16,6 +17,7 @@
 #include "classify.h"
 #include "counters.h"
 #include "levels.h"
+#include "bans.h"
 #include "fleet_apply.h"
 #include "unparsed.h"
 #include "csum.h"
@@ -190,6 +192,26 @@ int xdpl_main(struct xdp_md *ctx)
 		}
 	}
 
+	/* Allow wins over a ban; a banned source costs no rule. */
+	if (gflags & XDPL_GF_BANS) {
+		struct xdpl_ban *b = xdpl_banned(&p);
+
+		if (b) {
+			__sync_fetch_and_add(&b->dropped, 1);
+			if ((b->flags & XDPL_BF_SHADOW) || (gflags & XDPL_GF_SHADOW)) {
+				xdpl_count(XDPL_C_BAN_SHADOW, p.len);
+				xdpl_sample(&p, XDPL_V_SHADOW, XDPL_SAMPLE_BAN, NULL, -1,
+					    g->sample_mask);
+				xdpl_decided(XDPL_WHY_BAN, XDPL_V_SHADOW, NULL, -1, -1, &p);
+				return XDP_PASS;
+			}
+			xdpl_count(XDPL_C_BAN_DROP, p.len);
+			xdpl_sample(&p, XDPL_V_DROP, XDPL_SAMPLE_BAN, NULL, -1, g->sample_mask);
+			xdpl_decided(XDPL_WHY_BAN, XDPL_V_DROP, NULL, -1, -1, &p);
+			return XDP_DROP;
+		}
+	}
+
 	int idx = xdpl_classify(gen, g, &p);
 
 	if (idx < 0) {
@@ -225,6 +247,8 @@ int xdpl_main(struct xdp_md *ctx)
 		if (refused >= 0 && refused < XDPL_MAX_LEVELS)
 			st->level_drops[r->levels[refused].origin & (XDPL_MAX_LEVELS - 1)]++;
 	}
+	if (refused >= 0 && (r->flags & XDPL_RF_BAN))
+		xdpl_ban_start(r, &p, verdict == XDPL_V_SHADOW);
 	if (verdict != XDPL_V_PASS)
 		xdpl_sample(&p, verdict, slot, r, refused, g->sample_mask);
 	xdpl_decided(XDPL_WHY_RULE, verdict, r, idx, refused, &p);

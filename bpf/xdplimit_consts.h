@@ -48,6 +48,7 @@ enum xdpl_const {
 	/* Generation flags. */
 	XDPL_GF_SHADOW = 1 << 0, /* mode: shadow, deny list included */
 	XDPL_GF_ACL = 1 << 1,	 /* allow/deny entries exist */
+	XDPL_GF_BANS = 1 << 2,	 /* bans can exist: the ban table is looked up */
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,
@@ -68,6 +69,7 @@ enum xdpl_const {
 	XDPL_KEY_GLOBAL = 2,	/* one bucket for the rule */
 
 	XDPL_RF_SHADOW = 1 << 0,
+	XDPL_RF_BAN = 1 << 1, /* over the limit: ban the source prefix (bans.h) */
 
 	XDPL_V_PASS = 0,
 	XDPL_V_DROP = 1,
@@ -89,8 +91,12 @@ enum xdpl_const {
 	XDPL_C_CAS_EXHAUSTED = 8,
 	XDPL_C_UNTRACKED =
 	    9, /* admitted at a level without a state entry (sketch: not heavy yet) */
-	XDPL_C_FLEET_LOST = 10, /* fleet keys not reported: the ring was full */
-	XDPL_NCOUNTERS = 11,
+	XDPL_C_FLEET_LOST = 10,	  /* fleet keys not reported: the ring was full */
+	XDPL_C_BAN_DROP = 11,	  /* dropped: the source is banned */
+	XDPL_C_BAN_SHADOW = 12,	  /* banned in shadow: would have dropped; passed */
+	XDPL_C_BAN_STARTED = 13,  /* bans a rule started (shadow ones included) */
+	XDPL_C_BAN_REPLACED = 14, /* live bans replaced: their set was full */
+	XDPL_NCOUNTERS = 15,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -195,6 +201,13 @@ enum xdpl_const {
 	XDPL_KEY_SRC_SPORT = 3, /* source address masked to a prefix, and source port */
 	/* Level of a drop sample not refused by a rule's level (deny list). */
 	XDPL_SAMPLE_NO_LEVEL = 0xff,
+	/* Bans (bans.h): the table is XDPL_BAN_WAYS-way set associative. */
+	XDPL_BAN_WAYS = 8,
+	XDPL_BAN_MANUAL = 0xffff, /* origin of a ban made by hand */
+	XDPL_BAN_REASON_LEN = 64,
+	XDPL_BF_SHADOW = 1 << 0, /* recorded and counted, never enforced */
+	XDPL_WHY_BAN = 7,
+	XDPL_SAMPLE_BAN = 0xfffe, /* slot of samples of banned sources */
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also
@@ -207,6 +220,9 @@ enum xdpl_const {
 #endif
 #ifndef XDPL_MAX_ACL
 #define XDPL_MAX_ACL (1 << 18) /* per family, both generations */
+#endif
+#ifndef XDPL_MAX_BANS
+#define XDPL_MAX_BANS (1 << 16) /* a multiple of XDPL_BAN_WAYS; resized before load */
 #endif
 #ifndef XDPL_MAX_CIDRS
 #define XDPL_MAX_CIDRS (1 << 14) /* per family and direction, both generations */

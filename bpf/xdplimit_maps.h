@@ -185,4 +185,17 @@ XDPL_FIELD_MAP(xdpl_tos, XDPL_TOS_SLOTS);
 XDPL_FIELD_MAP(xdpl_icmpt, XDPL_ICMP_SLOTS);
 XDPL_FIELD_MAP(xdpl_icmpc, XDPL_ICMP_SLOTS);
 
+/* Bans: the tries map a banned prefix to its slot in xdpl_bans, where the
+ * ban lives (bans.h). Sized together by the control plane (--max-bans); the
+ * tries get room for races of two CPUs into one slot. */
+XDPL_LPM_MAP(xdpl_ban4, struct xdpl_ban_key4, __u32, 2 * XDPL_MAX_BANS);
+XDPL_LPM_MAP(xdpl_ban6, struct xdpl_ban_key6, __u32, 2 * XDPL_MAX_BANS);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_MAX_BANS);
+	__type(key, __u32);
+	__type(value, struct xdpl_ban);
+} xdpl_bans SEC(".maps");
+
 #endif

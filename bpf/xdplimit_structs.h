@@ -41,10 +41,13 @@ struct xdpl_rule {
 	__u32 counter_slot; /* index into xdpl_stats and xdpl_names */
 	__u8 flags;	    /* XDPL_RF_* */
 	__u8 nlevels;
-	__u8 pad[2];
+	/* XDPL_RF_BAN: the source prefix banned, per family. */
+	__u8 ban_bits4;
+	__u8 ban_bits6;
 	/* Evaluated in order; the control plane puts cheap shared aggregates
 	 * first. A packet passes only if every level admits it. */
 	struct xdpl_level levels[XDPL_MAX_LEVELS];
+	__u64 ban_ns; /* XDPL_RF_BAN: how long a ban lasts */
 };
 
 struct xdpl_gen_cfg {
@@ -216,6 +219,32 @@ struct xdpl_drop_ring {
 	struct xdpl_drop_sample s[XDPL_DROP_RING];
 };
 
+/* The ban tries' keys (prefixlen is the prefix's own: no generation). */
+struct xdpl_ban_key4 {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+
+struct xdpl_ban_key6 {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+/* One slot of the ban table. expires_ns is on the datapath's clock (the
+ * monotonic clock, or the injected one); 0 means the slot was never used, a
+ * past time that it is free. */
+struct xdpl_ban {
+	__u64 expires_ns;
+	__u64 started_ns;
+	__u64 dropped; /* packets dropped (or counted in shadow) while banned */
+	__u16 origin;  /* counter slot of the rule that banned, or XDPL_BAN_MANUAL */
+	__u8 flags;    /* XDPL_BF_* */
+	__u8 family;   /* 4 or 6 */
+	__u32 prefixlen;
+	__u8 addr[16]; /* IPv4 in the first 4 bytes */
+	char reason[XDPL_BAN_REASON_LEN];
+};
+
 struct xdpl_name {
 	char name[XDPL_NAME_LEN];
 };
@@ -233,6 +262,7 @@ struct xdpl_metadata {
 	__u32 pid; /* the attach process in charge, for `xdplimit reload` */
 	__u8 policy_sha256[32];
 	char policy_path[256];
+	__u64 manual_bans; /* bans made by hand, ever (metrics) */
 };
 
 #endif

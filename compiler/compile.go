@@ -218,6 +218,9 @@ func prefixBitmaps(rules []policy.Rule, get func(*policy.Match) []netip.Prefix) 
 
 func compileRule(r policy.Rule) (maps.RuleSpec, error) {
 	rs := maps.RuleSpec{Name: r.Name, Shadow: r.Action == policy.ActionShadow}
+	if b := r.Ban; b != nil {
+		rs.Ban = &maps.BanSpec{For: b.For, V4Bits: b.IPv4Prefix, V6Bits: b.IPv6Prefix}
+	}
 	if len(r.Levels) == 0 || len(r.Levels) > maps.MaxLevels {
 		return rs, fmt.Errorf("%d limit levels; the datapath evaluates 1 to %d", len(r.Levels), maps.MaxLevels)
 	}

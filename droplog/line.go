@@ -18,7 +18,7 @@ type Line struct {
 	Event     string    `json:"event"` // "drop"
 	Time      time.Time `json:"time"`  // when the reader took the sample, UTC
 	Interface string    `json:"interface"`
-	Rule      string    `json:"rule"` // the rule's name, or _deny
+	Rule      string    `json:"rule"` // the rule's name, _deny or _ban
 	// Level is the refusing level in policy order: 0 the rule's own limit,
 	// 1.. its aggregates in file order; absent for the deny list.
 	Level  *int   `json:"level,omitempty"`
@@ -69,6 +69,8 @@ func action(s maps.DropSample) string {
 		return "shadow"
 	case s.Deny:
 		return "deny"
+	case s.Ban:
+		return "ban"
 	}
 	return "drop"
 }

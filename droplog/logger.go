@@ -176,6 +176,9 @@ func (l *Logger) ruleName(s maps.DropSample) string {
 	if s.Deny {
 		return "_deny"
 	}
+	if s.Ban {
+		return "_ban"
+	}
 	if n, ok := l.names[s.Slot]; ok {
 		return n
 	}

@@ -69,6 +69,14 @@ func TestLineFormat(t *testing.T) {
 	if got != want {
 		t.Errorf("deny list, no ports, no level:\ngot  %s\nwant %s", got, want)
 	}
+	ban := sample("192.0.2.9")
+	ban.Ban, ban.Level = true, maps.NoLevel
+	got = string(encode(lineOf(ban, "eth0", "_ban", at)))
+	want = `{"event":"drop","time":"2026-11-23T20:00:00.123456789Z","interface":"eth0","rule":"_ban",` +
+		`"action":"ban","src":"192.0.2.9","dst":"10.0.0.1","proto":"udp","sport":53,"dport":40000,"len":540,"ttl":250,"tos":184}` + "\n"
+	if got != want {
+		t.Errorf("a banned source:\ngot  %s\nwant %s", got, want)
+	}
 	shadow := sample("192.0.2.7")
 	shadow.Verdict = maps.VerdictShadow
 	if a := lineOf(shadow, "eth0", "r", at).Action; a != "shadow" {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -83,6 +84,9 @@ type Engine struct {
 	hosts    int    // live hosts Redis last reported (1 until it does)
 	reserves map[uint32]uint64
 	tls      bool // the URLs are rediss://
+	// knownBans: the bans this host and Redis agreed on at the last
+	// sync, by prefix, with their expiry in wall-clock ms (bans.go).
+	knownBans map[netip.Prefix]int64
 }
 
 // New makes an engine; it connects on its first sync. The levels in force
@@ -260,6 +264,11 @@ func (e *Engine) Sync(ctx context.Context) SyncResult {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	res, err := e.sync(ctx)
+	if bt, ok := e.dp.(BanTable); ok && err == nil && !res.Skipped {
+		xctx, cancel := context.WithTimeout(ctx, syncDeadline(e.opts.Fleet.Sync, 0))
+		err = e.syncBans(xctx, bt)
+		cancel()
+	}
 	if err != nil && ctx.Err() != nil {
 		res.Err = err // stopped mid-sync: not a sync error
 	} else if err != nil {

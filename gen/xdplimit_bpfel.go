@@ -13,6 +13,31 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type XdplimitXdplBan struct {
+	_         structs.HostLayout
+	ExpiresNs uint64
+	StartedNs uint64
+	Dropped   uint64
+	Origin    uint16
+	Flags     uint8
+	Family    uint8
+	Prefixlen uint32
+	Addr      [16]uint8
+	Reason    [64]int8
+}
+
+type XdplimitXdplBanKey4 struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint8
+}
+
+type XdplimitXdplBanKey6 struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
+}
+
 type XdplimitXdplBitmap struct {
 	_ structs.HostLayout
 	W [4]uint64
@@ -47,6 +72,7 @@ const (
 	XdplimitXdplConstXDPL_DIM_VLAN              XdplimitXdplConst = 64
 	XdplimitXdplConstXDPL_GF_SHADOW             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_GF_ACL                XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_GF_BANS               XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3
@@ -58,6 +84,7 @@ const (
 	XdplimitXdplConstXDPL_KEY_SRC_DPORT         XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_KEY_GLOBAL            XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_RF_SHADOW             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_RF_BAN                XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_V_PASS                XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_V_DROP                XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_V_SHADOW              XdplimitXdplConst = 2
@@ -75,7 +102,11 @@ const (
 	XdplimitXdplConstXDPL_C_CAS_EXHAUSTED       XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_C_UNTRACKED           XdplimitXdplConst = 9
 	XdplimitXdplConstXDPL_C_FLEET_LOST          XdplimitXdplConst = 10
-	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 11
+	XdplimitXdplConstXDPL_C_BAN_DROP            XdplimitXdplConst = 11
+	XdplimitXdplConstXDPL_C_BAN_SHADOW          XdplimitXdplConst = 12
+	XdplimitXdplConstXDPL_C_BAN_STARTED         XdplimitXdplConst = 13
+	XdplimitXdplConstXDPL_C_BAN_REPLACED        XdplimitXdplConst = 14
+	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 15
 	XdplimitXdplConstXDPL_CLOCK_KTIME           XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CLOCK_COARSE          XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_CLOCK_MAP             XdplimitXdplConst = 2
@@ -136,6 +167,12 @@ const (
 	XdplimitXdplConstXDPL_ICMP_UNKNOWN          XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_KEY_SRC_SPORT         XdplimitXdplConst = 3
 	XdplimitXdplConstXDPL_SAMPLE_NO_LEVEL       XdplimitXdplConst = 255
+	XdplimitXdplConstXDPL_BAN_WAYS              XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_BAN_MANUAL            XdplimitXdplConst = 65535
+	XdplimitXdplConstXDPL_BAN_REASON_LEN        XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_BF_SHADOW             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_WHY_BAN               XdplimitXdplConst = 7
+	XdplimitXdplConstXDPL_SAMPLE_BAN            XdplimitXdplConst = 65534
 )
 
 type XdplimitXdplControl struct {
@@ -274,6 +311,7 @@ type XdplimitXdplMetadata struct {
 	Pid            uint32
 	PolicySha256   [32]uint8
 	PolicyPath     [256]int8
+	ManualBans     uint64
 }
 
 type XdplimitXdplName struct {
@@ -309,8 +347,10 @@ type XdplimitXdplRule struct {
 	CounterSlot uint32
 	Flags       uint8
 	Nlevels     uint8
-	Pad         [2]uint8
+	BanBits4    uint8
+	BanBits6    uint8
 	Levels      [4]XdplimitXdplLevel
+	BanNs       uint64
 }
 
 type XdplimitXdplRuleStats struct {
@@ -346,6 +386,9 @@ type XdplimitXdplUnparsedStats struct {
 const (
 	XdplimitMapXdplAcl4            = "xdpl_acl4"
 	XdplimitMapXdplAcl6            = "xdpl_acl6"
+	XdplimitMapXdplBan4            = "xdpl_ban4"
+	XdplimitMapXdplBan6            = "xdpl_ban6"
+	XdplimitMapXdplBans            = "xdpl_bans"
 	XdplimitMapXdplClock           = "xdpl_clock"
 	XdplimitMapXdplCounters        = "xdpl_counters"
 	XdplimitMapXdplCtl             = "xdpl_ctl"
@@ -382,6 +425,7 @@ const (
 	XdplimitMapXdplVlan            = "xdpl_vlan"
 	XdplimitProgXdplFleetApply     = "xdpl_fleet_apply"
 	XdplimitProgXdplMain           = "xdpl_main"
+	XdplimitVarXdplBanSetMask      = "xdpl_ban_set_mask"
 	XdplimitVarXdplBenchBase       = "xdpl_bench_base"
 	XdplimitVarXdplBenchRotate     = "xdpl_bench_rotate"
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
@@ -450,6 +494,9 @@ type XdplimitProgramSpecs struct {
 type XdplimitMapSpecs struct {
 	XdplAcl4           *ebpf.MapSpec `ebpf:"xdpl_acl4"`
 	XdplAcl6           *ebpf.MapSpec `ebpf:"xdpl_acl6"`
+	XdplBan4           *ebpf.MapSpec `ebpf:"xdpl_ban4"`
+	XdplBan6           *ebpf.MapSpec `ebpf:"xdpl_ban6"`
+	XdplBans           *ebpf.MapSpec `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
@@ -490,6 +537,7 @@ type XdplimitMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitVariableSpecs struct {
+	XdplBanSetMask      *ebpf.VariableSpec `ebpf:"xdpl_ban_set_mask"`
 	XdplBenchBase       *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
 	XdplBenchRotate     *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
@@ -528,6 +576,9 @@ func (o *XdplimitObjects) Close() error {
 type XdplimitMaps struct {
 	XdplAcl4           *ebpf.Map `ebpf:"xdpl_acl4"`
 	XdplAcl6           *ebpf.Map `ebpf:"xdpl_acl6"`
+	XdplBan4           *ebpf.Map `ebpf:"xdpl_ban4"`
+	XdplBan6           *ebpf.Map `ebpf:"xdpl_ban6"`
+	XdplBans           *ebpf.Map `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
@@ -568,6 +619,9 @@ func (m *XdplimitMaps) Close() error {
 	return _XdplimitClose(
 		m.XdplAcl4,
 		m.XdplAcl6,
+		m.XdplBan4,
+		m.XdplBan6,
+		m.XdplBans,
 		m.XdplClock,
 		m.XdplCounters,
 		m.XdplCtl,
@@ -609,6 +663,7 @@ func (m *XdplimitMaps) Close() error {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitVariables struct {
+	XdplBanSetMask      *ebpf.Variable `ebpf:"xdpl_ban_set_mask"`
 	XdplBenchBase       *ebpf.Variable `ebpf:"xdpl_bench_base"`
 	XdplBenchRotate     *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`

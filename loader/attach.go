@@ -71,8 +71,11 @@ type Config struct {
 	// MaxOtherSources: entries for every other key (IPv6, global,
 	// src_ip+dst_port); 0 means MaxSources / 4.
 	MaxOtherSources uint32
-	Clock           maps.Clock
-	Policy          Policy
+	// MaxBans sizes the ban table (a power of two; 0: maps.DefaultMaxBans);
+	// a pinned table keeps its size.
+	MaxBans uint32
+	Clock   maps.Clock
+	Policy  Policy
 	// Warn receives warnings that do not stop the attach.
 	Warn func(string)
 }
@@ -227,7 +230,8 @@ func (a *Attachment) attachNew(cfg Config, nl netlink.Link) (err error) {
 			}
 		}()
 	}
-	l, err := maps.Load(maps.Options{MaxSources: cfg.MaxSources, MaxOtherSources: cfg.MaxOtherSources, Clock: cfg.Clock})
+	l, err := maps.Load(maps.Options{MaxSources: cfg.MaxSources, MaxOtherSources: cfg.MaxOtherSources,
+		MaxBans: cfg.MaxBans, Clock: cfg.Clock})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 // unchanged keep their state; a changed limit starts fresh. What to write
 // is planGeneration's; Apply reads what it needs and writes the plan.
 func (l *Limiter) Apply(img *Image) error {
+	l.ctlMu.Lock()
+	defer l.ctlMu.Unlock()
 	g, ctl, err := l.active()
 	if err != nil {
 		return err
@@ -28,8 +30,13 @@ func (l *Limiter) Apply(img *Image) error {
 	if err != nil {
 		return err
 	}
+	bans, err := l.anyBan()
+	if err != nil {
+		return err
+	}
 	p, err := planGeneration(planInput{
-		img: img, inForce: inForce, nextStateID: meta.NextStateID,
+		bansExist: bans,
+		img:       img, inForce: inForce, nextStateID: meta.NextStateID,
 		clock: l.clock, tickNs: l.tickNs, trackAfter: l.trackAfter, sampleOneIn: l.sampleOneIn, cpus: ebpf.MustPossibleCPU(),
 		wallOffset: wallOffset(),
 	})

@@ -24,6 +24,8 @@ const (
 	vlanUntagged  = uint32(gen.XdplimitXdplConstXDPL_VLAN_IDX_UNTAGGED)
 	gfShadow      = uint32(gen.XdplimitXdplConstXDPL_GF_SHADOW)
 	gfACL         = uint32(gen.XdplimitXdplConstXDPL_GF_ACL)
+	gfBans        = uint32(gen.XdplimitXdplConstXDPL_GF_BANS)
+	rfBan         = uint8(gen.XdplimitXdplConstXDPL_RF_BAN)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
 	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
 	lfTrackFirst  = uint8(gen.XdplimitXdplConstXDPL_LF_TRACK_FIRST)
@@ -114,6 +116,13 @@ const (
 	// CounterFleetLost counts fleet keys the datapath could not report (its
 	// ring was full): their consumption is synced at their next report.
 	CounterFleetLost = Counter(gen.XdplimitXdplConstXDPL_C_FLEET_LOST)
+	// Bans (see bans.go): packets dropped, or passed in shadow, because
+	// their source is banned; bans rules started; live bans replaced
+	// because their set of the table was full.
+	CounterBanDrop     = Counter(gen.XdplimitXdplConstXDPL_C_BAN_DROP)
+	CounterBanShadow   = Counter(gen.XdplimitXdplConstXDPL_C_BAN_SHADOW)
+	CounterBanStarted  = Counter(gen.XdplimitXdplConstXDPL_C_BAN_STARTED)
+	CounterBanReplaced = Counter(gen.XdplimitXdplConstXDPL_C_BAN_REPLACED)
 )
 
 var counterNames = map[Counter]string{
@@ -128,6 +137,10 @@ var counterNames = map[Counter]string{
 	CounterCASExhausted: "cas_exhausted",
 	CounterUntracked:    "untracked",
 	CounterFleetLost:    "fleet_key_lost",
+	CounterBanDrop:      "ban_drop",
+	CounterBanShadow:    "ban_shadow",
+	CounterBanStarted:   "ban_started",
+	CounterBanReplaced:  "ban_replaced",
 }
 
 func (c Counter) String() string {

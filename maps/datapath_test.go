@@ -34,7 +34,7 @@ const (
 
 // requireBPF fails under CI and skips elsewhere when the test cannot load
 // programs: these tests run the real program on the real kernel.
-func requireBPF(t *testing.T) {
+func requireBPF(t testing.TB) {
 	t.Helper()
 	testutil.Require(t, os.Geteuid() == 0, "needs root (CAP_BPF) to load the XDP program")
 }
@@ -679,7 +679,7 @@ func flood(l *maps.Limiter, pkt []byte, repeat int) (int64, int64, float64, erro
 }
 
 // compileYAML compiles a policy given as YAML.
-func compileYAML(t *testing.T, yaml string) *maps.Image {
+func compileYAML(t testing.TB, yaml string) *maps.Image {
 	t.Helper()
 	p, err := policy.Parse("test.yaml", []byte(yaml))
 	if err != nil {
@@ -963,7 +963,7 @@ rules:
 
 // pinCPU keeps the test's thread on one CPU (and so on one sketch region)
 // until the test ends.
-func pinCPU(t *testing.T, cpu int) {
+func pinCPU(t testing.TB, cpu int) {
 	t.Helper()
 	unpin, err := netns.Pin(cpu)
 	if err != nil {

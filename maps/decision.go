@@ -18,6 +18,7 @@ const (
 	WhyDeny      = Why(gen.XdplimitXdplConstXDPL_WHY_DENY)
 	WhyUnmatched = Why(gen.XdplimitXdplConstXDPL_WHY_UNMATCHED)
 	WhyRule      = Why(gen.XdplimitXdplConstXDPL_WHY_RULE)
+	WhyBan       = Why(gen.XdplimitXdplConstXDPL_WHY_BAN)
 )
 
 func (w Why) String() string {
@@ -34,6 +35,8 @@ func (w Why) String() string {
 		return "unmatched"
 	case WhyRule:
 		return "rule"
+	case WhyBan:
+		return "ban"
 	}
 	return fmt.Sprintf("why(%d)", uint32(w))
 }

@@ -14,9 +14,10 @@ type DropSample struct {
 	Source, Destination netip.Addr
 	Verdict             Verdict
 	// Slot is the counter slot of the rule that dropped it; Deny marks the
-	// deny list.
+	// deny list, Ban a banned source.
 	Slot uint32
 	Deny bool
+	Ban  bool
 	// Level is the refusing level's place in the policy (0 = the rule's
 	// own limit), or NoLevel.
 	Level    int
@@ -68,6 +69,7 @@ func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint6
 func dropSample(s *gen.XdplimitXdplDropSample) DropSample {
 	d := DropSample{Verdict: Verdict(s.Verdict), Slot: uint32(s.Slot), Bytes: s.Len,
 		Deny:   uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_DENY),
+		Ban:    uint32(s.Slot) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_BAN),
 		Source: addrOf(s.Family, s.Saddr), Destination: addrOf(s.Family, s.Daddr),
 		Level: int(s.Level), IPLength: s.Iplen, Protocol: s.Proto, TTL: s.Ttl, TOS: s.Tos,
 		TCPFlags: s.TcpFlags, HasPorts: s.Ports == portsOK}

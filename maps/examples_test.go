@@ -37,6 +37,8 @@ var exampleFrames = map[string]struct {
 	"ipv6-64.yaml":    {pktgen.UDP6(exampleAddr("2001:db8:1:2::3"), exampleAddr("2001:db8::1"), 4000, 443, 100), "ipv6-per-64"},
 	"per-24-budget.yaml": {
 		pktgen.UDP4(exampleAddr("192.0.2.7"), exampleAddr("10.0.0.1"), 4000, 443, 100), "per-24-bytes"},
+	"ssh-ban.yaml": {
+		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 22, pktgen.TCPSyn, 0), "ssh"},
 	"syn-flood.yaml": {
 		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 443, pktgen.TCPSyn, 0), "web-syn"},
 }

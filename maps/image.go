@@ -3,6 +3,7 @@ package maps
 import (
 	"encoding/binary"
 	"net/netip"
+	"time"
 
 	"github.com/xdplimit/xdplimit/gen"
 	"github.com/xdplimit/xdplimit/model"
@@ -31,6 +32,14 @@ type RuleSpec struct {
 	Name   string
 	Shadow bool
 	Levels []LevelSpec
+	Ban    *BanSpec // action: ban; nil otherwise
+}
+
+// BanSpec is what a rule with action ban bans: the exceeding packet's
+// source masked to V4Bits or V6Bits, for For.
+type BanSpec struct {
+	For            time.Duration
+	V4Bits, V6Bits int
 }
 
 // PrefixBitmap is an LPM entry of a classification trie.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -41,6 +42,9 @@ type Options struct {
 	// this CPU has seen it this many times within one 16.8 ms sketch epoch (0 means 2; 1
 	// tracks every key at its first packet). See docs/design.md.
 	TrackAfter uint32
+	// MaxBans sizes the ban table (a power of two; 0 means
+	// DefaultMaxBans). A pinned table keeps its size.
+	MaxBans uint32
 }
 
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
@@ -51,6 +55,9 @@ type Limiter struct {
 	tickNs      uint64
 	trackAfter  uint32
 	sampleOneIn uint32 // Options.SampleOneIn
+	// ctlMu orders this process's writes of the control word: Apply's
+	// and EnableBanLookup's (a fleet engine's, from its own goroutine).
+	ctlMu sync.Mutex
 }
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the
@@ -77,6 +84,13 @@ func Load(opts Options) (*Limiter, error) {
 		spec.Maps[SourcesMap].MaxEntries = opts.MaxOtherSources
 	}
 	spec.Maps[sketchMap].MaxEntries = sketchCells()
+	if opts.MaxBans == 0 {
+		opts.MaxBans = DefaultMaxBans
+	}
+	if err := CheckMaxBans(opts.MaxBans); err != nil {
+		return nil, err
+	}
+	sizeBans(spec, opts.MaxBans)
 	if err := checkPinnedLayout(opts.Pinned); err != nil {
 		return nil, err
 	}
@@ -157,6 +171,9 @@ func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
 			spec.Maps[name].MaxEntries = m.MaxEntries()
 		}
 	}
+	if m, ok := pinned[banMap]; ok {
+		sizeBans(spec, m.MaxEntries())
+	}
 }
 
 func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
@@ -191,6 +208,7 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		"xdpl_bench_rotate":      opts.BenchRotate,
 		"xdpl_bench_base":        base,
 		"xdpl_record":            b2u(opts.Record),
+		"xdpl_ban_set_mask":      spec.Maps[banMap].MaxEntries/BanWays - 1,
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting %s: %w", name, err)

@@ -23,6 +23,7 @@ type Meta struct {
 	Pid           uint32 // the attach process
 	PolicySHA256  [32]byte
 	PolicyPath    string // at most 255 bytes are kept
+	ManualBans    uint64 // bans made by hand (xdplimit ban), ever
 }
 
 // AttachMode is the XDP attach mode an attach recorded.
@@ -55,6 +56,7 @@ func metaFrom(g *gen.XdplimitXdplMetadata) Meta {
 		Ifindex:       int(g.Ifindex),
 		Pid:           g.Pid,
 		PolicySHA256:  g.PolicySha256,
+		ManualBans:    g.ManualBans,
 	}
 	if g.AttachedUnixNs != 0 {
 		m.Attached = time.Unix(0, int64(g.AttachedUnixNs))
@@ -81,6 +83,7 @@ func (m *Meta) raw() *gen.XdplimitXdplMetadata {
 		Ifindex:       uint32(m.Ifindex),
 		Pid:           m.Pid,
 		PolicySha256:  m.PolicySHA256,
+		ManualBans:    m.ManualBans,
 	}
 	if !m.Attached.IsZero() {
 		g.AttachedUnixNs = uint64(m.Attached.UnixNano())

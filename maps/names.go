@@ -49,6 +49,9 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplTos, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplTos }},
 	{gen.XdplimitMapXdplIcmpt, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplIcmpt }},
 	{gen.XdplimitMapXdplIcmpc, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplIcmpc }},
+	{gen.XdplimitMapXdplBan4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBan4 }},
+	{gen.XdplimitMapXdplBan6, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBan6 }},
+	{gen.XdplimitMapXdplBans, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBans }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.

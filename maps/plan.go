@@ -29,6 +29,8 @@ type planInput struct {
 	// wallOffset is the wall clock minus the datapath's clock, in ns:
 	// fleet fixed windows start when the wall clock's windows do.
 	wallOffset int64
+	// bansExist: the ban table holds a ban, so the datapath must look.
+	bansExist bool
 }
 
 // plan is what Apply writes: the new generation's rules and configuration,
@@ -95,6 +97,12 @@ func planGeneration(in planInput) (plan, error) {
 		if rs.Shadow {
 			r.Flags |= rfShadow
 		}
+		if b := rs.Ban; b != nil {
+			r.Flags |= rfBan
+			r.BanBits4, r.BanBits6 = uint8(b.V4Bits), uint8(b.V6Bits)
+			r.BanNs = uint64(b.For)
+			p.cfg.Flags |= gfBans
+		}
 		r.Nlevels = uint8(len(rs.Levels))
 		for k, ls := range rs.Levels {
 			lv := &r.Levels[k]
@@ -126,6 +134,9 @@ func planGeneration(in planInput) (plan, error) {
 	}
 	p.cfg = gen.XdplimitXdplGenCfg{Dims: in.img.Dims, Nrules: uint32(len(p.rules)),
 		SampleMask: sampleMask(in.img.SampleOneIn, in.sampleOneIn)}
+	if in.bansExist {
+		p.cfg.Flags |= gfBans
+	}
 	if in.img.Shadow {
 		p.cfg.Flags |= gfShadow
 	}

@@ -80,6 +80,18 @@ var (
 	attachTimeDesc = desc("attach_time_seconds",
 		"Unix time the limiter's maps were created on the interface (an adopting attach keeps it): the start of "+
 			"every counter.", "interface")
+	bansActiveDesc = desc("bans_active",
+		"Bans in force, by origin: the banning rule's name, or manual (xdplimit ban). Read by walking the ban table.",
+		"interface", "origin")
+	bansStartedDesc = desc("bans_started_total",
+		"Bans started since the maps were created, by kind: rule (action ban, shadow included) or manual.",
+		"interface", "kind")
+	bansEndedDesc = desc("bans_ended_total",
+		"Bans that ended (expired, unbanned, replaced, or renewed by a new ban of the same prefix): bans started "+
+			"minus bans in force.", "interface")
+	bansReplacedDesc = desc("bans_replaced_total",
+		"Bans in force that a rule's new ban replaced because their set of the ban table was full (the one ending "+
+			"first goes): a rising rate means --max-bans is too small.", "interface")
 	upDesc = desc("up",
 		"1 when the interface's maps were read at this scrape, 0 when reading them failed (see /healthz).",
 		"interface")
@@ -88,6 +100,7 @@ var (
 var allDescs = []*prometheus.Desc{
 	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, insertsDesc, evictionsDesc,
 	insertFailDesc, contendedDesc, untrackedDesc, unparsedDesc, unparsedDropDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
+	bansActiveDesc, bansStartedDesc, bansEndedDesc, bansReplacedDesc,
 }
 
 // target is one interface the collector reads.
@@ -205,6 +218,14 @@ func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.Progra
 		counter(unparsedDesc, u.Packets, iface, maps.UnparsedKind(k).String())
 		counter(unparsedDropDesc, u.Dropped, iface, maps.UnparsedKind(k).String())
 	}
+	for origin, n := range s.BansByOrigin() {
+		gauge(bansActiveDesc, float64(n), iface, origin)
+	}
+	byRules, manual := s.BansStarted()
+	counter(bansStartedDesc, byRules, iface, "rule")
+	counter(bansStartedDesc, manual, iface, "manual")
+	counter(bansEndedDesc, s.BansEnded(), iface)
+	counter(bansReplacedDesc, s.Counters[maps.CounterBanReplaced].Packets, iface)
 	gauge(policyInfoDesc, 1, iface, policySHA(s.Meta))
 	gauge(programInfoDesc, 1, iface, s.Meta.AttachMode.String(), strconv.FormatUint(uint64(progID), 10))
 	if t := s.Meta.Attached; !t.IsZero() {

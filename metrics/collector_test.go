@@ -102,6 +102,8 @@ func TestCollector(t *testing.T) {
 			series("xdplimit_packets_total", "_malformed", "pass"):   1,
 			series("xdplimit_packets_total", "_malformed", "drop"):   0,
 			series("xdplimit_packets_total", "_non_ip", "pass"):      1,
+			series("xdplimit_packets_total", "_ban", "drop"):         0,
+			series("xdplimit_packets_total", "_ban", "shadow_drop"):  0,
 		},
 		"xdplimit_bytes_total": {
 			series("xdplimit_bytes_total", "dns", "pass"):          n(dnsA, 2) + n(dnsB, 1),
@@ -117,7 +119,16 @@ func TestCollector(t *testing.T) {
 			series("xdplimit_bytes_total", "_malformed", "pass"):   n(malformed, 1),
 			series("xdplimit_bytes_total", "_malformed", "drop"):   0,
 			series("xdplimit_bytes_total", "_non_ip", "pass"):      n(arp, 1),
+			series("xdplimit_bytes_total", "_ban", "drop"):         0,
+			series("xdplimit_bytes_total", "_ban", "shadow_drop"):  0,
 		},
+		"xdplimit_bans_started_total": {
+			`xdplimit_bans_started_total{interface="test0",kind="rule"}`:   0,
+			`xdplimit_bans_started_total{interface="test0",kind="manual"}`: 0,
+		},
+		"xdplimit_bans_ended_total":    {`xdplimit_bans_ended_total{interface="test0"}`: 0},
+		"xdplimit_bans_replaced_total": {`xdplimit_bans_replaced_total{interface="test0"}`: 0},
+		"xdplimit_bans_active":         {},
 		"xdplimit_level_drops_total": {
 			`xdplimit_level_drops_total{interface="test0",level="0",rule="dns"}`: 1,
 			`xdplimit_level_drops_total{interface="test0",level="1",rule="dns"}`: 1,

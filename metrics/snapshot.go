@@ -15,6 +15,7 @@ const (
 	RuleUnmatched = "_unmatched" // IP traffic no rule matched: passed
 	RuleMalformed = "_malformed" // frames the parser could not judge: the policy's unparsed action
 	RuleNonIP     = "_non_ip"    // neither IPv4 nor IPv6 (ARP, LLDP, ...): passed
+	RuleBan       = "_ban"       // banned sources: dropped (shadow_drop for shadow bans)
 )
 
 // Snapshot is one reading of an interface's counters. Reading it costs a
@@ -28,6 +29,7 @@ type Snapshot struct {
 	Counters  map[maps.Counter]maps.CounterValue
 	Unparsed  []maps.UnparsedValue // by maps.UnparsedKind
 	Capacity  uint32               // entries of the source table
+	Bans      []maps.Ban           // the bans in force (a walk of the ban table)
 }
 
 // Read takes a snapshot of the limiter l serving iface.
@@ -45,6 +47,9 @@ func Read(iface string, l *maps.Limiter) (Snapshot, error) {
 	}
 	if s.Rules, err = l.RuleStats(); err != nil {
 		return s, fmt.Errorf("%s: reading the rule counters: %w", iface, err)
+	}
+	if s.Bans, err = l.Bans(); err != nil {
+		return s, fmt.Errorf("%s: reading the ban table: %w", iface, err)
 	}
 	s.Time = time.Now()
 	return s, nil
@@ -86,7 +91,32 @@ func (s Snapshot) Series() []Series {
 		Series{RuleMalformed, maps.VerdictPass, malformed},
 		Series{RuleMalformed, maps.VerdictDrop, drop},
 		Series{RuleNonIP, maps.VerdictPass, c[maps.CounterNonIP]},
+		Series{RuleBan, maps.VerdictDrop, c[maps.CounterBanDrop]},
+		Series{RuleBan, maps.VerdictShadow, c[maps.CounterBanShadow]},
 	)
+}
+
+// BansByOrigin counts the bans in force by origin (a rule's name, or
+// maps.OriginManual).
+func (s Snapshot) BansByOrigin() map[string]int {
+	out := map[string]int{}
+	for _, b := range s.Bans {
+		out[b.Origin]++
+	}
+	return out
+}
+
+// BansStarted is the bans ever started, by rules (shadow ones included)
+// and by hand; BansEnded those that ended since (expired, unbanned,
+// replaced, or renewed by a new ban of the same prefix): started minus
+// those in force, so it never runs ahead of what the table holds.
+func (s Snapshot) BansStarted() (byRules, manual uint64) {
+	return s.Counters[maps.CounterBanStarted].Packets, s.Meta.ManualBans
+}
+
+func (s Snapshot) BansEnded() uint64 {
+	r, m := s.BansStarted()
+	return r + m - min(uint64(len(s.Bans)), r+m)
 }
 
 // Inserts is the number of entries the datapath created in the source table

@@ -50,6 +50,9 @@ func TopSources(samples []maps.DropSample, names map[uint32]string, totalDrops u
 		if s.Deny {
 			rule = "_deny"
 		}
+		if s.Ban {
+			rule = RuleBan
+		}
 		a.rules[rule]++
 	}
 	out := make([]SourceRate, 0, len(by))

@@ -35,6 +35,14 @@ func (p *Policy) Describe(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "     over limit: %s\n", r.Action)
+		if b := r.Ban; b != nil {
+			verb := "bans"
+			if r.Action != ActionBan {
+				verb = "would ban (shadow: recorded and counted, not enforced)"
+			}
+			fmt.Fprintf(w, "     %s the source (ipv4/%d, ipv6/%d) for %v: every packet from it dropped, after allow, before any rule\n",
+				verb, b.IPv4Prefix, b.IPv6Prefix, b.For)
+		}
 	}
 	fmt.Fprintf(w, "unmatched traffic: pass\n")
 	fmt.Fprintf(w, "unparsed frames (truncated, bad lengths or checksum, too many VLAN tags): %s\n", p.Unparsed)

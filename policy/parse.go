@@ -270,7 +270,7 @@ var nameRE = regexp.MustCompile(`^[a-z0-9_-]{1,63}$`)
 func (d *decoder) rule(n ast.Node, path string, defs ruleDefaults, names map[string]int) decodedRule {
 	r := decodedRule{node: n, path: path}
 	r.Line, _ = position(n)
-	m := d.mapping(n, path, "name", "match", "key", "limit", "action", "aggregate")
+	m := d.mapping(n, path, "name", "match", "key", "limit", "action", "aggregate", "ban")
 	if m == nil {
 		return r
 	}
@@ -316,6 +316,8 @@ func (d *decoder) rule(n ast.Node, path string, defs ruleDefaults, names map[str
 	if f, ok := m["action"]; ok {
 		r.Action = d.action(f.value, join(path, "action"))
 	}
+
+	r.Ban = d.ban(m, n, path, r.Action, own.Key)
 
 	if f, ok := m["aggregate"]; ok {
 		r.Levels = append(r.Levels, d.aggregate(f.value, join(path, "aggregate"), r.Match.Protocol, matchOK)...)

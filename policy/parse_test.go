@@ -228,9 +228,9 @@ func TestRuleFields(t *testing.T) {
 		{name: "limit null", src: "rules:\n  - name: r\n    limit:\n", errs: []string{
 			"p.yaml:2:5: rules[0]: limit is required, e.g. limit: {algorithm: token_bucket, rate: 1000/s, burst: 2000}"}},
 		{name: "unknown rule field", src: withRule("actions: drop"), errs: []string{
-			`p.yaml:4:5: rules[0]: unknown field "actions" (did you mean "action"?); allowed: name, match, key, limit, action, aggregate`}},
+			`p.yaml:4:5: rules[0]: unknown field "actions" (did you mean "action"?); allowed: name, match, key, limit, action, aggregate, ban`}},
 		{name: "unknown field far from all", src: withRule("frobnicate: 1"), errs: []string{
-			`p.yaml:4:5: rules[0]: unknown field "frobnicate"; allowed: name, match, key, limit, action, aggregate`}},
+			`p.yaml:4:5: rules[0]: unknown field "frobnicate"; allowed: name, match, key, limit, action, aggregate, ban`}},
 		{name: "action drop", src: withRule("action: drop"), check: func(t *testing.T, p *Policy) {
 			if rule0(t, p).Action != ActionDrop {
 				t.Fatal(rule0(t, p).Action)
@@ -242,7 +242,7 @@ func TestRuleFields(t *testing.T) {
 			}
 		}},
 		{name: "action bad", src: withRule("action: reject"), errs: []string{
-			`p.yaml:4:13: rules[0].action: unknown action "reject"; use drop or shadow`}},
+			`p.yaml:4:13: rules[0].action: unknown action "reject"; use drop, shadow or ban`}},
 		{name: "defaults action", src: "defaults: {action: shadow}\n" + withRule(), check: func(t *testing.T, p *Policy) {
 			if rule0(t, p).Action != ActionShadow {
 				t.Fatal(rule0(t, p).Action)
@@ -256,7 +256,7 @@ func TestRuleFields(t *testing.T) {
 		{name: "defaults unknown field", src: "defaults: {limit: 1}\nrules: []\n", errs: []string{
 			`p.yaml:1:12: defaults: unknown field "limit"; allowed: key, action`}},
 		{name: "defaults bad action", src: "defaults: {action: pass}\nrules: []\n", errs: []string{
-			`p.yaml:1:20: defaults.action: unknown action "pass"; use drop or shadow`}},
+			`p.yaml:1:20: defaults.action: unknown action "pass"; use drop, shadow or ban`}},
 	})
 }
 

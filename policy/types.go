@@ -52,7 +52,27 @@ type Rule struct {
 	// Action is what happens to a packet over a limit. It is ActionShadow for
 	// every rule when the policy's Mode is ModeShadow.
 	Action Action
+	// Ban is set with action ban, and with action shadow (or mode shadow)
+	// when the rule names a ban: then the ban is recorded and counted as
+	// would-drop, never enforced.
+	Ban *Ban
 }
+
+// Ban is what a rule bans when a packet exceeds its limit: the packet's
+// source, masked to BanKey's prefixes, for For.
+type Ban struct {
+	For time.Duration
+	// IPv4Prefix and IPv6Prefix are the rule's own key's (a ban is of a
+	// source prefix: a src_ip+dst_port key bans the source prefix on every
+	// port); a global key bans the single address, /32 or /128.
+	IPv4Prefix, IPv6Prefix int
+}
+
+// MinBan and MaxBan bound a ban's duration.
+const (
+	MinBan = time.Second
+	MaxBan = 30 * 24 * time.Hour
+)
 
 // Match is the set of packets a rule applies to. An empty field matches
 // anything on that dimension; the zero Match (with Protocol ProtoAny) matches
@@ -219,9 +239,10 @@ type Action uint8
 const (
 	ActionDrop   Action = iota // drop and count
 	ActionShadow               // count as a would-drop and let it pass
+	ActionBan                  // drop, and ban the source prefix for Rule.Ban.For
 )
 
-var actionNames = []string{"drop", "shadow"}
+var actionNames = []string{"drop", "shadow", "ban"}
 
 func (a Action) String() string { return enumString(int(a), actionNames) }
 

@@ -125,6 +125,8 @@ func explainDecision(p *policy.Policy, pk parsed, d maps.Decision) string {
 		return "malformed (headers truncated or invalid): " + verdict
 	case maps.WhyUnmatched:
 		return "no rule matches: " + verdict
+	case maps.WhyBan:
+		return "the source is banned (a rule's action ban, or xdplimit ban): " + verdict
 	case maps.WhyAllow, maps.WhyDeny:
 		if e, list := listEntry(p, pk.src); e.IsValid() {
 			return fmt.Sprintf("%s entry %s: %s", list, e, verdict)

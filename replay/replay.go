@@ -83,6 +83,18 @@ type SourceDrops struct {
 	Drop, Shadow Counts
 }
 
+// BanEvent is a ban a rule started during the replay: at the frame that
+// exceeded the rule, until Start + For (capture time), unless a later ban
+// of the same prefix renewed it.
+type BanEvent struct {
+	Frame  int
+	Start  time.Duration // capture time since the first frame
+	For    time.Duration
+	Prefix netip.Prefix
+	Rule   string
+	Shadow bool
+}
+
 // Explanation is what decided one frame.
 type Explanation struct {
 	Frame  int
@@ -113,8 +125,12 @@ type Report struct {
 	// or limit dropped (the rest passed).
 	MalformedDropped Counts
 	// Unparsed counts what the parser could not judge, by maps.UnparsedKind.
-	Unparsed  [maps.UnparsedKinds]Counts
-	NonIP     Counts
+	Unparsed [maps.UnparsedKinds]Counts
+	NonIP    Counts
+	// Banned: frames of banned sources (dropped; shadow-dropped for a
+	// shadow ban). Bans are the bans rules started, in capture order.
+	Banned    Counts
+	Bans      []BanEvent
 	Top       []SourceDrops
 	Explained []Explanation
 	// Things about the capture that affect how the numbers read.
@@ -269,6 +285,8 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 				name := "deny list"
 				if d.Why == maps.WhyMalformed {
 					name = "unparsed"
+				} else if d.Why == maps.WhyBan {
+					name = "ban"
 				} else if d.Rule >= 0 {
 					name = p.Rules[d.Rule].Name
 				}
@@ -280,6 +298,10 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 			} else {
 				sd.Shadow.add(seen)
 			}
+		}
+		if b, ok := banStarted(p, d, f.Data); ok {
+			b.Frame, b.Start = f.Number, ts.Sub(first)
+			rep.Bans = append(rep.Bans, b)
 		}
 		if explain[f.Number] {
 			e := explainFrame(p, f, ts.Sub(first), seen, d)
@@ -355,6 +377,25 @@ func xdpAction(v maps.Verdict) uint32 {
 	return xdpPass
 }
 
+// banStarted says whether the decision started a ban: a rule with a ban
+// refused the frame (the datapath bans at every refusal of such a rule).
+func banStarted(p *policy.Policy, d maps.Decision, data []byte) (BanEvent, bool) {
+	if d.Why != maps.WhyRule || d.Verdict == maps.VerdictPass || d.Rule < 0 || d.Rule >= len(p.Rules) {
+		return BanEvent{}, false
+	}
+	r := p.Rules[d.Rule]
+	src := sourceOf(data)
+	if r.Ban == nil || !src.IsValid() {
+		return BanEvent{}, false
+	}
+	bits := r.Ban.IPv6Prefix
+	if src.Is4() {
+		bits = r.Ban.IPv4Prefix
+	}
+	pfx, _ := src.Prefix(bits)
+	return BanEvent{For: r.Ban.For, Prefix: pfx, Rule: r.Name, Shadow: d.Verdict == maps.VerdictShadow}, true
+}
+
 func (r *Report) tally(d maps.Decision, bytes int) error {
 	switch d.Why {
 	case maps.WhyNonIP:
@@ -367,6 +408,8 @@ func (r *Report) tally(d maps.Decision, bytes int) error {
 		r.Deny.add(bytes)
 	case maps.WhyUnmatched:
 		r.Unmatched.add(bytes)
+	case maps.WhyBan:
+		r.Banned.add(bytes)
 	case maps.WhyRule:
 		if d.Rule < 0 || d.Rule >= len(r.Rules) {
 			return fmt.Errorf("decided by rule %d, but the policy has %d", d.Rule, len(r.Rules))
@@ -437,6 +480,8 @@ func (r *Report) crossCheck(l *maps.Limiter, base map[maps.Counter]maps.CounterV
 		{"unmatched", cs[maps.CounterUnmatched], r.Unmatched},
 		{"malformed", cs[maps.CounterMalformed], malformed},
 		{"non-IP", cs[maps.CounterNonIP], r.NonIP},
+		{"ban", maps.CounterValue{Packets: cs[maps.CounterBanDrop].Packets + cs[maps.CounterBanShadow].Packets,
+			Bytes: cs[maps.CounterBanDrop].Bytes + cs[maps.CounterBanShadow].Bytes}, r.Banned},
 	} {
 		if c.got.Packets != c.want.Packets || c.got.Bytes != c.want.Bytes {
 			return fmt.Errorf("%s: the program counted %d packets, %d bytes; its recorded decisions add up to %d, %d",

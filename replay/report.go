@@ -82,10 +82,18 @@ func (r *Report) Write(w io.Writer) error {
 	if u := p.Unparsed; u.Drop || u.Limit != nil {
 		rows = append(rows, row{"malformed", r.MalformedDropped, "drop"})
 	}
+	if len(r.Bans) > 0 || r.Banned.Packets > 0 {
+		banVerdict := "drop"
+		if p.Mode == policy.ModeShadow {
+			banVerdict = "shadow-drop"
+		}
+		rows = append(rows, row{"banned sources", r.Banned, banVerdict})
+	}
 	for _, o := range append(rows, row{"non-IP", r.NonIP, "pass"}) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", o.name, o.c.Packets, o.c.Bytes, o.verdict)
 	}
 	tw.Flush()
+	r.writeBans(ew)
 	r.writeUnparsed(ew)
 
 	for _, n := range []struct {
@@ -188,4 +196,28 @@ func (e *errWriter) Write(p []byte) (int, error) {
 		e.err = err
 	}
 	return n, nil
+}
+
+// writeBans lists the bans rules started: when, for how long, and whether
+// they ended within the capture.
+func (r *Report) writeBans(w io.Writer) {
+	if len(r.Bans) == 0 {
+		return
+	}
+	span := r.Last.Sub(r.First)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BAN\tRULE\tFRAME\tSTART\tFOR\tENDS")
+	for _, b := range r.Bans {
+		ends := seconds(b.Start + b.For)
+		if b.Start+b.For > span {
+			ends += " (after the capture)"
+		}
+		rule := b.Rule
+		if b.Shadow {
+			rule += " (shadow)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%v\t%s\n", b.Prefix, rule, b.Frame, seconds(b.Start), b.For, ends)
+	}
+	tw.Flush()
 }

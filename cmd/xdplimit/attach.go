@@ -26,6 +26,7 @@ type attachFlags struct {
 	keep       bool
 	maxSources uint32
 	maxOther   uint32
+	maxBans    uint32
 	clock      string
 	metrics    string
 	logDrops   string
@@ -39,6 +40,8 @@ func (f *attachFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Uint32Var(&f.maxSources, "max-sources", 1<<20, "entries of the IPv4 per-source state table (fixed memory: ~88 bytes each)")
 	cmd.Flags().Uint32Var(&f.maxOther, "max-other-sources", 0,
 		"entries of the table for every other key: IPv6, global, src_ip+dst_port (~104 bytes each; default max-sources/4)")
+	cmd.Flags().Uint32Var(&f.maxBans, "max-bans", maps.DefaultMaxBans,
+		fmt.Sprintf("entries of the ban table, a power of two (fixed memory: ~%d bytes each)", maps.BanBytes()))
 	cmd.Flags().StringVar(&f.clock, "clock", "coarse", "datapath clock: coarse (cheap; fine clock only where a limit needs it) or ktime")
 	cmd.Flags().StringVar(&f.metrics, "metrics-addr", metrics.DefaultAddr,
 		"serve /metrics and /healthz here (\"\" to disable); anything but loopback is an explicit choice")
@@ -56,6 +59,9 @@ func (f *attachFlags) config(iface string) (loader.Config, error) {
 	if f.maxSources == 0 {
 		return loader.Config{}, errors.New("--max-sources 0: give 1 or more")
 	}
+	if err := maps.CheckMaxBans(f.maxBans); err != nil {
+		return loader.Config{}, err
+	}
 	mode, err := loader.ParseMode(f.mode)
 	if err != nil {
 		return loader.Config{}, err
@@ -65,7 +71,7 @@ func (f *attachFlags) config(iface string) (loader.Config, error) {
 		return loader.Config{}, err
 	}
 	return loader.Config{Interface: iface, Mode: mode, Force: f.force, MaxSources: f.maxSources,
-		MaxOtherSources: f.maxOther, Clock: clock}, nil
+		MaxOtherSources: f.maxOther, MaxBans: f.maxBans, Clock: clock}, nil
 }
 
 func parseClock(s string) (maps.Clock, error) {
@@ -175,7 +181,8 @@ func attach(cfg loader.Config, policyPath string, warnings io.Writer, log *slog.
 	// adopted=true: took over the pinned limiter of an earlier attach,
 	// its counters and buckets, without an enforcement gap.
 	log.Info("attached", "interface", iface, "mode", a.Mode, "adopted", a.Adopted, "policy", path,
-		"rules", len(p.Image.Rules), "clock", a.Limiter.Clock(), "max_sources", a.Limiter.SourcesCapacity())
+		"rules", len(p.Image.Rules), "clock", a.Limiter.Clock(), "max_sources", a.Limiter.SourcesCapacity(),
+		"max_bans", a.Limiter.BansCapacity(), "ban_table_bytes", uint64(a.Limiter.BansCapacity())*maps.BanBytes())
 	return a, p, nil
 }
 

@@ -25,7 +25,8 @@ anything for the packet. Policies are YAML files; see docs/policy.md.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newAttachCmd(), newDetachCmd(), newStatusCmd(), newReloadCmd(),
-		newPolicyCmd(), newDemoCmd(), newTopCmd(), newVersionCmd())
+		newPolicyCmd(), newDemoCmd(), newTopCmd(), newVersionCmd(),
+		newBanCmd(), newUnbanCmd(), newBansCmd())
 	return root
 }
 

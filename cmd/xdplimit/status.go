@@ -68,6 +68,11 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 	}
 	fmt.Fprintf(w, "  clock: %s (tick %v); state table: %s tracked of %d\n", m.Clock,
 		m.Tick, tracked, s.Limiter.SourcesCapacity())
+	bans, err := s.Limiter.Bans()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  bans: %d in force of %d (xdplimit bans %s)\n", len(bans), s.Limiter.BansCapacity(), s.Interface)
 	rules, err := s.Limiter.RuleStats()
 	if err != nil {
 		return err

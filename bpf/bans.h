@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Bans: a source prefix whose packets are all dropped until a time.
+ *
+ * A ban lives in a slot of xdpl_bans, a fixed array that is XDPL_BAN_WAYS-way
+ * set associative: a rule's ban goes to a slot of the set its prefix hashes
+ * to, the free or expired one, else the one closest to expiry (replaced,
+ * counted). The tries map each banned prefix to its slot, so a packet costs
+ * one trie lookup whatever prefix lengths are banned, and only the generation
+ * flag XDPL_GF_BANS makes the datapath look at all. Expiry is checked here,
+ * on the packet path: nothing has to run for a ban to end. */
+#ifndef XDPLIMIT_BANS_H
+#define XDPLIMIT_BANS_H
+
+#include <bpf/bpf_helpers.h>
+#include "xdplimit_maps.h"
+#include "clock.h"
+#include "counters.h"
+#include "hash.h"
+
+/* Sets in xdpl_bans minus one; set by the loader from the map's size. */
+volatile const __u32 xdpl_ban_set_mask = (XDPL_MAX_BANS / XDPL_BAN_WAYS) - 1;
+
+/* The slot a trie gives for address a (4 or 16 bytes), or NULL. Each trie
+ * keeps its own call site (the empty asm; see xdpl_lookup in levels.h). */
+static __always_inline __u32 *xdpl_ban_slot(__u8 family, const __be32 *a, __u32 prefixlen)
+{
+	if (family == 4) {
+		struct xdpl_ban_key4 k = {.prefixlen = prefixlen};
+
+		__builtin_memcpy(k.addr, a, 4);
+		__u32 *s = bpf_map_lookup_elem(&xdpl_ban4, &k);
+
+		asm volatile("" : "+r"(s));
+		return s;
+	}
+	struct xdpl_ban_key6 k = {.prefixlen = prefixlen};
+
+	__builtin_memcpy(k.addr, a, 16);
+	return bpf_map_lookup_elem(&xdpl_ban6, &k);
+}
+
+/* The packet source's live ban, or NULL. The clock is read only when a
+ * trie holds a prefix of the source. */
+static __always_inline struct xdpl_ban *xdpl_banned(struct xdpl_pkt *p)
+{
+	__u32 *slot = xdpl_ban_slot(p->family, p->saddr, p->family == 4 ? 32 : 128);
+
+	if (!slot)
+		return NULL;
+	__u32 s = *slot;
+	struct xdpl_ban *b = bpf_map_lookup_elem(&xdpl_bans, &s);
+
+	if (!b || b->family != p->family)
+		return NULL;
+	struct xdpl_clk clk = {};
+
+	if ((__s64)(b->expires_ns - xdpl_now(&clk, 0)) <= 0)
+		return NULL;
+	return b;
+}
+
+/* Forgets the trie entry of the ban in slot s, if it still points there
+ * (a race may have pointed it at another slot since). */
+static __always_inline void xdpl_ban_unlink(struct xdpl_ban *old, __u32 s)
+{
+	__u32 *cur = xdpl_ban_slot(old->family, (const __be32 *)old->addr, old->prefixlen);
+
+	if (!cur || *cur != s)
+		return;
+	if (old->family == 4) {
+		struct xdpl_ban_key4 k = {.prefixlen = old->prefixlen};
+
+		__builtin_memcpy(k.addr, old->addr, 4);
+		long err = bpf_map_delete_elem(&xdpl_ban4, &k);
+
+		asm volatile("" : "+r"(err));
+		return;
+	}
+	struct xdpl_ban_key6 k = {.prefixlen = old->prefixlen};
+
+	__builtin_memcpy(k.addr, old->addr, 16);
+	bpf_map_delete_elem(&xdpl_ban6, &k);
+}
+
+/* The slot for a new ban of prefix (a, bits) in its set: the free or
+ * expired one, else the one closest to expiry. Replacing a live ban is
+ * counted: the table is full there, and the ban that ends first goes. */
+static __always_inline __u32 xdpl_ban_victim(const __u8 *a, __u8 family, __u32 bits, __u64 now)
+{
+	__u64 h = xdpl_fmix64(((__u64)family << 8 | bits) ^ *(const __u32 *)a);
+
+	if (family == 6) {
+		h = xdpl_fmix64(h ^ *(const __u32 *)(a + 4));
+		h = xdpl_fmix64(h ^ *(const __u32 *)(a + 8));
+		h = xdpl_fmix64(h ^ *(const __u32 *)(a + 12));
+	}
+	__u32 base = (h & xdpl_ban_set_mask) * XDPL_BAN_WAYS;
+	__u32 best = base;
+	__s64 least = 0x7fffffffffffffffLL;
+
+#pragma unroll
+	for (int i = 0; i < XDPL_BAN_WAYS; i++) {
+		__u32 s = base + i;
+		struct xdpl_ban *b = bpf_map_lookup_elem(&xdpl_bans, &s);
+
+		if (!b)
+			continue;
+		__s64 left = (__s64)(b->expires_ns - now);
+
+		if (b->expires_ns == 0 || left <= 0)
+			return s;
+		if (left < least) {
+			least = left;
+			best = s;
+		}
+	}
+	xdpl_count(XDPL_C_BAN_REPLACED, 0);
+	return best;
+}
+
+/* Bans the packet's source prefix for rule r (the packet that exceeded).
+ * shadow: the ban is recorded and counted, never enforced. A prefix already
+ * banned (an expired ban, or one in shadow) keeps its slot. */
+static __always_inline void xdpl_ban_start(struct xdpl_rule *r, struct xdpl_pkt *p, __u32 shadow)
+{
+	struct xdpl_clk clk = {};
+	__u64 now = xdpl_now(&clk, 0);
+	__u32 bits = p->family == 4 ? r->ban_bits4 : r->ban_bits6;
+	__u8 a[16] = {};
+
+	if (p->family == 4) {
+		__builtin_memcpy(a, p->saddr, 4);
+	} else {
+		__builtin_memcpy(a, p->saddr, 16);
+	}
+	/* Mask to the prefix, byte by byte. */
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		int keep = (int)bits - i * 8;
+
+		if (keep <= 0)
+			a[i] = 0;
+		else if (keep < 8)
+			a[i] &= (__u8)(0xff << (8 - keep));
+	}
+	__u32 s;
+	__u32 *cur = xdpl_ban_slot(p->family, (const __be32 *)a, bits);
+	struct xdpl_ban *b = NULL;
+
+	if (cur) {
+		s = *cur;
+		b = bpf_map_lookup_elem(&xdpl_bans, &s);
+		if (b && (b->family != p->family || b->prefixlen != bits ||
+			  __builtin_memcmp(b->addr, a, 16) != 0))
+			b = NULL; /* a shorter prefix's ban, not this one */
+	}
+	if (!b) {
+		s = xdpl_ban_victim(a, p->family, bits, now);
+		b = bpf_map_lookup_elem(&xdpl_bans, &s);
+		if (!b)
+			return;
+		if (b->expires_ns)
+			xdpl_ban_unlink(b, s);
+	}
+	b->family = p->family;
+	b->prefixlen = bits;
+	__builtin_memcpy(b->addr, a, 16);
+	b->origin = r->counter_slot;
+	b->flags = shadow ? XDPL_BF_SHADOW : 0;
+	b->dropped = 0;
+	b->reason[0] = 0;
+	b->started_ns = now;
+	b->expires_ns = now + r->ban_ns;
+	long err;
+
+	if (p->family == 4) {
+		struct xdpl_ban_key4 k = {.prefixlen = bits};
+
+		__builtin_memcpy(k.addr, a, 4);
+		err = bpf_map_update_elem(&xdpl_ban4, &k, &s, BPF_ANY);
+		asm volatile("" : "+r"(err));
+	} else {
+		struct xdpl_ban_key6 k = {.prefixlen = bits};
+
+		__builtin_memcpy(k.addr, a, 16);
+		err = bpf_map_update_elem(&xdpl_ban6, &k, &s, BPF_ANY);
+	}
+	/* The packet is dropped all the same; a trie too full for the ban
+	 * (only races can fill it) is counted, not silent. */
+	if (err)
+		xdpl_count(XDPL_C_INSERT_FAIL, 0);
+	xdpl_count(XDPL_C_BAN_STARTED, 0);
+}
+
+#endif

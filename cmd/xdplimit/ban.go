@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+func newBanCmd() *cobra.Command {
+	var forS, reason string
+	cmd := &cobra.Command{
+		Use:   "ban IFACE CIDR",
+		Short: "Drop every packet from a source prefix for a while (see `xdplimit bans`)",
+		Long: `ban adds CIDR (an address alone is a /32 or /128) to the ban table of the
+limiter on IFACE: every packet from it is dropped right after the allow list,
+until --for has passed. The table is pinned: the ban holds with or without an
+attach process, and across reloads. A prefix already banned gets the new
+duration and reason. A full table replaces the ban that ends first.`,
+		Args: cobra.MatchAll(cobra.ExactArgs(2), ifaceThenCIDR),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := parseCIDR(args[1])
+			if err != nil {
+				return err
+			}
+			d, err := policy.ParseBanDuration(forS)
+			if err != nil {
+				return fmt.Errorf("--for: %w", err)
+			}
+			if err := maps.CheckBan(p, d, reason); err != nil {
+				return fmt.Errorf("--reason: %w", err)
+			}
+			s, err := loader.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			gone, err := s.Limiter.Ban(p, d, reason)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if gone.IsValid() {
+				fmt.Fprintf(out, "%s: the ban table is full: the ban of %s, which ended first, was replaced\n", args[0], gone)
+			}
+			how, err := enableBanLookup(s)
+			if err != nil {
+				return fmt.Errorf("%s banned, but the datapath may not look yet: %w", p, err)
+			}
+			fmt.Fprintf(out, "%s: banned %s for %v%s\n", args[0], p, d, how)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&forS, "for", "10m", "how long: 1s to 30d (Go durations like 90s or 12h, or days like 7d)")
+	cmd.Flags().StringVar(&reason, "reason", "", fmt.Sprintf("why, shown by `xdplimit bans` (at most %d bytes)", maps.BanReasonLen))
+	return cmd
+}
+
+// ifaceThenCIDR checks the interface name of IFACE CIDR arguments.
+func ifaceThenCIDR(cmd *cobra.Command, args []string) error {
+	return ifaceNames(cmd, args[:min(1, len(args))])
+}
+
+// parseCIDR reads a prefix, or an address as its own /32 or /128.
+func parseCIDR(s string) (netip.Prefix, error) {
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (like 198.51.100.0/24 or 2001:db8::/48) or an address", s)
+		}
+		return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (like 198.51.100.0/24 or 2001:db8::/48)", s)
+	}
+	return p, nil
+}
+
+// enableBanLookup makes the datapath look bans up, if the policy in force
+// does not already. The control word is the attach process's to write:
+// when one runs it is asked to re-apply its policy (which sees the ban
+// table); only without one is the word written here.
+func enableBanLookup(s *loader.State) (string, error) {
+	on, err := s.Limiter.BanLookupOn()
+	if err != nil || on {
+		return "", err
+	}
+	if pid := s.Meta.Pid; loader.OwnerAlive(pid) {
+		if err := syscall.Kill(int(pid), syscall.SIGHUP); err != nil {
+			return "", fmt.Errorf("signalling attach pid %d: %w", pid, err)
+		}
+		return fmt.Sprintf(" (attach pid %d re-applies its policy to turn ban lookups on)", pid), nil
+	}
+	return "", s.Limiter.EnableBanLookup()
+}

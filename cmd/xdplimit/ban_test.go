@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/compiler"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+func TestBanRefuses(t *testing.T) {
+	cases := []cliCase{
+		refused("not a CIDR", `"198.51.100.0/33" is not a CIDR (like 198.51.100.0/24 or 2001:db8::/48)`, "ban", noIface, "198.51.100.0/33"),
+		refused("not an address", `"bogus" is not a CIDR (like 198.51.100.0/24 or 2001:db8::/48) or an address`, "ban", noIface, "bogus"),
+		refused("too short", "--for: ban of 500ms is out of range; use 1s to 30d", "ban", noIface, "192.0.2.1", "--for", "500ms"),
+		refused("too long", "--for: ban of 31d is out of range; use 1s to 30d", "ban", noIface, "192.0.2.1", "--for", "31d"),
+		refused("long reason", fmt.Sprintf("--reason: reason longer than %d bytes", maps.BanReasonLen),
+			"ban", noIface, "192.0.2.1", "--reason", strings.Repeat("x", maps.BanReasonLen+1)),
+		refused("no limiter", notAttached(t), "ban", noIface, "192.0.2.1"),
+		refused("unban no limiter", notAttached(t), "unban", noIface, "192.0.2.1"),
+		refused("unban not a CIDR", `"x" is not a CIDR (like 198.51.100.0/24 or 2001:db8::/48) or an address`, "unban", noIface, "x"),
+		refused("bans no limiter", notAttached(t), "bans", noIface),
+		refused("bans two args", "accepts 1 arg(s), received 2", "bans", noIface, "x"),
+	}
+	cases = append(cases, badNameCases("bans")...)
+	for _, c := range badNameCases("ban") {
+		c.args = append(c.args, "192.0.2.1")
+		cases = append(cases, c)
+	}
+	runCases(t, cases)
+}
+
+// ban, bans and unban on pinned state with no attach process: the table
+// changes, the datapath is told to look, and bad input changes nothing.
+func TestBanPinnedState(t *testing.T) {
+	testutil.Require(t, os.Geteuid() == 0, "needs root to attach")
+	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
+	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xbs" + id, PeerName: "xbr" + id})
+	p, err := policy.Parse("p.yaml", []byte(goodPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := compiler.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *loader.Attachment
+	err = v.PeerNS.Do(func() error {
+		a, err = loader.Attach(loader.Config{Interface: v.PeerName, Mode: loader.ModeGeneric, Clock: maps.ClockKtime,
+			MaxSources: 1 << 12, MaxBans: 64, Policy: loader.Policy{Image: img, Path: "p.yaml"}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { loader.Detach(v.PeerName) })
+	// As if attach had exited with --keep-on-exit: no owner to signal.
+	m, err := a.Limiter.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Pid = 0
+	if err := a.Limiter.SetMeta(m); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	iface := v.PeerName
+	runCases(t, []cliCase{
+		{name: "ban", args: []string{"ban", iface, "198.51.100.0/24", "--for", "1h", "--reason", "scanner"},
+			stdout: iface + ": banned 198.51.100.0/24 for 1h0m0s\n"},
+		refused("bad duration changes nothing", "--for: ban of 0s is out of range; use 1s to 30d", "ban", iface, "203.0.113.1", "--for", "0s"),
+	})
+	out, _, code := runCLI("bans", iface, "--json")
+	var got []banJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != 0 {
+		t.Fatalf("bans --json: %v (exit %d): %s", err, code, out)
+	}
+	if len(got) != 1 || got[0].Prefix != "198.51.100.0/24" || got[0].Origin != "manual" || got[0].Reason != "scanner" ||
+		got[0].SecondsLeft <= 3590 || got[0].SecondsLeft > 3600 {
+		t.Fatalf("bans: %+v", got)
+	}
+	out, _, _ = runCLI("bans", iface)
+	if !strings.HasPrefix(out, "1 bans of 64\nPREFIX") || !strings.Contains(out, "198.51.100.0/24  manual  ") {
+		t.Fatalf("bans:\n%s", out)
+	}
+	s, err := loader.Open(iface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := s.Limiter.BanLookupOn()
+	s.Close()
+	if err != nil || !on {
+		t.Fatalf("ban lookup on: %v %v", on, err)
+	}
+	runCases(t, []cliCase{
+		{name: "unban", args: []string{"unban", iface, "198.51.100.0/24"}, stdout: iface + ": unbanned 198.51.100.0/24\n"},
+		refused("unban again", iface+": 198.51.100.0/24 is not banned (see xdplimit bans "+iface+")", "unban", iface, "198.51.100.0/24"),
+		{name: "none left", args: []string{"bans", iface}, stdout: "0 bans of 64\n"},
+	})
+}
+
+// ban with an attach process running: the control word is the process's,
+// so ban asks it (SIGHUP) to re-apply its policy, which turns the ban
+// lookup on because the table is no longer empty.
+func TestBanRunningAttach(t *testing.T) {
+	testutil.Require(t, os.Geteuid() == 0, "needs root to attach")
+	bin := testutil.XdplimitBin(t)
+	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
+	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xbt" + id, PeerName: "xbu" + id})
+	iface := v.PeerName
+	cmd := exec.Command("nsenter", "--net="+v.PeerNS.Path(), bin, "attach", iface, "--policy", writeFile(t, "p.yaml", goodPolicy),
+		"--mode", "generic", "--metrics-addr", "", "--max-sources", "4096", "--max-bans", "64")
+	// A file, not a buffer: read on failure while the process still writes.
+	logs := filepath.Join(t.TempDir(), "attach.log")
+	logFile, err := os.Create(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd.Stderr = logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		loader.Detach(iface)
+	})
+	// Attached once the pins name this process.
+	waitFor(t, "attach", func() bool {
+		s, err := loader.Open(iface)
+		if err != nil {
+			return false
+		}
+		defer s.Close()
+		return s.Meta.Pid == uint32(cmd.Process.Pid)
+	}, logs)
+	want := fmt.Sprintf("%s: banned 198.51.100.0/24 for 10m0s (attach pid %d re-applies its policy to turn ban lookups on)\n",
+		iface, cmd.Process.Pid)
+	runCases(t, []cliCase{{name: "ban", args: []string{"ban", iface, "198.51.100.0/24"}, stdout: want}})
+	waitFor(t, "ban lookup on", func() bool {
+		s, err := loader.Open(iface)
+		if err != nil {
+			return false
+		}
+		defer s.Close()
+		on, err := s.Limiter.BanLookupOn()
+		return err == nil && on
+	}, logs)
+}
+
+func waitFor(t *testing.T, what string, ok func() bool, logs string) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	out, _ := os.ReadFile(logs)
+	t.Fatalf("%s: not after 20 s; attach logged:\n%s", what, out)
+}

@@ -1,0 +1,213 @@
+package maps_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// A rule with action ban: the packet over the limit is dropped and its
+// source banned; every packet from it is then dropped, whatever its rule,
+// until the ban ends on the packet path with nothing run in between.
+const banPolicy = `
+allow: [192.0.2.7/32]
+rules:
+  - name: udp
+    match: {protocol: udp}
+    limit: {algorithm: fixed_window, packets: 2, window: 1s}
+    action: ban
+    ban: {for: 10s}
+  - name: tcp
+    match: {protocol: tcp}
+    limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}
+`
+
+func tcp4(src string) frame {
+	return frame{src: netip.MustParseAddr(src), dst: netip.MustParseAddr("10.0.0.1"), proto: "tcp", sport: 4000, dport: 80, tcpFlags: "S"}
+}
+
+func counter(t *testing.T, l *maps.Limiter, c maps.Counter) uint64 {
+	t.Helper()
+	cs, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs[c].Packets
+}
+
+func TestBanStartsHoldsExpires(t *testing.T) {
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, SampleOneIn: 1}, banPolicy)
+	u, tc := udp4("198.51.100.9").bytes(t), tcp4("198.51.100.9").bytes(t)
+	other := udp4("198.51.100.10").bytes(t)
+	for i, want := range []uint32{xdpPass, xdpPass, xdpDrop} {
+		if got := run(t, l, u, t0); got != want {
+			t.Fatalf("packet %d: verdict %d, want %d", i, got, want)
+		}
+	}
+	if n := counter(t, l, maps.CounterBanStarted); n != 1 {
+		t.Fatalf("bans started %d, want 1", n)
+	}
+	// Banned: a new window would admit it, and so would the tcp rule.
+	for _, at := range []time.Duration{t0 + 2*time.Second, t0 + 9*time.Second} {
+		if got := run(t, l, u, at); got != xdpDrop {
+			t.Fatalf("udp at %v: verdict %d, want drop (banned)", at, got)
+		}
+		if got := run(t, l, tc, at); got != xdpDrop {
+			t.Fatalf("tcp at %v: verdict %d, want drop (banned)", at, got)
+		}
+	}
+	if got := run(t, l, other, t0+2*time.Second); got != xdpPass {
+		t.Fatalf("another source: verdict %d, want pass", got)
+	}
+	bans, err := l.Bans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bans) != 1 || bans[0].Prefix != netip.MustParsePrefix("198.51.100.9/32") || bans[0].Origin != "udp" ||
+		bans[0].Dropped != 4 || bans[0].Left != 8*time.Second { // the clock's last time: t0+2s
+		t.Fatalf("bans %+v", bans)
+	}
+	if n := counter(t, l, maps.CounterBanDrop); n != 4 {
+		t.Fatalf("ban drops %d, want 4", n)
+	}
+	// Every drop sampled for top: the rule's one, then four of the ban.
+	samples, _, _, err := l.DropRing(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var banned int
+	for _, s := range samples {
+		if s.Ban {
+			banned++
+		}
+	}
+	if len(samples) != 5 || samples[0].Ban || banned != 4 {
+		t.Errorf("samples %+v: want the rule's drop, then 4 marked as the ban's", samples)
+	}
+	// Ended: the ban's time is over; nothing ran in between.
+	if got := run(t, l, tc, t0+10*time.Second); got != xdpPass {
+		t.Fatalf("tcp after the ban: verdict %d, want pass", got)
+	}
+	if bans, _ := l.Bans(); len(bans) != 0 {
+		t.Fatalf("bans after the end: %+v", bans)
+	}
+}
+
+func TestBanAllowWins(t *testing.T) {
+	l := load(t, maps.ClockMap, banPolicy)
+	if _, err := l.Ban(netip.MustParsePrefix("192.0.2.0/24"), time.Minute, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.EnableBanLookup(); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, l, tcp4("192.0.2.7").bytes(t), t0); got != xdpPass {
+		t.Fatalf("allowed source in a banned prefix: verdict %d, want pass", got)
+	}
+	if got := run(t, l, tcp4("192.0.2.8").bytes(t), t0); got != xdpDrop {
+		t.Fatalf("banned prefix: verdict %d, want drop", got)
+	}
+	if ok, err := l.Unban(netip.MustParsePrefix("192.0.2.0/24")); err != nil || !ok {
+		t.Fatalf("unban: %v %v", ok, err)
+	}
+	if got := run(t, l, tcp4("192.0.2.8").bytes(t), t0); got != xdpPass {
+		t.Fatalf("after unban: verdict %d, want pass", got)
+	}
+}
+
+// Shadow: the ban is recorded and its packets counted as would-drop, never
+// dropped; by mode and by the rule's own shadow action.
+func TestBanShadow(t *testing.T) {
+	for name, yaml := range map[string]string{
+		"mode": "mode: shadow\n" + banPolicy,
+		"rule": `
+rules:
+  - name: udp
+    limit: {algorithm: fixed_window, packets: 2, window: 1s}
+    action: shadow
+    ban: {for: 10s}
+`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := load(t, maps.ClockMap, yaml)
+			u := udp4("198.51.100.9").bytes(t)
+			for i := range 5 {
+				if got := run(t, l, u, t0); got != xdpPass {
+					t.Fatalf("packet %d: verdict %d, want pass", i, got)
+				}
+			}
+			bans, err := l.Bans()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(bans) != 1 || !bans[0].Shadow || bans[0].Dropped != 2 {
+				t.Fatalf("bans %+v", bans)
+			}
+			if n := counter(t, l, maps.CounterBanShadow); n != 2 {
+				t.Fatalf("ban shadow %d, want 2", n)
+			}
+		})
+	}
+}
+
+// A full set: the ban closest to its end is replaced, and counted.
+func TestBanTableFull(t *testing.T) {
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, MaxBans: maps.BanWays}, banPolicy)
+	n := int(maps.BanWays)
+	for i := range n {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), 32)
+		if _, err := l.Ban(p, time.Duration(i+2)*time.Minute, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.EnableBanLookup(); err != nil {
+		t.Fatal(err)
+	}
+	u := udp4("198.51.100.9").bytes(t)
+	for range 3 {
+		run(t, l, u, t0)
+	}
+	if got := counter(t, l, maps.CounterBanReplaced); got != 1 {
+		t.Fatalf("replaced %d, want 1", got)
+	}
+	// 203.0.113.0 had the shortest ban: it is the one gone.
+	if got := run(t, l, tcp4("203.0.113.0").bytes(t), t0); got != xdpPass {
+		t.Fatalf("replaced ban still enforced: verdict %d", got)
+	}
+	for _, src := range []string{"203.0.113.1", "198.51.100.9"} {
+		if got := run(t, l, tcp4(src).bytes(t), t0); got != xdpDrop {
+			t.Fatalf("%s: verdict %d, want drop (banned)", src, got)
+		}
+	}
+	// By hand, a full table replaces the ban ending first too (the rule's,
+	// 10s from t0), and says so.
+	gone, err := l.Ban(netip.MustParsePrefix("2001:db8::/48"), time.Hour, "")
+	if err != nil || gone != netip.MustParsePrefix("198.51.100.9/32") {
+		t.Fatalf("manual ban into a full table replaced %v (%v)", gone, err)
+	}
+}
+
+// No policy ban and no ban made: the datapath does not look.
+func TestBanLookupGated(t *testing.T) {
+	l := load(t, maps.ClockMap, `
+rules:
+  - name: tcp
+    limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}
+`)
+	if _, err := l.Ban(netip.MustParsePrefix("198.51.100.9/32"), time.Minute, ""); err != nil {
+		t.Fatal(err)
+	}
+	u := udp4("198.51.100.9").bytes(t)
+	if got := run(t, l, u, t0); got != xdpPass {
+		t.Fatalf("before the flag: verdict %d, want pass (not looked up)", got)
+	}
+	// A reload sees the ban table and turns the lookup on.
+	if err := l.Apply(compileYAML(t, "rules: []\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, l, u, t0); got != xdpDrop {
+		t.Fatalf("after a reload: verdict %d, want drop", got)
+	}
+}
