@@ -132,8 +132,8 @@ func planGeneration(in planInput) (plan, error) {
 			}
 		}
 	}
-	p.cfg = gen.XdplimitXdplGenCfg{Dims: in.img.Dims, Nrules: uint32(len(p.rules)),
-		SampleMask: sampleMask(in.img.SampleOneIn, in.sampleOneIn)}
+	p.cfg.Dims, p.cfg.Nrules = in.img.Dims, uint32(len(p.rules))
+	p.cfg.SampleMask = sampleMask(in.img.SampleOneIn, in.sampleOneIn)
 	if in.bansExist {
 		p.cfg.Flags |= gfBans
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -83,6 +84,10 @@ func parseCIDR(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
+// banLookupWait is how long ban waits for a running attach to turn ban
+// lookups on after SIGHUP.
+const banLookupWait = 5 * time.Second
+
 // enableBanLookup makes the datapath look bans up, if the policy in force
 // does not already. The control word is the attach process's to write:
 // when one runs it is asked to re-apply its policy (which sees the ban
@@ -96,7 +101,22 @@ func enableBanLookup(s *loader.State) (string, error) {
 		if err := syscall.Kill(int(pid), syscall.SIGHUP); err != nil {
 			return "", fmt.Errorf("signalling attach pid %d: %w", pid, err)
 		}
-		return fmt.Sprintf(" (attach pid %d re-applies its policy to turn ban lookups on)", pid), nil
+		// A reload that fails (a broken policy file) leaves lookups off:
+		// say so rather than report a ban that is not enforced.
+		for deadline := time.Now().Add(banLookupWait); ; {
+			on, err := s.Limiter.BanLookupOn()
+			if err != nil {
+				return "", err
+			}
+			if on {
+				return fmt.Sprintf(" (attach pid %d re-applied its policy: ban lookups on)", pid), nil
+			}
+			if time.Now().After(deadline) {
+				return "", fmt.Errorf("attach pid %d did not turn ban lookups on within %v: its reload failed? (see its log; "+
+					"the ban is in the table and takes effect at its next successful reload)", pid, banLookupWait)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	return "", s.Limiter.EnableBanLookup()
 }

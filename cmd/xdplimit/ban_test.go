@@ -118,7 +118,8 @@ func TestBanRunningAttach(t *testing.T) {
 	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
 	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xbt" + id, PeerName: "xbu" + id})
 	iface := v.PeerName
-	cmd := exec.Command("nsenter", "--net="+v.PeerNS.Path(), bin, "attach", iface, "--policy", writeFile(t, "p.yaml", goodPolicy),
+	policyPath := writeFile(t, "p.yaml", goodPolicy)
+	cmd := exec.Command("nsenter", "--net="+v.PeerNS.Path(), bin, "attach", iface, "--policy", policyPath,
 		"--mode", "generic", "--metrics-addr", "", "--max-sources", "4096", "--max-bans", "64")
 	// A file, not a buffer: read on failure while the process still writes.
 	logs := filepath.Join(t.TempDir(), "attach.log")
@@ -152,9 +153,19 @@ func TestBanRunningAttach(t *testing.T) {
 		defer s.Close()
 		return s.Meta.Pid == uint32(cmd.Process.Pid)
 	}, logs)
-	want := fmt.Sprintf("%s: banned 198.51.100.0/24 for 10m0s (attach pid %d re-applies its policy to turn ban lookups on)\n",
-		iface, cmd.Process.Pid)
-	runCases(t, []cliCase{{name: "ban", args: []string{"ban", iface, "198.51.100.0/24"}, stdout: want}})
+	// A policy file broken in place: the reload fails and leaves lookups
+	// off, and ban says so instead of reporting a ban that is not enforced.
+	if err := os.WriteFile(policyPath, []byte("rules: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCases(t, []cliCase{refused("reload fails", fmt.Sprintf("198.51.100.0/24 banned, but the datapath may not look yet: "+
+		"attach pid %d did not turn ban lookups on within 5s: its reload failed? (see its log; the ban is in the table "+
+		"and takes effect at its next successful reload)", cmd.Process.Pid), "ban", iface, "198.51.100.0/24")})
+	// Mended, the file is reloaded (the attach watches it) and the ban in
+	// the table turns the lookup on.
+	if err := os.WriteFile(policyPath, []byte(goodPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "ban lookup on", func() bool {
 		s, err := loader.Open(iface)
 		if err != nil {
@@ -164,6 +175,8 @@ func TestBanRunningAttach(t *testing.T) {
 		on, err := s.Limiter.BanLookupOn()
 		return err == nil && on
 	}, logs)
+	runCases(t, []cliCase{{name: "ban, lookups on", args: []string{"ban", iface, "203.0.113.7"},
+		stdout: iface + ": banned 203.0.113.7/32 for 10m0s\n"}})
 }
 
 func waitFor(t *testing.T, what string, ok func() bool, logs string) {
