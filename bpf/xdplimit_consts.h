@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 4,
+	XDPL_LAYOUT_VERSION = 5,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -52,6 +52,7 @@ enum xdpl_const {
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,
 	XDPL_ALG_SLIDING_WINDOW = 3,
+	XDPL_ALG_SLIDING_LOG = 4,
 
 	/* Level flags. */
 	XDPL_LF_BYTES = 1 << 0,	     /* cost is the frame length, not 1 */
@@ -168,6 +169,10 @@ enum xdpl_const {
 	XDPL_WHY_DENY = 4,
 	XDPL_WHY_UNMATCHED = 5,
 	XDPL_WHY_RULE = 6,
+
+	/* sliding_log: the most admission times a log holds, so the largest
+	 * limit (packets per window) it can enforce (bpf/slidelog.h). */
+	XDPL_LOG_MAX = 64,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also
@@ -177,6 +182,9 @@ enum xdpl_const {
 #endif
 #ifndef XDPL_MAX_OTHER_SOURCES
 #define XDPL_MAX_OTHER_SOURCES (1 << 18) /* IPv6, global and src+port keys */
+#endif
+#ifndef XDPL_MAX_LOGS
+#define XDPL_MAX_LOGS (1 << 16) /* sliding_log keys (XDPL_MAX_SOURCES / 16) */
 #endif
 #ifndef XDPL_MAX_ACL
 #define XDPL_MAX_ACL (1 << 18) /* per family, both generations */

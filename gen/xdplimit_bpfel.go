@@ -21,7 +21,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
@@ -50,6 +50,7 @@ const (
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_ALG_SLIDING_LOG       XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_LF_BYTES              XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_LF_FINE_CLOCK         XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_LF_TRACK_FIRST        XdplimitXdplConst = 4
@@ -119,6 +120,7 @@ const (
 	XdplimitXdplConstXDPL_WHY_DENY              XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_WHY_UNMATCHED         XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_WHY_RULE              XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_LOG_MAX               XdplimitXdplConst = 64
 )
 
 type XdplimitXdplControl struct {
@@ -215,6 +217,19 @@ type XdplimitXdplLevel struct {
 	P1        uint64
 	P2        uint64
 	P3        uint64
+}
+
+type XdplimitXdplLog struct {
+	_   structs.HostLayout
+	Seq uint64
+	T   [64]uint64
+}
+
+type XdplimitXdplLogIds struct {
+	_     structs.HostLayout
+	Next  uint64
+	Pad   uint64
+	Empty XdplimitXdplLog
 }
 
 type XdplimitXdplLpm4 struct {
@@ -324,6 +339,8 @@ const (
 	XdplimitMapXdplFleetReserve    = "xdpl_fleet_reserve"
 	XdplimitMapXdplGlobals         = "xdpl_globals"
 	XdplimitMapXdplLast            = "xdpl_last"
+	XdplimitMapXdplLogIds          = "xdpl_log_ids"
+	XdplimitMapXdplLogs            = "xdpl_logs"
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
 	XdplimitMapXdplProto           = "xdpl_proto"
@@ -424,6 +441,8 @@ type XdplimitMapSpecs struct {
 	XdplFleetReserve   *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
 	XdplGlobals        *ebpf.MapSpec `ebpf:"xdpl_globals"`
 	XdplLast           *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplLogIds         *ebpf.MapSpec `ebpf:"xdpl_log_ids"`
+	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
@@ -498,6 +517,8 @@ type XdplimitMaps struct {
 	XdplFleetReserve   *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
 	XdplGlobals        *ebpf.Map `ebpf:"xdpl_globals"`
 	XdplLast           *ebpf.Map `ebpf:"xdpl_last"`
+	XdplLogIds         *ebpf.Map `ebpf:"xdpl_log_ids"`
+	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
@@ -533,6 +554,8 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplFleetReserve,
 		m.XdplGlobals,
 		m.XdplLast,
+		m.XdplLogIds,
+		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
 		m.XdplProto,

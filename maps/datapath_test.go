@@ -471,6 +471,16 @@ func TestModelAgreement(t *testing.T) {
 			p, _ := model.WindowParams(model.AlgSlidingWindow, n, w)
 			return fmt.Sprintf("{algorithm: sliding_window, packets: %d, window: %v}", n, w), p, false
 		}},
+		// Limits from 1 to the most a log holds; the time of each
+		// admission wraps around the log many times per trace.
+		{"sliding_log", func(r *rand.Rand) (string, model.Params, bool) {
+			n, w := 1+r.Uint64N(model.LogMax), time.Duration(1+r.IntN(500))*time.Millisecond
+			p, err := model.SlidingLogParams(n, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprintf("{algorithm: sliding_log, packets: %d, window: %v}", n, w), p, false
+		}},
 		{"sliding_window_bytes", func(r *rand.Rand) (string, model.Params, bool) {
 			n, w := 2000+r.Uint64N(100000), time.Duration(1+r.IntN(500))*time.Millisecond
 			p, _ := model.WindowParams(model.AlgSlidingWindow, n, w)

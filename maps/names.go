@@ -44,6 +44,8 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplUnparsedCfgs, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCfgs }},
 	{gen.XdplimitMapXdplUnparsedCounts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCounts }},
 	{gen.XdplimitMapXdplUnparsedState, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedState }},
+	{gen.XdplimitMapXdplLogs, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLogs }},
+	{gen.XdplimitMapXdplLogIds, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLogIds }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.
@@ -59,6 +61,9 @@ var MapNames = func() []string {
 const (
 	Sources4Map = gen.XdplimitMapXdplSources4
 	SourcesMap  = gen.XdplimitMapXdplSources
+	// LogsMap holds the logs of sliding_log keys (their state entries
+	// hold the ids).
+	LogsMap = gen.XdplimitMapXdplLogs
 )
 
 // Map returns one map by name (for pinning and adoption); nil for a name
