@@ -105,7 +105,7 @@ func (r *report) targets() []target {
 		base := m.baseline()
 		worst, worstName := 0.0, ""
 		var parts []string
-		for _, n := range []string{mTBDrop, mTBPass, mFWDrop, mFWPass, mSWDrop, mSWPass} {
+		for _, n := range []string{mTBDrop, mTBPass, mFWDrop, mFWPass, mSWDrop, mSWPass, mSLDrop, mSLPass} {
 			c := m.find(n)
 			if c == nil || c.err != nil || base == 0 {
 				continue
@@ -204,6 +204,10 @@ func shortAlg(name string) string {
 		return "SW drop"
 	case strings.HasPrefix(name, "sliding window, under"):
 		return "SW pass"
+	case strings.HasPrefix(name, "sliding log, over"):
+		return "SL drop"
+	case strings.HasPrefix(name, "sliding log, under"):
+		return "SL pass"
 	}
 	return name
 }

@@ -34,6 +34,8 @@ var exampleFrames = map[string]struct {
 		pktgen.UDP4(exampleAddr("192.0.2.7"), exampleAddr("10.0.0.1"), 4000, 443, 100), "per-24-bytes"},
 	"syn-flood.yaml": {
 		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 443, pktgen.TCPSyn, 0), "web-syn"},
+	"ssh-login.yaml": {
+		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 22, pktgen.TCPSyn, 0), "ssh-syn"},
 }
 
 func exampleAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
