@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/bench/slidelog"
-	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 )
@@ -125,45 +123,27 @@ func TestSlidingLogAcrossCPUs(t *testing.T) {
 	var mu sync.Mutex
 	var spans []span
 	perCPU := make([]int, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
 	deadline := mono() + int64(200*time.Millisecond)
-	for cpu := 0; cpu < 2; cpu++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			unpin, err := netns.Pin(cpu)
-			if errs[cpu] = err; err != nil {
-				return
+	err := onBothCPUs(func(cpu int) error {
+		var mine []span
+		for mono() < deadline {
+			b := mono()
+			ret, err := l.Program().Run(&ebpf.RunOptions{Data: pkt, Repeat: 1})
+			if err != nil {
+				return err
 			}
-			defer unpin()
-			<-start
-			var mine []span
-			for mono() < deadline {
-				b := mono()
-				ret, err := l.Program().Run(&ebpf.RunOptions{Data: pkt, Repeat: 1})
-				e := mono()
-				if err != nil {
-					errs[cpu] = err
-					return
-				}
-				if ret == xdpPass {
-					mine = append(mine, span{b, e})
-				}
+			if ret == xdpPass {
+				mine = append(mine, span{b, mono()})
 			}
-			mu.Lock()
-			spans = append(spans, mine...)
-			perCPU[cpu] = len(mine)
-			mu.Unlock()
-		}()
-	}
-	close(start)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		spans = append(spans, mine...)
+		perCPU[cpu] = len(mine)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	slices.SortFunc(spans, func(a, b span) int { return int(a.begin - b.begin) })
 	worst := 0
@@ -187,10 +167,4 @@ func TestSlidingLogAcrossCPUs(t *testing.T) {
 	if worst != n {
 		t.Errorf("worst window holds %d admissions, want the limit %d", worst, n)
 	}
-}
-
-func mono() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
 }
