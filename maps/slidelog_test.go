@@ -107,6 +107,23 @@ func TestSlidingLogReload(t *testing.T) {
 	}
 }
 
+// TestSlidingLogShadow: in shadow mode nothing is dropped; packets over
+// the log's limit are counted as would-drops and not logged.
+func TestSlidingLogShadow(t *testing.T) {
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap}, "mode: shadow\nrules:\n  - name: r\n    limit: {algorithm: sliding_log, packets: 2, window: 1s}\n")
+	pkt := udp4("192.0.2.1").bytes(t)
+	if got := letters(repeatRun(t, l, pkt, 5)); got != "PPPPP" {
+		t.Errorf("shadow mode: %s, want every packet passed", got)
+	}
+	stats, err := l.RuleStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pass, shadow := stats[0].Verdicts[maps.VerdictPass].Packets, stats[0].Verdicts[maps.VerdictShadow].Packets; pass != 2 || shadow != 3 {
+		t.Errorf("counted %d admitted and %d would-drops, want 2 and 3", pass, shadow)
+	}
+}
+
 // TestSlidingLogAcrossCPUs offers one source's packets from both CPUs at
 // once on the real clock, each packet its own test run timed by the test.
 // An admitted packet was logged at some time within its run; the test

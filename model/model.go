@@ -55,10 +55,12 @@ type Params struct {
 }
 
 // State is one state entry (struct xdpl_state). A sliding_log level's
-// entry holds its log's id in A; the model holds the log itself in Log.
+// entry holds its log's id in A; the model holds the log itself in Log, by
+// value, so that a copy of a State (a trial admission) is a copy of all of
+// it.
 type State struct {
 	A, B uint64
-	Log  *Log
+	Log  Log
 }
 
 // TokenBucketParams converts "count units per per, burst units" to GCRA

@@ -68,8 +68,5 @@ func (g *Log) admit(p Params, now, cost uint64) bool {
 }
 
 func (s *State) slidingLog(p Params, now, cost uint64) bool {
-	if s.Log == nil {
-		s.Log = new(Log)
-	}
 	return s.Log.admit(p, now, cost)
 }
