@@ -25,27 +25,32 @@ func TestSlidingLogExact(t *testing.T) {
 	srcs := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"),
 		netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("2001:db8::1")}
 	ports := []uint16{22, 443}
-	for _, c := range []struct {
+	for ci, c := range []struct {
 		name, key string
 		// keyOf: which log the test charges a packet to.
 		keyOf func(src netip.Addr, port uint16) string
+		// more: the rest of the rule (an aggregate level that never
+		// refuses, to take the two-phase path).
+		more string
 	}{
-		{"src_ip", "src_ip", func(s netip.Addr, _ uint16) string { return s.String() }},
+		{"src_ip", "src_ip", func(s netip.Addr, _ uint16) string { return s.String() }, ""},
 		{"prefix", "{ipv4_prefix: 24, ipv6_prefix: 64}", func(s netip.Addr, _ uint16) string {
 			if s.Is4() {
 				return netip.PrefixFrom(s, 24).Masked().String()
 			}
 			return netip.PrefixFrom(s, 64).Masked().String()
-		}},
-		{"src_ip+dst_port", "src_ip+dst_port", func(s netip.Addr, p uint16) string { return fmt.Sprint(s, p) }},
-		{"global", "global", func(netip.Addr, uint16) string { return "" }},
+		}, ""},
+		{"src_ip+dst_port", "src_ip+dst_port", func(s netip.Addr, p uint16) string { return fmt.Sprint(s, p) }, ""},
+		{"global", "global", func(netip.Addr, uint16) string { return "" }, ""},
+		{"src_ip under an aggregate", "src_ip", func(s netip.Addr, _ uint16) string { return s.String() },
+			"    aggregate:\n      - key: global\n        limit: {algorithm: token_bucket, rate: 1000000/s, burst: 1000000}\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(len(c.key)), 13))
+			r := rand.New(rand.NewPCG(uint64(ci), 13))
 			for trial := 0; trial < 3; trial++ {
 				n := 1 + r.IntN(64)
 				w := time.Duration(1+r.IntN(200)) * time.Millisecond
-				yaml := fmt.Sprintf("rules:\n  - name: r\n    match: {protocol: udp}\n    key: %s\n    limit: {algorithm: sliding_log, packets: %d, window: %v}\n", c.key, n, w)
+				yaml := fmt.Sprintf("rules:\n  - name: r\n    match: {protocol: udp}\n    key: %s\n    limit: {algorithm: sliding_log, packets: %d, window: %v}\n%s", c.key, n, w, c.more)
 				l := loadWith(t, maps.Options{Clock: maps.ClockMap}, yaml)
 				logs := map[string]*slidelog.Log{}
 				now := uint64(t0)
