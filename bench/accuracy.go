@@ -38,6 +38,8 @@ func (q queueAccuracy) ratio() float64 {
 
 type slidingTrace struct {
 	name, rates string
+	alg         string // the limiter under test: sliding_window or sliding_log
+	limit       uint64
 	sources     int
 	packets     uint64
 	// Packets the datapath's sliding window decided otherwise than an
@@ -45,7 +47,8 @@ type slidingTrace struct {
 	// with the window already full (over), or refused with room in it
 	// (under).
 	over, under uint64
-	// The most packets the exact window held after an over-limit admission.
+	// The most packets the exact window held after an admission: the
+	// limit, unless an admission went over it.
 	maxHeld int
 	// Two limiters run independently on the trace, each on its own
 	// decisions: what each admitted in total.
@@ -281,6 +284,8 @@ func configured(p model.Params, tl []offeredAt, clock func(int64) int64) uint64 
 // totals admitted: two limiters on their own decisions admit different
 // packets of an over-limit source (their phases drift apart), so a
 // packet-by-packet comparison of those says little.
+// The sliding log runs the same traces at the most it holds (64 packets
+// per window): exact, it must never decide differently.
 func slidingVsLog(e *env, res *accuracyResults, quick bool) error {
 	const limit = 100
 	window := time.Second
@@ -290,11 +295,7 @@ func slidingVsLog(e *env, res *accuracyResults, quick bool) error {
 	if quick {
 		scale = 40
 	}
-	traces := []struct {
-		name, rates string
-		packets     uint64
-		rate        func(r *rand.Rand) float64 // per-source rate as a multiple of the limit
-	}{
+	traces := []traceSpec{
 		// Like real traffic, sources below and above their limit, most
 		// not near it: rates spread evenly on a log scale over two decades
 		// around the limit. Cloudflare's 0.003% came from 400M requests.
@@ -305,41 +306,64 @@ func slidingVsLog(e *env, res *accuracyResults, quick bool) error {
 		{"at the limit", "exactly the limit", 100_000_000 / scale,
 			func(r *rand.Rand) float64 { return 1 }},
 	}
-	p, err := model.WindowParams(model.AlgSlidingWindow, limit, window)
+	sw, err := model.WindowParams(model.AlgSlidingWindow, limit, window)
 	if err != nil {
 		return err
 	}
-	for ti, tr := range traces {
-		e.Logf("accuracy: sliding window vs exact log, %s trace, %d packets", tr.name, tr.packets)
-		workers := max(1, runtime.NumCPU())
-		parts := make([]slidingTrace, workers)
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				parts[w] = slidingPart(p, limit, window, res.SWTraceLength, tr.packets/uint64(workers),
-					rand.New(rand.NewPCG(uint64(ti), uint64(w))), tr.rate)
-			}()
-		}
-		wg.Wait()
-		t := slidingTrace{name: tr.name, rates: tr.rates}
-		for _, s := range parts {
-			t.sources += s.sources
-			t.packets += s.packets
-			t.over += s.over
-			t.under += s.under
-			t.admitModel += s.admitModel
-			t.admitLog += s.admitLog
-			t.maxHeld = max(t.maxHeld, s.maxHeld)
-		}
-		e.Logf("accuracy: %s: %d sources, %d packets, %d decided differently (%.5f%%)", t.name, t.sources, t.packets, t.over+t.under, 100*t.wrongShare())
-		res.SWTraces = append(res.SWTraces, t)
-		if err := e.ctx.Err(); err != nil {
-			return err
+	sl, err := model.SlidingLogParams(model.LogMax, window)
+	if err != nil {
+		return err
+	}
+	for li, lim := range []struct {
+		alg string
+		p   model.Params
+	}{{"sliding_window", sw}, {"sliding_log", sl}} {
+		for ti, tr := range traces {
+			if err := slidingRow(e, res, lim.alg, lim.p, window, uint64(li*len(traces)+ti), tr); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// traceSpec is one kind of trace of the sliding-window table.
+type traceSpec struct {
+	name, rates string
+	packets     uint64
+	rate        func(r *rand.Rand) float64 // per-source rate as a multiple of the limit
+}
+
+// slidingRow runs one trace through one limiter (params p) on every CPU and
+// adds its row to the table.
+func slidingRow(e *env, res *accuracyResults, alg string, p model.Params, window time.Duration, seed uint64, tr traceSpec) error {
+	limit := p.P2
+	e.Logf("accuracy: %s vs exact log, %s trace, %d packets", alg, tr.name, tr.packets)
+	workers := max(1, runtime.NumCPU())
+	parts := make([]slidingTrace, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[w] = slidingPart(p, limit, window, res.SWTraceLength, tr.packets/uint64(workers),
+				rand.New(rand.NewPCG(seed, uint64(w))), tr.rate)
+		}()
+	}
+	wg.Wait()
+	t := slidingTrace{name: tr.name, rates: tr.rates, alg: alg, limit: limit}
+	for _, s := range parts {
+		t.sources += s.sources
+		t.packets += s.packets
+		t.over += s.over
+		t.under += s.under
+		t.admitModel += s.admitModel
+		t.admitLog += s.admitLog
+		t.maxHeld = max(t.maxHeld, s.maxHeld)
+	}
+	e.Logf("accuracy: %s: %d sources, %d packets, %d decided differently (%.5f%%)", t.name, t.sources, t.packets, t.over+t.under, 100*t.wrongShare())
+	res.SWTraces = append(res.SWTraces, t)
+	return e.ctx.Err()
 }
 
 func slidingPart(p model.Params, limit uint64, window, length time.Duration, packets uint64, r *rand.Rand, rate func(*rand.Rand) float64) slidingTrace {
@@ -369,11 +393,11 @@ func slidingPart(p model.Params, limit uint64, window, length time.Duration, pac
 			switch {
 			case m && !would:
 				t.over++
-				t.maxHeld = max(t.maxHeld, held+1)
 			case !m && would:
 				t.under++
 			}
 			if m {
+				t.maxHeld = max(t.maxHeld, held+1)
 				shared.Add(now)
 				t.admitModel++
 			}

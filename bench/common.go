@@ -91,6 +91,11 @@ func loadLimiter(opts maps.Options, yaml string, files map[string][]byte) (*maps
 	if err != nil {
 		return nil, err
 	}
+	return loadImage(opts, img)
+}
+
+// loadImage loads a limiter with a compiled policy in force.
+func loadImage(opts maps.Options, img *maps.Image) (*maps.Limiter, error) {
 	l, err := maps.Load(opts)
 	if err != nil {
 		return nil, err

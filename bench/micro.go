@@ -26,6 +26,11 @@ const (
 	fwPass = "{algorithm: fixed_window, packets: 1000000000, window: 1s}"
 	swDrop = "{algorithm: sliding_window, packets: 1, window: 1m}"
 	swPass = "{algorithm: sliding_window, packets: 1000000000, window: 1s}"
+	// A log holds at most 64 packets, and a policy's window is at least
+	// 1 ms: no policy admits every packet one CPU offers. The pass case
+	// loads this one with its window cut to 1 ns (slidingLogPass).
+	slDrop = "{algorithm: sliding_log, packets: 1, window: 1m}"
+	slPass = "{algorithm: sliding_log, packets: 64, window: 1ms}"
 
 	xdpDrop = 1
 	xdpPass = 2
@@ -185,6 +190,8 @@ const (
 	mFWPass       = "fixed window, under limit (pass)"
 	mSWDrop       = "sliding window, over limit (drop)"
 	mSWPass       = "sliding window, under limit (pass)"
+	mSLDrop       = "sliding log, over limit (drop)"
+	mSLPass       = "sliding log, under limit (pass)"
 	mIPv6         = "IPv6 source (/64 key), token bucket, drop"
 	mIPv6Ext10    = "IPv6 source behind 10 extension headers, token bucket, drop"
 	mAggDrop      = "token bucket + global aggregate, over the source's limit (drop)"
@@ -263,11 +270,22 @@ func microBench(e *env, quick bool) (*microResults, error) {
 		{mFWPass, fwPass, maps.ClockCoarse, xdpPass},
 		{mSWDrop, swDrop, maps.ClockCoarse, xdpDrop},
 		{mSWPass, swPass, maps.ClockCoarse, xdpPass},
+		{mSLDrop, slDrop, maps.ClockCoarse, xdpDrop},
 	}
 	for _, k := range known {
 		add(&microCase{group: "Known source (one IPv4 source, in the table)", name: k.name, want: k.want, warm: 1000},
 			limiter(maps.Options{Clock: k.clock, MaxSources: 1 << 16}, oneRule(k.limit), nil))
 	}
+	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mSLPass, want: xdpPass, warm: 1000},
+		func(c *microCase) (*ebpf.Program, error) {
+			l, err := slidingLogPass()
+			if err != nil {
+				return nil, err
+			}
+			closers = append(closers, l.Close)
+			c.lim = l
+			return l.Program(), nil
+		})
 	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mIPv6, want: xdpDrop, warm: 1000,
 		frame: append([]byte(nil), udp6...)},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(tbDrop), nil))
@@ -389,4 +407,17 @@ func microBench(e *env, quick bool) (*microResults, error) {
 		return res.measureFleetPairs(e, 3*res.Rounds)
 	})
 	return res, err
+}
+
+// slidingLogPass loads a sliding log that admits every packet: slPass with
+// its window cut to 1 ns, which no policy can write (64 packets take far
+// longer than 1 ns), so that each packet takes the admitting path: the
+// lock, the time stored, the count published.
+func slidingLogPass() (*maps.Limiter, error) {
+	img, _, err := compilePolicy(oneRule(slPass), nil)
+	if err != nil {
+		return nil, err
+	}
+	img.Rules[0].Levels[0].Params.P1 = 1
+	return loadImage(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, img)
 }

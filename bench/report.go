@@ -105,6 +105,9 @@ func (r *report) targets() []target {
 		base := m.baseline()
 		worst, worstName := 0.0, ""
 		var parts []string
+		// The one-word algorithms, one table lookup each. sliding_log
+		// is left out: it looks up its log as well, by design (its own
+		// rows in the micro table say what that costs).
 		for _, n := range []string{mTBDrop, mTBPass, mFWDrop, mFWPass, mSWDrop, mSWPass} {
 			c := m.find(n)
 			if c == nil || c.err != nil || base == 0 {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/xdplimit/xdplimit/model"
 )
 
 // The accuracy and control sections of BENCHMARKS.md.
@@ -47,13 +49,15 @@ func (r *report) writeAccuracy(b *strings.Builder) {
 		p("sliding window would decide; decided differently is the share of packets where the two disagree:\n")
 		p("admitted with the window already full, or refused with room left: the comparison Cloudflare made for\n")
 		p("the same approximation (0.003%% of 400M requests, on real traffic; but see below).\n")
-		p("Worst window is the most packets any exact window held after an over-limit admission, against the\n")
-		p("limit. The last column runs an exact sliding-window limiter independently on the same trace and\n")
-		p("compares the totals admitted.\n\n")
-		p("| Trace | Source rates | Sources | Packets | Decided differently | Admitted over the limit | Refused under it | Worst window | Admitted, window / exact limiter |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("Worst window is the most packets any exact window held after an admission, against the limit.\n")
+		p("The last column runs an exact sliding-window limiter independently on the same trace and compares\n")
+		p("the totals admitted. The sliding_log rows run the same traces through the exact log (`model.Log`,\n")
+		p("the mirror of bpf/slidelog.h) at the most it holds, %d packets per %v: it must never decide\n", model.LogMax, a.SWWindow)
+		p("differently, and its worst window must equal its limit.\n\n")
+		p("| Limiter | Trace | Source rates | Sources | Packets | Decided differently | Admitted over the limit | Refused under it | Worst window | Admitted, limiter / exact limiter |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, t := range a.SWTraces {
-			p("| %s | %s | %d | %d | **%s** | %s | %s | %d / %d | %.4f |\n", t.name, t.rates, t.sources, t.packets, pct(t.wrongShare()),
-				pct(float64(t.over)/float64(t.packets)), pct(float64(t.under)/float64(t.packets)), t.maxHeld, a.SWLimit,
+			p("| %s | %s | %s | %d | %d | **%s** | %s | %s | %d / %d | %.4f |\n", t.alg, t.name, t.rates, t.sources, t.packets, pct(t.wrongShare()),
+				pct(float64(t.over)/float64(t.packets)), pct(float64(t.under)/float64(t.packets)), t.maxHeld, t.limit,
 				float64(t.admitModel)/float64(t.admitLog))
 		}
 		p("\n")

@@ -59,27 +59,48 @@ static __always_inline struct xdpl_ban *xdpl_banned(struct xdpl_pkt *p)
 	return b;
 }
 
-/* Forgets the trie entry of the ban in slot s, if it still points there
- * (a race may have pointed it at another slot since). */
-static __always_inline void xdpl_ban_unlink(struct xdpl_ban *old, __u32 s)
+/* k holds the prefix of a ban (its slot's key in a trie, the IPv4 one
+ * reading only its first 8 bytes: struct xdpl_ban_key4's layout). One
+ * buffer for every trie access of xdpl_ban_start keeps its stack small: it
+ * is called from xdpl_main, and the two frames share 512 bytes. */
+static __always_inline void xdpl_ban_key(struct xdpl_ban_key6 *k, const __u8 *addr, __u32 prefixlen)
 {
-	__u32 *cur = xdpl_ban_slot(old->family, (const __be32 *)old->addr, old->prefixlen);
+	k->prefixlen = prefixlen;
+	__builtin_memcpy(k->addr, addr, 16);
+}
 
-	if (!cur || *cur != s)
-		return;
+/* a = the source address src masked to its first bits, byte by byte and
+ * without a branch (the bits of byte i kept are bits - 8i, clamped to
+ * 0..8). */
+static __always_inline void xdpl_ban_prefix(__u8 *a, const __be32 *src, __u32 bits)
+{
+	__builtin_memcpy(a, src, 16);
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		__s32 keep = (__s32)bits - i * 8;
+
+		keep = keep < 0 ? 0 : keep;
+		keep = keep > 8 ? 8 : keep;
+		a[i] &= (__u8)(0xff00 >> keep);
+	}
+}
+
+/* Forgets the trie entry of the ban in slot s, if it still points there
+ * (a race may have pointed it at another slot since). Uses k. */
+static __always_inline void xdpl_ban_unlink(struct xdpl_ban *old, __u32 s, struct xdpl_ban_key6 *k)
+{
+	xdpl_ban_key(k, old->addr, old->prefixlen);
 	if (old->family == 4) {
-		struct xdpl_ban_key4 k = {.prefixlen = old->prefixlen};
+		__u32 *cur = bpf_map_lookup_elem(&xdpl_ban4, k);
 
-		__builtin_memcpy(k.addr, old->addr, 4);
-		long err = bpf_map_delete_elem(&xdpl_ban4, &k);
-
-		asm volatile("" : "+r"(err));
+		if (cur && *cur == s)
+			bpf_map_delete_elem(&xdpl_ban4, k);
 		return;
 	}
-	struct xdpl_ban_key6 k = {.prefixlen = old->prefixlen};
+	__u32 *cur = bpf_map_lookup_elem(&xdpl_ban6, k);
 
-	__builtin_memcpy(k.addr, old->addr, 16);
-	bpf_map_delete_elem(&xdpl_ban6, &k);
+	if (cur && *cur == s)
+		bpf_map_delete_elem(&xdpl_ban6, k);
 }
 
 /* The slot for a new ban of prefix (a, bits) in its set: the free or
@@ -118,78 +139,69 @@ static __always_inline __u32 xdpl_ban_victim(const __u8 *a, __u8 family, __u32 b
 	return best;
 }
 
-/* Bans the packet's source prefix for rule r (the packet that exceeded).
- * shadow: the ban is recorded and counted, never enforced. A prefix already
- * banned (an expired ban, or one in shadow) keeps its slot. */
-static __always_inline void xdpl_ban_start(struct xdpl_rule *r, struct xdpl_pkt *p, __u32 shadow)
+/* Bans the packet's source prefix (bits long) for ban_ns, for the rule
+ * whose counter slot is origin (the packet that exceeded it). shadow: the
+ * ban is recorded and counted, never enforced. A prefix already banned (an
+ * expired ban, or one in shadow) keeps its slot.
+ *
+ * A global function, verified once on its own and called only when a ban
+ * starts: inlined at the rule's verdict, its branches multiplied the states
+ * the verifier walks through the rest of the program (~300k instructions
+ * more). Scalars and the packet on the caller's stack are what a global
+ * function can take. */
+__attribute__((noinline)) int xdpl_ban_start(struct xdpl_pkt *p, __u32 bits, __u64 ban_ns,
+					     __u32 origin, __u32 shadow)
 {
+	if (!p)
+		return 0;
 	struct xdpl_clk clk = {};
 	__u64 now = xdpl_now(&clk, 0);
-	__u32 bits = p->family == 4 ? r->ban_bits4 : r->ban_bits6;
-	__u8 a[16] = {};
+	__u8 family = p->family;
+	struct xdpl_ban_key6 k = {};
 
-	if (p->family == 4) {
-		__builtin_memcpy(a, p->saddr, 4);
-	} else {
-		__builtin_memcpy(a, p->saddr, 16);
-	}
-	/* Mask to the prefix, byte by byte. */
-#pragma unroll
-	for (int i = 0; i < 16; i++) {
-		int keep = (int)bits - i * 8;
-
-		if (keep <= 0)
-			a[i] = 0;
-		else if (keep < 8)
-			a[i] &= (__u8)(0xff << (8 - keep));
-	}
+	bits &= 0xff;
+	xdpl_ban_prefix(k.addr, p->saddr, bits);
+	k.prefixlen = bits;
 	__u32 s;
-	__u32 *cur = xdpl_ban_slot(p->family, (const __be32 *)a, bits);
+	__u32 *cur =
+	    family == 4 ? bpf_map_lookup_elem(&xdpl_ban4, &k) : bpf_map_lookup_elem(&xdpl_ban6, &k);
 	struct xdpl_ban *b = NULL;
 
 	if (cur) {
 		s = *cur;
 		b = bpf_map_lookup_elem(&xdpl_bans, &s);
-		if (b && (b->family != p->family || b->prefixlen != bits ||
-			  __builtin_memcmp(b->addr, a, 16) != 0))
+		if (b && (b->family != family || b->prefixlen != bits ||
+			  __builtin_memcmp(b->addr, k.addr, 16) != 0))
 			b = NULL; /* a shorter prefix's ban, not this one */
 	}
 	if (!b) {
-		s = xdpl_ban_victim(a, p->family, bits, now);
+		s = xdpl_ban_victim(k.addr, family, bits, now);
 		b = bpf_map_lookup_elem(&xdpl_bans, &s);
 		if (!b)
-			return;
+			return 0;
 		if (b->expires_ns)
-			xdpl_ban_unlink(b, s);
+			xdpl_ban_unlink(b, s, &k);
 	}
-	b->family = p->family;
+	/* k may hold the replaced ban's prefix now: this one's is b's. */
+	b->family = family;
 	b->prefixlen = bits;
-	__builtin_memcpy(b->addr, a, 16);
-	b->origin = r->counter_slot;
+	xdpl_ban_prefix(b->addr, p->saddr, bits);
+	b->origin = origin;
 	b->flags = shadow ? XDPL_BF_SHADOW : 0;
 	b->dropped = 0;
 	b->reason[0] = 0;
 	b->started_ns = now;
-	b->expires_ns = now + r->ban_ns;
-	long err;
+	b->expires_ns = now + ban_ns;
+	xdpl_ban_key(&k, b->addr, bits);
+	long err = family == 4 ? bpf_map_update_elem(&xdpl_ban4, &k, &s, BPF_ANY)
+			       : bpf_map_update_elem(&xdpl_ban6, &k, &s, BPF_ANY);
 
-	if (p->family == 4) {
-		struct xdpl_ban_key4 k = {.prefixlen = bits};
-
-		__builtin_memcpy(k.addr, a, 4);
-		err = bpf_map_update_elem(&xdpl_ban4, &k, &s, BPF_ANY);
-		asm volatile("" : "+r"(err));
-	} else {
-		struct xdpl_ban_key6 k = {.prefixlen = bits};
-
-		__builtin_memcpy(k.addr, a, 16);
-		err = bpf_map_update_elem(&xdpl_ban6, &k, &s, BPF_ANY);
-	}
 	/* The packet is dropped all the same; a trie too full for the ban
 	 * (only races can fill it) is counted, not silent. */
 	if (err)
 		xdpl_count(XDPL_C_INSERT_FAIL, 0);
 	xdpl_count(XDPL_C_BAN_STARTED, 0);
+	return 0;
 }
 
 #endif

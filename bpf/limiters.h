@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* The three algorithms on state shared by all CPUs. Each one decides from a
+/* The algorithms on state shared by all CPUs (sliding_log: slidelog.h). Each one decides from a
  * snapshot of its state word and commits with compare-and-swap, retrying when
  * another CPU got there first; the over-limit path only reads. That makes the
  * admitted count exact whichever CPUs a source's packets arrive on, without a
@@ -161,6 +161,8 @@ static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl
 	return -1;
 }
 
+#include "slidelog.h"
+
 /* Inlined into each level function (xdpl_check_level, xdpl_commit_level,
  * xdpl_single_level), which are global functions the verifier checks once
  * each: the algorithms are walked once per level function, not once per
@@ -180,6 +182,8 @@ static __always_inline int xdpl_apply(struct xdpl_state *s, struct xdpl_level *l
 		return xdpl_fixed_window(s, l, now, cost, commit);
 	case XDPL_ALG_SLIDING_WINDOW:
 		return xdpl_sliding_window(s, l, now, cost, commit);
+	case XDPL_ALG_SLIDING_LOG:
+		return xdpl_sliding_log(s, l, now, cost, commit);
 	}
 	return 0;
 }

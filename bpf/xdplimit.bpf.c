@@ -248,7 +248,8 @@ int xdpl_main(struct xdp_md *ctx)
 			st->level_drops[r->levels[refused].origin & (XDPL_MAX_LEVELS - 1)]++;
 	}
 	if (refused >= 0 && (r->flags & XDPL_RF_BAN))
-		xdpl_ban_start(r, &p, verdict == XDPL_V_SHADOW);
+		xdpl_ban_start(&p, p.family == 4 ? r->ban_bits4 : r->ban_bits6, r->ban_ns,
+			       r->counter_slot, verdict == XDPL_V_SHADOW);
 	if (verdict != XDPL_V_PASS)
 		xdpl_sample(&p, verdict, slot, r, refused, g->sample_mask);
 	xdpl_decided(XDPL_WHY_RULE, verdict, r, idx, refused, &p);

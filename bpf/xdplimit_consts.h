@@ -53,6 +53,7 @@ enum xdpl_const {
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,
 	XDPL_ALG_SLIDING_WINDOW = 3,
+	XDPL_ALG_SLIDING_LOG = 4,
 
 	/* Level flags. */
 	XDPL_LF_BYTES = 1 << 0,	     /* cost is the frame length, not 1 */
@@ -208,6 +209,9 @@ enum xdpl_const {
 	XDPL_BF_SHADOW = 1 << 0, /* recorded and counted, never enforced */
 	XDPL_WHY_BAN = 7,
 	XDPL_SAMPLE_BAN = 0xfffe, /* slot of samples of banned sources */
+	/* sliding_log: the most admission times a log holds, so the largest
+	 * limit (packets per window) it can enforce (bpf/slidelog.h). */
+	XDPL_LOG_MAX = 64,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also
@@ -217,6 +221,9 @@ enum xdpl_const {
 #endif
 #ifndef XDPL_MAX_OTHER_SOURCES
 #define XDPL_MAX_OTHER_SOURCES (1 << 18) /* IPv6, global and src+port keys */
+#endif
+#ifndef XDPL_MAX_LOGS
+#define XDPL_MAX_LOGS (1 << 16) /* sliding_log keys (XDPL_MAX_SOURCES / 16) */
 #endif
 #ifndef XDPL_MAX_ACL
 #define XDPL_MAX_ACL (1 << 18) /* per family, both generations */

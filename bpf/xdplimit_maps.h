@@ -198,4 +198,27 @@ struct {
 	__type(value, struct xdpl_ban);
 } xdpl_bans SEC(".maps");
 
+/* sliding_log levels: a key's state entry holds the id of its log (a), and
+ * the log lives here, keyed by that id. An LRU like the state tables, so its
+ * size is fixed (the control plane sizes it from --max-sources); a log
+ * evicted while its key's entry lives is recreated empty, as an evicted
+ * entry of any other algorithm restarts from nothing. The id rather than
+ * the key: a global level has no key, and an 8-byte key is a smaller
+ * entry. An LRU cannot hold a bpf_spin_lock: slidelog.h locks with
+ * compare-and-swap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XDPL_MAX_LOGS);
+	__type(key, __u64);
+	__type(value, struct xdpl_log);
+} xdpl_logs SEC(".maps");
+
+/* The last log id handed out, and the empty log new logs are copied from. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_log_ids);
+} xdpl_log_ids SEC(".maps");
+
 #endif

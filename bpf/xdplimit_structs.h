@@ -99,7 +99,8 @@ struct xdpl_key4 {
 
 /* token_bucket: a = theoretical arrival time (GCRA), b unused.
  * fixed_window: a = seq << 40 | count, b = full window index of the last reset.
- * sliding_window: a, b = packed counters of even and odd windows. */
+ * sliding_window: a, b = packed counters of even and odd windows.
+ * sliding_log: a = id of the key's log in xdpl_logs (0: none yet), b unused. */
 struct xdpl_state {
 	__u64 a;
 	__u64 b;
@@ -263,6 +264,24 @@ struct xdpl_metadata {
 	__u8 policy_sha256[32];
 	char policy_path[256];
 	__u64 manual_bans; /* bans made by hand, ever (metrics) */
+};
+
+/* sliding_log: the times of a key's last admissions (bpf/slidelog.h).
+ * seq = admissions so far << 1 | 1 while a CPU is writing; admission k's
+ * time is in t[k % limit]. In its own table, so that the common state
+ * entry stays 16 bytes for every other algorithm. */
+struct xdpl_log {
+	__u64 seq;
+	__u64 t[XDPL_LOG_MAX];
+};
+
+/* next: the last log id handed out; ids are never reused, so a recycled
+ * state entry never finds another key's log. empty: never written, the
+ * value a new log is inserted with (a log does not fit the BPF stack). */
+struct xdpl_log_ids {
+	__u64 next;
+	__u64 pad;
+	struct xdpl_log empty;
 };
 
 #endif

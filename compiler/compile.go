@@ -274,6 +274,9 @@ func compileLevel(l policy.Level) (maps.LevelSpec, error) {
 	case policy.SlidingWindow:
 		ls.Params, err = model.WindowParams(model.AlgSlidingWindow, l.Limit.Count, l.Limit.Window)
 		ls.ToleranceNs = uint64(l.Limit.Window)
+	case policy.SlidingLog:
+		ls.Params, err = model.SlidingLogParams(l.Limit.Count, l.Limit.Window)
+		ls.ToleranceNs = uint64(l.Limit.Window)
 	default:
 		err = fmt.Errorf("unknown algorithm %v", l.Limit.Algorithm)
 	}

@@ -76,6 +76,7 @@ const (
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_ALG_SLIDING_LOG       XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_LF_BYTES              XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_LF_FINE_CLOCK         XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_LF_TRACK_FIRST        XdplimitXdplConst = 4
@@ -173,6 +174,7 @@ const (
 	XdplimitXdplConstXDPL_BF_SHADOW             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_WHY_BAN               XdplimitXdplConst = 7
 	XdplimitXdplConstXDPL_SAMPLE_BAN            XdplimitXdplConst = 65534
+	XdplimitXdplConstXDPL_LOG_MAX               XdplimitXdplConst = 64
 )
 
 type XdplimitXdplControl struct {
@@ -280,6 +282,19 @@ type XdplimitXdplLevel struct {
 	P1        uint64
 	P2        uint64
 	P3        uint64
+}
+
+type XdplimitXdplLog struct {
+	_   structs.HostLayout
+	Seq uint64
+	T   [64]uint64
+}
+
+type XdplimitXdplLogIds struct {
+	_     structs.HostLayout
+	Next  uint64
+	Pad   uint64
+	Empty XdplimitXdplLog
 }
 
 type XdplimitXdplLpm4 struct {
@@ -405,6 +420,8 @@ const (
 	XdplimitMapXdplIcmpt           = "xdpl_icmpt"
 	XdplimitMapXdplIplen           = "xdpl_iplen"
 	XdplimitMapXdplLast            = "xdpl_last"
+	XdplimitMapXdplLogIds          = "xdpl_log_ids"
+	XdplimitMapXdplLogs            = "xdpl_logs"
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
 	XdplimitMapXdplProto           = "xdpl_proto"
@@ -513,6 +530,8 @@ type XdplimitMapSpecs struct {
 	XdplIcmpt          *ebpf.MapSpec `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.MapSpec `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplLogIds         *ebpf.MapSpec `ebpf:"xdpl_log_ids"`
+	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
@@ -595,6 +614,8 @@ type XdplimitMaps struct {
 	XdplIcmpt          *ebpf.Map `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.Map `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.Map `ebpf:"xdpl_last"`
+	XdplLogIds         *ebpf.Map `ebpf:"xdpl_log_ids"`
+	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
@@ -638,6 +659,8 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplIcmpt,
 		m.XdplIplen,
 		m.XdplLast,
+		m.XdplLogIds,
+		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
 		m.XdplProto,

@@ -18,6 +18,8 @@ func TestModelConstants(t *testing.T) {
 		{"token bucket", uint64(gen.XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET), model.AlgTokenBucket},
 		{"fixed window", uint64(gen.XdplimitXdplConstXDPL_ALG_FIXED_WINDOW), model.AlgFixedWindow},
 		{"sliding window", uint64(gen.XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW), model.AlgSlidingWindow},
+		{"sliding log", uint64(gen.XdplimitXdplConstXDPL_ALG_SLIDING_LOG), model.AlgSlidingLog},
+		{"log max", uint64(gen.XdplimitXdplConstXDPL_LOG_MAX), model.LogMax},
 		{"time shift", uint64(gen.XdplimitXdplConstXDPL_TIME_SHIFT), model.TimeShift},
 		{"fp shift", uint64(gen.XdplimitXdplConstXDPL_FP_SHIFT), model.FPShift},
 		{"count bits", uint64(gen.XdplimitXdplConstXDPL_WIN_COUNT_BITS), model.CountBits},

@@ -487,6 +487,16 @@ func TestModelAgreement(t *testing.T) {
 			p, _ := model.WindowParams(model.AlgSlidingWindow, n, w)
 			return fmt.Sprintf("{algorithm: sliding_window, packets: %d, window: %v}", n, w), p, false
 		}},
+		// Limits from 1 to the most a log holds; the time of each
+		// admission wraps around the log many times per trace.
+		{"sliding_log", func(r *rand.Rand) (string, model.Params, bool) {
+			n, w := 1+r.Uint64N(model.LogMax), time.Duration(1+r.IntN(500))*time.Millisecond
+			p, err := model.SlidingLogParams(n, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprintf("{algorithm: sliding_log, packets: %d, window: %v}", n, w), p, false
+		}},
 		{"sliding_window_bytes", func(r *rand.Rand) (string, model.Params, bool) {
 			n, w := 2000+r.Uint64N(100000), time.Duration(1+r.IntN(500))*time.Millisecond
 			p, _ := model.WindowParams(model.AlgSlidingWindow, n, w)
@@ -642,15 +652,28 @@ func TestAccuracyAcrossCPUs(t *testing.T) {
 // datapath reads) and the share of that span each CPU spent running the
 // program, which the kernel reports net of preemption.
 func flood(l *maps.Limiter, pkt []byte, repeat int) (int64, int64, float64, error) {
-	mono := func() int64 {
-		var ts unix.Timespec
-		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-		return ts.Nano()
-	}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
 	ran := make([]time.Duration, 2)
 	begin, end := make([]int64, 2), make([]int64, 2)
+	err := onBothCPUs(func(cpu int) error {
+		begin[cpu] = mono()
+		_, perPacket, err := l.Program().Benchmark(pkt, repeat, nil)
+		end[cpu] = mono()
+		ran[cpu] = perPacket * time.Duration(repeat)
+		return err
+	})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	s, e := min(begin[0], begin[1]), max(end[0], end[1])
+	busy := float64(min(ran[0], ran[1])) / float64(e-s)
+	return s, e, busy, nil
+}
+
+// onBothCPUs runs f on CPU 0 and on CPU 1 at once, each on a thread pinned
+// to its CPU, both started together once both are pinned.
+func onBothCPUs(f func(cpu int) error) error {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
 	errs := make([]error, 2)
 	for cpu := 0; cpu < 2; cpu++ {
 		wg.Add(1)
@@ -662,20 +685,19 @@ func flood(l *maps.Limiter, pkt []byte, repeat int) (int64, int64, float64, erro
 			}
 			defer unpin()
 			<-start
-			begin[cpu] = mono()
-			_, perPacket, err := l.Program().Benchmark(pkt, repeat, nil)
-			end[cpu] = mono()
-			ran[cpu], errs[cpu] = perPacket*time.Duration(repeat), err
+			errs[cpu] = f(cpu)
 		}()
 	}
 	close(start)
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return 0, 0, 0, err
-	}
-	s, e := min(begin[0], begin[1]), max(end[0], end[1])
-	busy := float64(min(ran[0], ran[1])) / float64(e-s)
-	return s, e, busy, nil
+	return errors.Join(errs...)
+}
+
+// mono reads CLOCK_MONOTONIC, the clock the datapath reads.
+func mono() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // compileYAML compiles a policy given as YAML.

@@ -108,6 +108,10 @@ func (ls LevelSpec) trackFirst(trackAfter uint32, cpus int) bool {
 	if trackAfter <= 1 || ls.KeyKind == KeyGlobal {
 		return false
 	}
+	// Exact means every admission is logged: none may pass untracked.
+	if ls.Params.Algorithm == model.AlgSlidingLog {
+		return true
+	}
 	var rate float64 // units per second
 	switch ls.Params.Algorithm {
 	case model.AlgTokenBucket:

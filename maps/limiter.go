@@ -23,7 +23,10 @@ type Options struct {
 	// sources and prefixes, src_ip+dst_port, global; 0: MaxSources / 4).
 	MaxSources      uint32
 	MaxOtherSources uint32
-	Clock           Clock
+	// MaxLogs sizes the sliding_log table (0: MaxSources / 16): one log of
+	// model.LogBytes per key of a sliding_log level.
+	MaxLogs uint32
+	Clock   Clock
 	// Pinned maps to reuse instead of creating new ones (adopting the
 	// state of a running limiter), by map name.
 	Pinned map[string]*ebpf.Map
@@ -79,9 +82,13 @@ func Load(opts Options) (*Limiter, error) {
 	if opts.MaxSources > 0 {
 		spec.Maps[Sources4Map].MaxEntries = opts.MaxSources
 		spec.Maps[SourcesMap].MaxEntries = max(opts.MaxSources/4, 1)
+		spec.Maps[LogsMap].MaxEntries = max(opts.MaxSources/16, 1)
 	}
 	if opts.MaxOtherSources > 0 {
 		spec.Maps[SourcesMap].MaxEntries = opts.MaxOtherSources
+	}
+	if opts.MaxLogs > 0 {
+		spec.Maps[LogsMap].MaxEntries = opts.MaxLogs
 	}
 	spec.Maps[sketchMap].MaxEntries = sketchCells()
 	if opts.MaxBans == 0 {
@@ -166,7 +173,7 @@ func checkPinnedLayout(pinned map[string]*ebpf.Map) error {
 // or inspected table keeps the size it was attached with (--max-sources);
 // resizing needs a detach.
 func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
-	for _, name := range []string{Sources4Map, SourcesMap, sketchMap} {
+	for _, name := range []string{Sources4Map, SourcesMap, LogsMap, sketchMap} {
 		if m, ok := pinned[name]; ok {
 			spec.Maps[name].MaxEntries = m.MaxEntries()
 		}

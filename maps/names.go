@@ -52,6 +52,8 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplBan4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBan4 }},
 	{gen.XdplimitMapXdplBan6, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBan6 }},
 	{gen.XdplimitMapXdplBans, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBans }},
+	{gen.XdplimitMapXdplLogs, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLogs }},
+	{gen.XdplimitMapXdplLogIds, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLogIds }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.
@@ -67,6 +69,9 @@ var MapNames = func() []string {
 const (
 	Sources4Map = gen.XdplimitMapXdplSources4
 	SourcesMap  = gen.XdplimitMapXdplSources
+	// LogsMap holds the logs of sliding_log keys (their state entries
+	// hold the ids).
+	LogsMap = gen.XdplimitMapXdplLogs
 )
 
 // Map returns one map by name (for pinning and adoption); nil for a name

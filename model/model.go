@@ -19,6 +19,7 @@ const (
 	AlgTokenBucket   = 1
 	AlgFixedWindow   = 2
 	AlgSlidingWindow = 3
+	AlgSlidingLog    = 4
 
 	TimeShift   = 4
 	FPShift     = 16
@@ -53,8 +54,14 @@ type Params struct {
 	Reserve uint64
 }
 
-// State is one state entry (struct xdpl_state).
-type State struct{ A, B uint64 }
+// State is one state entry (struct xdpl_state). A sliding_log level's
+// entry holds its log's id in A; the model holds the log itself in Log, by
+// value, so that a copy of a State (a trial admission) is a copy of all of
+// it.
+type State struct {
+	A, B uint64
+	Log  Log
+}
 
 // TokenBucketParams converts "count units per per, burst units" to GCRA
 // parameters, rounding the interval down (admitting at most 2^-16 ns per unit
@@ -124,6 +131,8 @@ func (s *State) Admit(p Params, now, cost uint64) bool {
 		return s.fixedWindow(p, now, cost)
 	case AlgSlidingWindow:
 		return s.slidingWindow(p, now, cost)
+	case AlgSlidingLog:
+		return s.slidingLog(p, now, cost)
 	}
 	return false
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/xdplimit/xdplimit/model"
 )
 
 // FuzzParse checks that Parse never panics, that every rejection is an
@@ -200,6 +202,10 @@ func checkLevel(t *testing.T, r Rule, l Level) {
 	case FixedWindow, SlidingWindow:
 		if lim.Count < 1 || lim.Count > maxWindowCount || lim.Window < minWindow || lim.Window > maxWindow || lim.Per != 0 || lim.Burst != 0 {
 			t.Fatalf("rule %s: window %+v", r.Name, lim)
+		}
+	case SlidingLog:
+		if lim.Unit != Packets || lim.Count < 1 || lim.Count > model.LogMax || lim.Window < minWindow || lim.Window > maxWindow || lim.Per != 0 || lim.Burst != 0 {
+			t.Fatalf("rule %s: sliding log %+v", r.Name, lim)
 		}
 	default:
 		t.Fatalf("rule %s: algorithm %d", r.Name, lim.Algorithm)

@@ -22,12 +22,17 @@ func (d *decoder) limit(n ast.Node, path string) (Limit, bool) {
 	}
 	f, ok := m["algorithm"]
 	if !ok {
-		d.errorf(n, path, "algorithm is required: token_bucket, fixed_window or sliding_window")
+		d.errorf(n, path, "algorithm is required: %s", orList(algorithmNames))
 		return l, false
 	}
-	alg, ok := d.enum(f.value, join(path, "algorithm"), "algorithm", algorithmNames)
+	// leaky_bucket is read as token_bucket, and listed after the others.
+	names := append(algorithmNames[:len(algorithmNames):len(algorithmNames)], leakyBucket)
+	alg, ok := d.enum(f.value, join(path, "algorithm"), "algorithm", names)
 	if !ok {
 		return l, false
+	}
+	if alg == len(algorithmNames) {
+		alg = int(TokenBucket)
 	}
 	l.Algorithm = Algorithm(alg)
 	if l.Algorithm == TokenBucket {
@@ -131,6 +136,9 @@ func (d *decoder) window(n ast.Node, path string, m map[string]field, l *Limit) 
 	default:
 		d.errorf(n, path, "%s needs packets or bytes, e.g. packets: 100", l.Algorithm)
 	}
+	if l.Algorithm == SlidingLog {
+		d.slidingLog(m, path, l)
+	}
 	if f, ok := m["window"]; ok {
 		fpath := join(path, "window")
 		if s, ok := d.scalar(f.value, fpath, "a duration"); ok {
@@ -154,4 +162,15 @@ func (d *decoder) windowCount(n ast.Node, path, name, s string, parse func(strin
 		d.errorf(n, path, "%s must be 1 to %d (2^40-1), got %s", name, uint64(maxWindowCount), s)
 	}
 	return c
+}
+
+// slidingLog checks what a sliding log can hold: packets only, at most
+// model.LogMax of them (the log keeps one time per packet).
+func (d *decoder) slidingLog(m map[string]field, path string, l *Limit) {
+	if f, ok := m["bytes"]; ok {
+		d.errorf(f.key, join(path, "bytes"), "sliding_log counts packets, not bytes (it logs each admission's time); use sliding_window for a byte limit")
+	}
+	if f, ok := m["packets"]; ok && l.Unit == Packets && l.Count > model.LogMax {
+		d.errorf(f.value, join(path, "packets"), "sliding_log holds at most %d packets per window, got %d; use sliding_window or token_bucket for larger limits", model.LogMax, l.Count)
+	}
 }

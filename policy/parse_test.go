@@ -433,9 +433,20 @@ func TestLimits(t *testing.T) {
 			"p.yaml:3:58: rules[0].limit.burst: burst 1000 is less than one 1500-byte packet; larger packets can never conform"}},
 
 		{name: "algorithm missing", src: withLimit("rate: 1/s, burst: 1"), errs: []string{
-			"p.yaml:3:12: rules[0].limit: algorithm is required: token_bucket, fixed_window or sliding_window"}},
-		{name: "algorithm bad", src: withLimit("algorithm: leaky_bucket, rate: 1/s, burst: 1"), errs: []string{
-			`p.yaml:3:24: rules[0].limit.algorithm: unknown algorithm "leaky_bucket"; use token_bucket, fixed_window or sliding_window`}},
+			"p.yaml:3:12: rules[0].limit: algorithm is required: token_bucket, fixed_window, sliding_window or sliding_log"}},
+		{name: "algorithm bad", src: withLimit("algorithm: gcra, rate: 1/s, burst: 1"), errs: []string{
+			`p.yaml:3:24: rules[0].limit.algorithm: unknown algorithm "gcra"; use token_bucket, fixed_window, sliding_window, sliding_log or leaky_bucket`}},
+		{name: "leaky bucket is the token bucket", src: withLimit("algorithm: leaky_bucket, rate: 1000/s, burst: 2000"), check: wantLevel(0, Level{srcKey, tb1000})},
+		{name: "sliding log", src: withLimit("algorithm: sliding_log, packets: 5, window: 1m"),
+			check: wantLevel(0, Level{srcKey, Limit{Algorithm: SlidingLog, Unit: Packets, Count: 5, Window: time.Minute}})},
+		{name: "sliding log max", src: withLimit("algorithm: sliding_log, packets: 64, window: 1s"),
+			check: wantLevel(0, Level{srcKey, Limit{Algorithm: SlidingLog, Unit: Packets, Count: 64, Window: time.Second}})},
+		{name: "sliding log too many", src: withLimit("algorithm: sliding_log, packets: 65, window: 1s"), errs: []string{
+			`p.yaml:3:46: rules[0].limit.packets: sliding_log holds at most 64 packets per window, got 65; use sliding_window or token_bucket for larger limits`}},
+		{name: "sliding log bytes", src: withLimit("algorithm: sliding_log, bytes: 64, window: 1s"), errs: []string{
+			`p.yaml:3:37: rules[0].limit.bytes: sliding_log counts packets, not bytes (it logs each admission's time); use sliding_window for a byte limit`}},
+		{name: "sliding log fleet", src: "fleet: {redis: redis://127.0.0.1:6379/0}\n" + withLimit("algorithm: sliding_log, packets: 5, window: 1s, scope: fleet"), errs: []string{
+			`p.yaml:4:68: rules[0].limit.scope: scope: fleet works with token_bucket and fixed_window, not sliding_log`}},
 		{name: "unknown limit field", src: withLimit("algorithm: token_bucket, rate: 1/s, burst: 1, pps: 5"), errs: []string{
 			`p.yaml:3:59: rules[0].limit: unknown field "pps"; allowed: algorithm, rate, burst, packets, bytes, window, scope`}},
 		{name: "limit a string", src: "rules:\n  - name: r\n    limit: 1000/s\n", errs: []string{

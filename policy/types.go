@@ -178,8 +178,9 @@ func (k Key) String() string {
 // units per second, otherwise the smallest multiple of the unit written that
 // makes Count whole ("1M/h" is 1000000 per 1h, "1bit/s" is 1 byte per 8s).
 //
-// For FixedWindow and SlidingWindow, at most Count units pass per Window;
-// Per and Burst are 0.
+// For FixedWindow, SlidingWindow and SlidingLog, at most Count units pass
+// per Window (SlidingLog: packets only, Count at most 64); Per and Burst
+// are 0.
 type Limit struct {
 	Algorithm Algorithm
 	Unit      Unit
@@ -296,9 +297,14 @@ const (
 	TokenBucket   Algorithm = iota // refills at a rate, holds at most a burst
 	FixedWindow                    // at most Count per window, the counter resets at each window start
 	SlidingWindow                  // at most Count in any window-long interval (as the datapath approximates it)
+	SlidingLog                     // at most Count (1..64 packets) in any window-long interval, exactly
 )
 
-var algorithmNames = []string{"token_bucket", "fixed_window", "sliding_window"}
+var algorithmNames = []string{"token_bucket", "fixed_window", "sliding_window", "sliding_log"}
+
+// leakyBucket is accepted for TokenBucket: the datapath's token bucket is a
+// GCRA meter, which is the leaky bucket as a meter (the same admissions).
+const leakyBucket = "leaky_bucket"
 
 func (a Algorithm) String() string { return enumString(int(a), algorithmNames) }
 

@@ -416,6 +416,38 @@ rules:
 	compare(t, replayFile(t, p, writeCapture(t, pcapMicros, frames), Options{}), expected(p, m, frames, 0))
 }
 
+// An SSH brute force in a capture: sources opening connections to port
+// 22 at random, some far faster than 5 per minute; the exact log admits
+// what the model's log does, packet by packet.
+func TestSlidingLogPcap(t *testing.T) {
+	p := parsePolicy(t, `
+rules:
+  - name: ssh-syn
+    match: {protocol: tcp, dst_ports: [22], tcp_flags: [syn]}
+    limit: {algorithm: sliding_log, packets: 5, window: 1m}
+`)
+	params, err := model.SlidingLogParams(5, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel(mRule{name: "ssh-syn", levels: []mLevel{{params: params, kind: policy.KeySrcIP, p4: 32, p6: 64}}})
+	rng := rand.New(rand.NewPCG(5, 6))
+	var frames []rec
+	for i := 0; i < 20; i++ {
+		src := netip.AddrFrom4([4]byte{203, 0, 113, byte(i)})
+		gap := time.Duration(1+rng.IntN(30)) * time.Second // 2 to 60 a minute
+		for at := time.Duration(rng.Int64N(int64(time.Minute))); at < 5*time.Minute; at += gap {
+			frames = append(frames, rec{at: at, data: pktgen.TCP4(src, dst4, 40000+uint16(i), 22, pktgen.TCPSyn, 0), why: maps.WhyRule, src: src})
+		}
+	}
+	slices.SortStableFunc(frames, func(a, b rec) int { return cmp.Compare(a.at, b.at) })
+	got := replayFile(t, p, writeCapture(t, pcapNanos, frames), Options{})
+	compare(t, got, expected(p, m, frames, 0))
+	if got.Rules[0].Drop.Packets == 0 || got.Rules[0].Pass.Packets == 0 {
+		t.Errorf("the brute force was not limited: %+v", got.Rules[0])
+	}
+}
+
 // Thousands of sources, IPv4 and IPv6, each below its own limit or a
 // little over it, together over their networks' and the global limits.
 // Three algorithms on three levels, one of them counting bytes.

@@ -37,7 +37,7 @@ func (f *attachFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.mode, "mode", "auto", "XDP mode: auto (native, else generic), native or generic")
 	cmd.Flags().BoolVar(&f.force, "force", false, "replace an XDP program already on the interface")
 	cmd.Flags().BoolVar(&f.keep, "keep-on-exit", false, "leave the limiter attached and pinned when this process exits")
-	cmd.Flags().Uint32Var(&f.maxSources, "max-sources", 1<<20, "entries of the IPv4 per-source state table (fixed memory: ~88 bytes each)")
+	cmd.Flags().Uint32Var(&f.maxSources, "max-sources", 1<<20, "entries of the IPv4 per-source state table (fixed memory: ~88 bytes each; plus a sixteenth as many sliding_log logs, ~592 bytes each)")
 	cmd.Flags().Uint32Var(&f.maxOther, "max-other-sources", 0,
 		"entries of the table for every other key: IPv6, global, src_ip+dst_port (~104 bytes each; default max-sources/4)")
 	cmd.Flags().Uint32Var(&f.maxBans, "max-bans", maps.DefaultMaxBans,

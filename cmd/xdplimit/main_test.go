@@ -107,7 +107,7 @@ func warnLine(path string) string {
 }
 
 func badError(path string) string {
-	return path + ":3:12: rules[0].limit: algorithm is required: token_bucket, fixed_window or sliding_window"
+	return path + ":3:12: rules[0].limit: algorithm is required: token_bucket, fixed_window, sliding_window or sliding_log"
 }
 
 func TestRoot(t *testing.T) {
