@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 4,
+	XDPL_LAYOUT_VERSION = 5,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -89,8 +89,9 @@ enum xdpl_const {
 	XDPL_C_CAS_EXHAUSTED = 8,
 	XDPL_C_UNTRACKED =
 	    9, /* admitted at a level without a state entry (sketch: not heavy yet) */
-	XDPL_C_FLEET_LOST = 10, /* fleet keys not reported: the ring was full */
-	XDPL_NCOUNTERS = 11,
+	XDPL_C_FLEET_LOST = 10,	    /* fleet keys not reported: the ring was full */
+	XDPL_C_REFUSED_CACHED = 11, /* refused by the per-CPU refused-until cache */
+	XDPL_NCOUNTERS = 12,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -168,6 +169,9 @@ enum xdpl_const {
 	XDPL_WHY_DENY = 4,
 	XDPL_WHY_UNMATCHED = 5,
 	XDPL_WHY_RULE = 6,
+
+	/* The per-CPU refused-until cache (bpf/refused.h): 2^bits slots. */
+	XDPL_REFUSED_BITS = 10,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

@@ -169,4 +169,12 @@ struct {
 	__type(value, struct xdpl_metadata);
 } xdpl_meta SEC(".maps");
 
+/* The refused-until cache (bpf/refused.h): per CPU, direct-mapped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << XDPL_REFUSED_BITS);
+	__type(key, __u32);
+	__type(value, struct xdpl_refused);
+} xdpl_refused SEC(".maps");
+
 #endif

@@ -213,4 +213,12 @@ struct xdpl_metadata {
 	char policy_path[256];
 };
 
+/* A slot of the per-CPU refused-until cache (bpf/refused.h): key is refused
+ * at every time in [from, until) of from's sketch mark epoch. */
+struct xdpl_refused {
+	struct xdpl_key key;
+	__u64 from;
+	__u64 until;
+};
+
 #endif

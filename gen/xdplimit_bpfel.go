@@ -21,7 +21,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
@@ -75,7 +75,8 @@ const (
 	XdplimitXdplConstXDPL_C_CAS_EXHAUSTED       XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_C_UNTRACKED           XdplimitXdplConst = 9
 	XdplimitXdplConstXDPL_C_FLEET_LOST          XdplimitXdplConst = 10
-	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 11
+	XdplimitXdplConstXDPL_C_REFUSED_CACHED      XdplimitXdplConst = 11
+	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 12
 	XdplimitXdplConstXDPL_CLOCK_KTIME           XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CLOCK_COARSE          XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_CLOCK_MAP             XdplimitXdplConst = 2
@@ -119,6 +120,7 @@ const (
 	XdplimitXdplConstXDPL_WHY_DENY              XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_WHY_UNMATCHED         XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_WHY_RULE              XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_REFUSED_BITS          XdplimitXdplConst = 10
 )
 
 type XdplimitXdplControl struct {
@@ -269,6 +271,13 @@ type XdplimitXdplPkt struct {
 	Daddr     [4]uint32
 }
 
+type XdplimitXdplRefused struct {
+	_     structs.HostLayout
+	Key   XdplimitXdplKey
+	From  uint64
+	Until uint64
+}
+
 type XdplimitXdplRule struct {
 	_           structs.HostLayout
 	CounterSlot uint32
@@ -327,6 +336,7 @@ const (
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
 	XdplimitMapXdplProto           = "xdpl_proto"
+	XdplimitMapXdplRefused         = "xdpl_refused"
 	XdplimitMapXdplRules           = "xdpl_rules"
 	XdplimitMapXdplSketchMap       = "xdpl_sketch_map"
 	XdplimitMapXdplSources         = "xdpl_sources"
@@ -347,6 +357,7 @@ const (
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
 	XdplimitVarXdplRecord          = "xdpl_record"
+	XdplimitVarXdplRefusedOn       = "xdpl_refused_on"
 	XdplimitVarXdplSampleMask      = "xdpl_sample_mask"
 	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
 	XdplimitVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
@@ -427,6 +438,7 @@ type XdplimitMapSpecs struct {
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.MapSpec `ebpf:"xdpl_sources"`
@@ -451,6 +463,7 @@ type XdplimitVariableSpecs struct {
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
+	XdplRefusedOn       *ebpf.VariableSpec `ebpf:"xdpl_refused_on"`
 	XdplSampleMask      *ebpf.VariableSpec `ebpf:"xdpl_sample_mask"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
@@ -501,6 +514,7 @@ type XdplimitMaps struct {
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.Map `ebpf:"xdpl_sources"`
@@ -536,6 +550,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplMeta,
 		m.XdplNames,
 		m.XdplProto,
+		m.XdplRefused,
 		m.XdplRules,
 		m.XdplSketchMap,
 		m.XdplSources,
@@ -561,6 +576,7 @@ type XdplimitVariables struct {
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
+	XdplRefusedOn       *ebpf.Variable `ebpf:"xdpl_refused_on"`
 	XdplSampleMask      *ebpf.Variable `ebpf:"xdpl_sample_mask"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`

@@ -99,20 +99,24 @@ const (
 	// CounterFleetLost counts fleet keys the datapath could not report (its
 	// ring was full): their consumption is synced at their next report.
 	CounterFleetLost = Counter(gen.XdplimitXdplConstXDPL_C_FLEET_LOST)
+	// CounterRefusedCached counts packets refused from the per-CPU
+	// refused-until cache (bpf/refused.h) without a state lookup.
+	CounterRefusedCached = Counter(gen.XdplimitXdplConstXDPL_C_REFUSED_CACHED)
 )
 
 var counterNames = map[Counter]string{
-	CounterAllow:        "allow",
-	CounterDeny:         "deny",
-	CounterDenyShadow:   "deny_shadow",
-	CounterUnmatched:    "unmatched",
-	CounterMalformed:    "malformed",
-	CounterNonIP:        "non_ip",
-	CounterNewSource:    "new_source",
-	CounterInsertFail:   "insert_failure",
-	CounterCASExhausted: "cas_exhausted",
-	CounterUntracked:    "untracked",
-	CounterFleetLost:    "fleet_key_lost",
+	CounterAllow:         "allow",
+	CounterDeny:          "deny",
+	CounterDenyShadow:    "deny_shadow",
+	CounterUnmatched:     "unmatched",
+	CounterMalformed:     "malformed",
+	CounterNonIP:         "non_ip",
+	CounterNewSource:     "new_source",
+	CounterInsertFail:    "insert_failure",
+	CounterCASExhausted:  "cas_exhausted",
+	CounterUntracked:     "untracked",
+	CounterFleetLost:     "fleet_key_lost",
+	CounterRefusedCached: "refused_cached",
 }
 
 func (c Counter) String() string {

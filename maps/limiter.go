@@ -41,6 +41,9 @@ type Options struct {
 	// this CPU has seen it this many times within one 16.8 ms sketch epoch (0 means 2; 1
 	// tracks every key at its first packet). See docs/design.md.
 	TrackAfter uint32
+	// NoRefusedCache turns the per-CPU refused-until cache off
+	// (benchmarks compare both; verdicts are the same either way).
+	NoRefusedCache bool
 }
 
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
@@ -195,6 +198,7 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		"xdpl_bench_rotate":      opts.BenchRotate,
 		"xdpl_bench_base":        base,
 		"xdpl_record":            b2u(opts.Record),
+		"xdpl_refused_on":        b2u(!opts.NoRefusedCache),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting %s: %w", name, err)

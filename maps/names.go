@@ -44,6 +44,7 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplUnparsedCfgs, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCfgs }},
 	{gen.XdplimitMapXdplUnparsedCounts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCounts }},
 	{gen.XdplimitMapXdplUnparsedState, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedState }},
+	{gen.XdplimitMapXdplRefused, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRefused }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.
