@@ -48,6 +48,10 @@ enum xdpl_const {
 	/* Generation flags. */
 	XDPL_GF_SHADOW = 1 << 0, /* mode: shadow, deny list included */
 	XDPL_GF_ACL = 1 << 1,	 /* allow/deny entries exist */
+	/* Which allow/deny maps hold entries: host addresses (/32, /128) live in
+	 * hash maps, shorter prefixes in the tries (XDPL_GF_ACL is both). */
+	XDPL_GF_ACL_EXACT = 1 << 2,
+	XDPL_GF_ACL_PREFIX = 1 << 3,
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,

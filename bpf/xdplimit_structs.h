@@ -221,4 +221,15 @@ struct xdpl_refused {
 	__u64 until;
 };
 
+/* Keys of the allow/deny hash maps of host addresses (/32 and /128). */
+struct xdpl_host4 {
+	__u32 gen;
+	__be32 addr;
+};
+
+struct xdpl_host6 {
+	__u32 gen;
+	__be32 addr[4];
+};
+
 #endif

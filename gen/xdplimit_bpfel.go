@@ -47,6 +47,8 @@ const (
 	XdplimitXdplConstXDPL_DIM_VLAN              XdplimitXdplConst = 64
 	XdplimitXdplConstXDPL_GF_SHADOW             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_GF_ACL                XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_GF_ACL_EXACT          XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_GF_ACL_PREFIX         XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3
@@ -189,6 +191,18 @@ type XdplimitXdplGenCfg struct {
 	Pad    uint32
 }
 
+type XdplimitXdplHost4 struct {
+	_    structs.HostLayout
+	Gen  uint32
+	Addr uint32
+}
+
+type XdplimitXdplHost6 struct {
+	_    structs.HostLayout
+	Gen  uint32
+	Addr [4]uint32
+}
+
 type XdplimitXdplKey struct {
 	_       structs.HostLayout
 	StateId uint32
@@ -319,7 +333,9 @@ type XdplimitXdplUnparsedStats struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	XdplimitMapXdplAcl4            = "xdpl_acl4"
+	XdplimitMapXdplAcl4Hosts       = "xdpl_acl4_hosts"
 	XdplimitMapXdplAcl6            = "xdpl_acl6"
+	XdplimitMapXdplAcl6Hosts       = "xdpl_acl6_hosts"
 	XdplimitMapXdplClock           = "xdpl_clock"
 	XdplimitMapXdplCounters        = "xdpl_counters"
 	XdplimitMapXdplCtl             = "xdpl_ctl"
@@ -421,7 +437,9 @@ type XdplimitProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitMapSpecs struct {
 	XdplAcl4           *ebpf.MapSpec `ebpf:"xdpl_acl4"`
+	XdplAcl4Hosts      *ebpf.MapSpec `ebpf:"xdpl_acl4_hosts"`
 	XdplAcl6           *ebpf.MapSpec `ebpf:"xdpl_acl6"`
+	XdplAcl6Hosts      *ebpf.MapSpec `ebpf:"xdpl_acl6_hosts"`
 	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
@@ -497,7 +515,9 @@ func (o *XdplimitObjects) Close() error {
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitMaps struct {
 	XdplAcl4           *ebpf.Map `ebpf:"xdpl_acl4"`
+	XdplAcl4Hosts      *ebpf.Map `ebpf:"xdpl_acl4_hosts"`
 	XdplAcl6           *ebpf.Map `ebpf:"xdpl_acl6"`
+	XdplAcl6Hosts      *ebpf.Map `ebpf:"xdpl_acl6_hosts"`
 	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
@@ -533,7 +553,9 @@ type XdplimitMaps struct {
 func (m *XdplimitMaps) Close() error {
 	return _XdplimitClose(
 		m.XdplAcl4,
+		m.XdplAcl4Hosts,
 		m.XdplAcl6,
+		m.XdplAcl6Hosts,
 		m.XdplClock,
 		m.XdplCounters,
 		m.XdplCtl,

@@ -24,6 +24,8 @@ const (
 	vlanUntagged  = uint32(gen.XdplimitXdplConstXDPL_VLAN_IDX_UNTAGGED)
 	gfShadow      = uint32(gen.XdplimitXdplConstXDPL_GF_SHADOW)
 	gfACL         = uint32(gen.XdplimitXdplConstXDPL_GF_ACL)
+	gfACLExact    = uint32(gen.XdplimitXdplConstXDPL_GF_ACL_EXACT)
+	gfACLPrefix   = uint32(gen.XdplimitXdplConstXDPL_GF_ACL_PREFIX)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
 	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
 	lfTrackFirst  = uint8(gen.XdplimitXdplConstXDPL_LF_TRACK_FIRST)

@@ -45,6 +45,8 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplUnparsedCounts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCounts }},
 	{gen.XdplimitMapXdplUnparsedState, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedState }},
 	{gen.XdplimitMapXdplRefused, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRefused }},
+	{gen.XdplimitMapXdplAcl4Hosts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl4Hosts }},
+	{gen.XdplimitMapXdplAcl6Hosts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl6Hosts }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.
