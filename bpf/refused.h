@@ -12,8 +12,8 @@
  * refused at time t stays refused until the computed time. A reload that
  * changes a level's limit gives it a new state_id, which is part of the
  * tag: the old entries no longer match. Byte-counting levels (the cost
- * varies per packet) and fleet levels (a sync may change their state in
- * ways other than growing) are not cached.
+ * varies per packet) and fleet fixed windows (a sync may lower their count)
+ * are not cached.
  *
  * The admission sketch: a hit skips the key's sketch marks, which only a
  * lookup refreshes. An entry is therefore used only within the mark epoch
@@ -34,7 +34,12 @@ volatile const __u32 xdpl_refused_on = 1;
 
 static __always_inline int xdpl_refused_applies(struct xdpl_level *l)
 {
-	return xdpl_refused_on && !(l->flags & (XDPL_LF_BYTES | XDPL_LF_FLEET));
+	if (!xdpl_refused_on || (l->flags & XDPL_LF_BYTES))
+		return 0;
+	/* A fleet token bucket's sync only moves tat later (bpf/fleet_apply.h);
+	 * a fleet fixed window's first sync may lower its count below the
+	 * reserve it opened with. */
+	return !(l->flags & XDPL_LF_FLEET) || l->algorithm == XDPL_ALG_TOKEN_BUCKET;
 }
 
 /* The key's slot: a multiplicative hash of the key's words. A collision
