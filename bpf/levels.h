@@ -297,6 +297,54 @@ static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_p
 	return 0;
 }
 
+/* A rule of a global aggregate then a per-source key (the order the
+ * compiler gives a per-source limit behind a global one): the same
+ * decisions as check + commit below, inlined, with the key's entry looked
+ * up once for both phases when it has one. Returns as xdpl_limit. */
+static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xdpl_level *l,
+						struct xdpl_pkt *p, struct xdpl_clk *clk)
+{
+	__u64 tg = xdpl_now(clk, lg->flags);
+	__u64 costg = (lg->flags & XDPL_LF_BYTES) ? p->len : 1;
+	struct xdpl_state *g = xdpl_global(lg);
+
+	if (!xdpl_global_level(g, lg, p, tg, costg, 0))
+		return 0;
+	__u64 now = xdpl_now(clk, l->flags);
+	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+	struct xdpl_sketch sk;
+	struct xdpl_key k;
+	int seen = 0;
+
+	xdpl_key_of(l, p, &k);
+	if (xdpl_refused_hit(l, &k, now))
+		return 1;
+	xdpl_sketch_find(l, &k, &sk);
+	struct xdpl_state *s = xdpl_find(&k, &sk, now);
+
+	if (!s) {
+		seen = xdpl_miss(l, &sk, now, cost);
+		if (seen < 0)
+			return 1;
+		if (seen != XDPL_NO_ENTRY && seen >= xdpl_track_after)
+			s = xdpl_find_late(&k, &sk, now);
+	}
+	if (s && xdpl_apply(s, l, now, cost, 0) <= 0) {
+		xdpl_refused_note(s, l, &k, now);
+		return 1;
+	}
+	if (!(g ? xdpl_charge(g, lg, tg, costg, NULL) : 0))
+		return 0;
+	if (!s) {
+		if (xdpl_untracked(seen, p))
+			return -1;
+		s = xdpl_lookup(&k);
+		if (!s && !(s = xdpl_state_insert(&k)))
+			return 1;
+	}
+	return xdpl_charge(s, l, now, cost, &k) ? -1 : 1;
+}
+
 /* Evaluates the rule's levels in two phases. First every level decides
  * without writing, in order (the control plane puts the cheap shared
  * aggregates first): a refusal costs no state change anywhere, so a flooding
@@ -318,6 +366,9 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p)
 
 		return xdpl_single_level(l, p, xdpl_now(&clk, l->flags)) ? -1 : 0;
 	}
+	if (n == 2 && r->levels[0].key_kind == XDPL_KEY_GLOBAL &&
+	    r->levels[1].key_kind != XDPL_KEY_GLOBAL)
+		return xdpl_global_then_key(&r->levels[0], &r->levels[1], p, &clk);
 
 #pragma unroll
 	for (int i = 0; i < XDPL_MAX_LEVELS; i++) {
