@@ -80,6 +80,8 @@ var (
 	microDst4 = netip.MustParseAddr("198.51.100.1")
 	microSrc6 = netip.MustParseAddr("2001:db8:1::1")
 	microDst6 = netip.MustParseAddr("2001:db8:2::1")
+	// microBase is where the many-source cases' sources start.
+	microBase = netip.MustParseAddr("10.0.0.0")
 )
 
 // benchWalk mirrors xdpl_bench_next_source in bpf/xdplimit.bpf.c: the
@@ -113,6 +115,7 @@ type microCase struct {
 	before   map[maps.Counter]maps.CounterValue
 	measured int
 	inserts  float64 // table inserts per measured packet; -1: not known
+	hits     float64 // refusals from the refused-until cache per measured packet
 }
 
 // countInserts records the inserts the measured calls made.
@@ -126,6 +129,7 @@ func (c *microCase) countInserts() {
 		return
 	}
 	c.inserts = float64(after[maps.CounterNewSource].Packets-c.before[maps.CounterNewSource].Packets) / float64(c.measured)
+	c.hits = float64(after[maps.CounterRefusedCached].Packets-c.before[maps.CounterRefusedCached].Packets) / float64(c.measured)
 }
 
 func (c *microCase) advance(runs int) {
@@ -158,6 +162,7 @@ type microResults struct {
 	CPU            int
 	Cases          []*microCase
 	FleetPairs     []*fleetPair
+	TwoCPU         []*twoCPU
 }
 
 func (r *microResults) baseline() float64 {
@@ -308,7 +313,7 @@ func microBench(e *env, quick bool) (*microResults, error) {
 	}
 
 	// Many sources: the program rewrites the source before parsing.
-	base := netip.MustParseAddr("10.0.0.0")
+	base := microBase
 	base32 := binary.BigEndian.Uint32(base.AsSlice())
 	manySrc := "Many sources (the program rotates the IPv4 source on every run)"
 	add(&microCase{group: manySrc, name: mKnown64k, warm: 11 << 16, rotate: 1 << 16, base: base32,
@@ -362,6 +367,8 @@ func microBench(e *env, quick bool) (*microResults, error) {
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16},
 			"allow: {files: [allow.netset]}\n"+oneRule(tbDrop), map[string][]byte{"allow.netset": allowList(100_000, 1)}))
 
+	addDropPathCases(add, limiter, base32)
+
 	for _, c := range res.Cases {
 		if c.err == nil {
 			c.advance(0)
@@ -406,6 +413,9 @@ func microBench(e *env, quick bool) (*microResults, error) {
 		}
 		return res.measureFleetPairs(e, 3*res.Rounds)
 	})
+	if err == nil {
+		res.measureTwoCPU(e, []string{mTBDrop, mTBDropOff, mTBPass, mAggDrop, mAggPass})
+	}
 	return res, err
 }
 

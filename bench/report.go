@@ -142,6 +142,7 @@ func (r *report) targets() []target {
 			}
 			ts = append(ts, t)
 		}
+		ts = append(ts, m.dropPathTargets()...)
 	}
 	if m := r.Macro; m != nil {
 		algs := []string{"xdplimit-tb", "xdplimit-fw", "xdplimit-sw"}
@@ -162,6 +163,8 @@ func (r *report) targets() []target {
 			ts = append(ts, t)
 		}
 		ratioTarget("veth single-source flood ≥ 0.8× bare XDP_DROP", "xdp-drop", "single", 0.8)
+		ratioTarget("veth single-source flood ≥ 0.85× bare XDP_DROP (issue 14)", "xdp-drop", "single", 0.85)
+		ratioTarget("veth 16M-source flood, per-source + global levels ≥ 0.85× bare XDP_DROP (issue 14)", "xdp-drop", "16M", 0.85)
 		ratioTarget("veth single-source flood ≥ 3× the nftables set", "nft-set", "single", 3)
 		ratioTarget("veth single-source flood ≥ 2× iptables hashlimit", "hashlimit", "single", 2)
 		ratioTarget("veth 16M-source flood ≥ 3× nftables", "nft-set", "16M", 3)
@@ -248,7 +251,7 @@ func (r *report) write(e *env, out, chart, script string) error {
 	p("| Commit | %s |\n", r.Machine.Revision)
 	p("| Mode | %s; took %v (%s) |\n\n", mode, r.Elapsed.Round(time.Second), strings.Join(r.Durations, ", "))
 
-	p("## Targets\n\nThe targets of issues 3 and 16, each with the number measured in this run. The veth targets are judged\n")
+	p("## Targets\n\nThe targets of issues 3, 14 and 16, each with the number measured in this run. The veth targets are judged\n")
 	p("on rates per CPU-second, which the other work on this shared VM does not skew (see the veth section);\n")
 	p("the wall-clock ratio follows in parentheses.\n\n")
 	p("| Target | Measured | Status |\n|---|---|---|\n")
@@ -291,33 +294,35 @@ func (r *report) writeMicro(b *strings.Builder) error {
 	p("benchmark rotation (`xdpl_bench_rotate`), which rewrites the IPv4 source before parsing: each run is the\n")
 	p("next address of a full-period walk; the harness advances the frame between calls so that no call\n")
 	p("repeats an address.\n\n")
-	p("Inserts is the share of measured packets that created a source-table entry (the `new_source` counter).\n\n")
-	p("| Case | ns/packet (median) | min – max | × bare XDP_DROP | Inserts |\n|---|---:|---:|---:|---:|\n")
+	p("Inserts is the share of measured packets that created a source-table entry (the `new_source` counter);\n")
+	p("cached, the share refused from the per-CPU refused-until cache (`refused_cached`, issue 14).\n\n")
+	p("| Case | ns/packet (median) | min – max | × bare XDP_DROP | Inserts | Cached |\n|---|---:|---:|---:|---:|---:|\n")
 	base := m.baseline()
 	group := ""
 	for _, c := range m.Cases {
 		if c.group != group {
 			group = c.group
-			p("| **%s** | | | | |\n", group)
+			p("| **%s** | | | | | |\n", group)
 		}
 		name := c.name
 		if c.note != "" {
 			name += " — " + c.note
 		}
 		if c.err != nil || len(c.ns) == 0 {
-			p("| %s | failed: %s | | | |\n", name, strings.ReplaceAll(errString(c.err), "\n", " "))
+			p("| %s | failed: %s | | | | |\n", name, strings.ReplaceAll(errString(c.err), "\n", " "))
 			continue
 		}
 		ratio := "-"
 		if base > 0 {
 			ratio = fmt.Sprintf("%.2f×", c.ns.median()/base)
 		}
-		ins := ""
+		ins, hits := "", ""
 		if c.inserts >= 0 && c.lim != nil {
-			ins = pct(c.inserts)
+			ins, hits = pct(c.inserts), pct(c.hits)
 		}
-		p("| %s | %.1f | %.1f – %.1f | %s | %s |\n", name, c.ns.median(), c.ns.min(), c.ns.max(), ratio, ins)
+		p("| %s | %.1f | %.1f – %.1f | %s | %s | %s |\n", name, c.ns.median(), c.ns.min(), c.ns.max(), ratio, ins, hits)
 	}
 	p("\n")
+	m.writeTwoCPU(b)
 	return nil
 }

@@ -200,11 +200,32 @@ static __always_inline int xdpl_classify(__u32 gen, struct xdpl_gen_cfg *g, stru
 	return -1;
 }
 
-/* Allow/deny: the longest matching prefix over both lists decides. */
-static __always_inline __u32 xdpl_acl(__u32 gen, struct xdpl_pkt *p)
+/* Allow/deny: the longest matching prefix over both lists decides. A host
+ * address is the longest prefix there is, so its hash entry decides when
+ * there is one; the trie of shorter prefixes is walked only after a miss,
+ * and only when the generation has such prefixes (gflags: XDPL_GF_ACL_*). */
+static __always_inline __u32 xdpl_acl(__u32 gen, __u32 gflags, struct xdpl_pkt *p)
 {
-	__u32 *v = xdpl_lookup_addr(&xdpl_acl4, &xdpl_acl6, gen, p->family, p->saddr);
+	__u32 *v = NULL;
 
+	if (gflags & XDPL_GF_ACL_EXACT) {
+		if (p->family == 4) {
+			struct xdpl_host4 k = {.gen = gen, .addr = p->saddr[0]};
+
+			v = bpf_map_lookup_elem(&xdpl_acl4_hosts, &k);
+			asm volatile("" : "+r"(v)); /* one map per call site */
+		} else {
+			struct xdpl_host6 k = {.gen = gen};
+
+			__builtin_memcpy(k.addr, p->saddr, sizeof(k.addr));
+			v = bpf_map_lookup_elem(&xdpl_acl6_hosts, &k);
+		}
+		if (v)
+			return *v;
+	}
+	if (!(gflags & XDPL_GF_ACL_PREFIX))
+		return 0;
+	v = xdpl_lookup_addr(&xdpl_acl4, &xdpl_acl6, gen, p->family, p->saddr);
 	return v ? *v : 0;
 }
 

@@ -14,6 +14,7 @@
 #include "counters.h"
 #include "sketch.h"
 #include "fleet.h"
+#include "refused.h"
 
 static __always_inline void xdpl_key_of(struct xdpl_level *l, struct xdpl_pkt *p,
 					struct xdpl_key *k)
@@ -128,17 +129,6 @@ static __always_inline struct xdpl_state *xdpl_find_late(struct xdpl_key *k, str
 	return s;
 }
 
-/* The packet's key at level l (into k), its cells in this CPU's sketch
- * (into sk), and its state entry where the sketch allows that it has one. */
-static __always_inline struct xdpl_state *xdpl_key_entry(struct xdpl_level *l, struct xdpl_pkt *p,
-							 __u64 now, struct xdpl_key *k,
-							 struct xdpl_sketch *sk)
-{
-	xdpl_key_of(l, p, k);
-	xdpl_sketch_find(l, k, sk);
-	return xdpl_find(k, sk, now);
-}
-
 /* A global level's state, at its slot. NULL only for a slot out of range,
  * which the control plane never writes: the level then refuses (fail
  * closed, counted as an insert failure). */
@@ -150,6 +140,24 @@ static __always_inline struct xdpl_state *xdpl_global(struct xdpl_level *l)
 	if (!g)
 		xdpl_count(XDPL_C_INSERT_FAIL, 0);
 	return g;
+}
+
+/* A global level: refused from this CPU's refused-until cache, or decided
+ * on its one entry g (commit 0: phase one, which only reads; 1: decided and
+ * charged). 1 when admitted. A refusal is remembered in the cache. */
+static __always_inline int xdpl_global_level(struct xdpl_state *g, struct xdpl_level *l,
+					     struct xdpl_pkt *p, __u64 now, __u64 cost, int commit)
+{
+	struct xdpl_key k;
+
+	xdpl_key_of(l, p, &k);
+	if (xdpl_refused_hit(l, &k, now))
+		return 0;
+	int ok = commit ? xdpl_charge(g, l, now, cost, NULL) : xdpl_apply(g, l, now, cost, 0) > 0;
+
+	if (!ok)
+		xdpl_refused_note(g, l, &k, now);
+	return ok;
 }
 
 /* xdpl_check_level's answer for an admitting level without a state entry
@@ -207,10 +215,15 @@ static __always_inline int xdpl_untracked(__u32 seen, struct xdpl_pkt *p)
  * re-walking the algorithms, the sketch and the table for every path. */
 __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
 {
-	XDPL_LEVEL_START(l, p, -1, g && xdpl_apply(g, l, now, cost, 0) > 0 ? 0 : -1);
+	XDPL_LEVEL_START(l, p, -1, xdpl_global_level(g, l, p, now, cost, 0) ? 0 : -1);
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
-	struct xdpl_state *s = xdpl_key_entry(l, p, now, &k, &sk);
+
+	xdpl_key_of(l, p, &k);
+	if (xdpl_refused_hit(l, &k, now))
+		return -1;
+	xdpl_sketch_find(l, &k, &sk);
+	struct xdpl_state *s = xdpl_find(&k, &sk, now);
 
 	if (!s) {
 		int seen = xdpl_miss(l, &sk, now, cost);
@@ -220,7 +233,10 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 		if (!(s = xdpl_find_late(&k, &sk, now)))
 			return seen;
 	}
-	return xdpl_apply(s, l, now, cost, 0) > 0 ? 0 : -1;
+	if (xdpl_apply(s, l, now, cost, 0) > 0)
+		return 0;
+	xdpl_refused_note(s, l, &k, now);
+	return -1;
 }
 
 /* Phase two for one level: charges the packet. seen is phase one's answer.
@@ -251,10 +267,17 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
  * a known source ~13 ns, for 14k fewer verified instructions. */
 static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
 {
-	XDPL_LEVEL_START(l, p, 0, g ? xdpl_charge(g, l, now, cost, NULL) : 0);
+	XDPL_LEVEL_START(l, p, 0, xdpl_global_level(g, l, p, now, cost, 1));
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
-	struct xdpl_state *s = xdpl_key_entry(l, p, now, &k, &sk);
+
+	xdpl_key_of(l, p, &k);
+	if (xdpl_refused_hit(l, &k, now))
+		return 0;
+	xdpl_sketch_find(l, &k, &sk);
+	struct xdpl_state *s = xdpl_find(&k, &sk, now);
+	/* Only an entry a lookup found (and so marked) is worth caching. */
+	struct xdpl_state *found = s;
 
 	if (!s) {
 		int seen = xdpl_miss(l, &sk, now, cost);
@@ -264,13 +287,64 @@ static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_p
 		if (xdpl_untracked(seen, p))
 			return 1;
 		if (sk.on)
-			s = xdpl_find_late(&k, &sk, now);
+			found = s = xdpl_find_late(&k, &sk, now);
 		if (!s) {
 			if (!(s = xdpl_state_insert(&k)))
 				return 0;
 		}
 	}
-	return xdpl_charge(s, l, now, cost, &k);
+	if (xdpl_charge(s, l, now, cost, &k))
+		return 1;
+	xdpl_refused_note(found, l, &k, now);
+	return 0;
+}
+
+/* A rule of a global aggregate then a per-source key (the order the
+ * compiler gives a per-source limit behind a global one): the same
+ * decisions as check + commit below, inlined, with the key's entry looked
+ * up once for both phases when it has one. Returns as xdpl_limit. */
+static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xdpl_level *l,
+						struct xdpl_pkt *p, struct xdpl_clk *clk)
+{
+	__u64 tg = xdpl_now(clk, lg->flags);
+	__u64 costg = (lg->flags & XDPL_LF_BYTES) ? p->len : 1;
+	struct xdpl_state *g = xdpl_global(lg);
+
+	if (!xdpl_global_level(g, lg, p, tg, costg, 0))
+		return 0;
+	__u64 now = xdpl_now(clk, l->flags);
+	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
+	struct xdpl_sketch sk;
+	struct xdpl_key k;
+	int seen = 0;
+
+	xdpl_key_of(l, p, &k);
+	if (xdpl_refused_hit(l, &k, now))
+		return 1;
+	xdpl_sketch_find(l, &k, &sk);
+	struct xdpl_state *s = xdpl_find(&k, &sk, now);
+
+	if (!s) {
+		seen = xdpl_miss(l, &sk, now, cost);
+		if (seen < 0)
+			return 1;
+		if (seen != XDPL_NO_ENTRY && seen >= xdpl_track_after)
+			s = xdpl_find_late(&k, &sk, now);
+	}
+	if (s && xdpl_apply(s, l, now, cost, 0) <= 0) {
+		xdpl_refused_note(s, l, &k, now);
+		return 1;
+	}
+	if (!(g ? xdpl_charge(g, lg, tg, costg, NULL) : 0))
+		return 0;
+	if (!s) {
+		if (xdpl_untracked(seen, p))
+			return -1;
+		s = xdpl_lookup(&k);
+		if (!s && !(s = xdpl_state_insert(&k)))
+			return 1;
+	}
+	return xdpl_charge(s, l, now, cost, &k) ? -1 : 1;
 }
 
 /* Evaluates the rule's levels in two phases. First every level decides
@@ -294,6 +368,9 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p)
 
 		return xdpl_single_level(l, p, xdpl_now(&clk, l->flags)) ? -1 : 0;
 	}
+	if (n == 2 && r->levels[0].key_kind == XDPL_KEY_GLOBAL &&
+	    r->levels[1].key_kind != XDPL_KEY_GLOBAL)
+		return xdpl_global_then_key(&r->levels[0], &r->levels[1], p, &clk);
 
 #pragma unroll
 	for (int i = 0; i < XDPL_MAX_LEVELS; i++) {

@@ -170,7 +170,7 @@ int xdpl_main(struct xdp_md *ctx)
 	__u32 gflags = g->flags;
 
 	if (gflags & XDPL_GF_ACL) {
-		__u32 acl = xdpl_acl(gen, &p);
+		__u32 acl = xdpl_acl(gen, gflags, &p);
 
 		if (acl == XDPL_ACL_ALLOW) {
 			xdpl_count(XDPL_C_ALLOW, p.len);

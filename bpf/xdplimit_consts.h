@@ -49,6 +49,10 @@ enum xdpl_const {
 	XDPL_GF_SHADOW = 1 << 0, /* mode: shadow, deny list included */
 	XDPL_GF_ACL = 1 << 1,	 /* allow/deny entries exist */
 	XDPL_GF_BANS = 1 << 2,	 /* bans can exist: the ban table is looked up */
+	/* Which allow/deny maps hold entries: host addresses (/32, /128) live in
+	 * hash maps, shorter prefixes in the tries (XDPL_GF_ACL is both). */
+	XDPL_GF_ACL_EXACT = 1 << 3,
+	XDPL_GF_ACL_PREFIX = 1 << 4,
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,
@@ -97,7 +101,8 @@ enum xdpl_const {
 	XDPL_C_BAN_SHADOW = 12,	  /* banned in shadow: would have dropped; passed */
 	XDPL_C_BAN_STARTED = 13,  /* bans a rule started (shadow ones included) */
 	XDPL_C_BAN_REPLACED = 14, /* live bans replaced: their set was full */
-	XDPL_NCOUNTERS = 15,
+	XDPL_C_REFUSED_CACHED = 15, /* refused by the per-CPU refused-until cache */
+	XDPL_NCOUNTERS = 16,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -122,8 +127,7 @@ enum xdpl_const {
 	/* VLAN tags popped inline; any more are walked by a function call,
 	 * up to 1024 in all: every tag a 4 KiB frame can hold, and no XDP
 	 * frame on 4 KiB pages is longer (single buffer: the page less
-	 * headroom and skb_shared_info). 2048 more made this kernel's verifier
-	 * fail the load (EFAULT). */
+	 * headroom and skb_shared_info). */
 	XDPL_MAX_VLAN_TAGS = 8,
 	XDPL_MAX_VLAN_WALK = 1016,
 
@@ -212,6 +216,8 @@ enum xdpl_const {
 	/* sliding_log: the most admission times a log holds, so the largest
 	 * limit (packets per window) it can enforce (bpf/slidelog.h). */
 	XDPL_LOG_MAX = 64,
+	/* The per-CPU refused-until cache (bpf/refused.h): 2^bits slots. */
+	XDPL_REFUSED_BITS = 10,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

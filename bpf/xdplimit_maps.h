@@ -221,4 +221,27 @@ struct {
 	__type(value, struct xdpl_log_ids);
 } xdpl_log_ids SEC(".maps");
 
+/* The refused-until cache (bpf/refused.h): per CPU, direct-mapped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << XDPL_REFUSED_BITS);
+	__type(key, __u32);
+	__type(value, struct xdpl_refused);
+} xdpl_refused SEC(".maps");
+
+/* allow/deny entries of host addresses (value XDPL_ACL_*): a hash lookup
+ * instead of a walk down a trie of every listed address; the longest
+ * prefix there is, so a hit decides. */
+#define XDPL_HOST_MAP(_name, _key)                                                                 \
+	struct {                                                                                   \
+		__uint(type, BPF_MAP_TYPE_HASH);                                                   \
+		__uint(max_entries, XDPL_MAX_ACL);                                                 \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                                              \
+		__type(key, _key);                                                                 \
+		__type(value, __u32);                                                              \
+	} _name SEC(".maps")
+
+XDPL_HOST_MAP(xdpl_acl4_hosts, struct xdpl_host4);
+XDPL_HOST_MAP(xdpl_acl6_hosts, struct xdpl_host6);
+
 #endif

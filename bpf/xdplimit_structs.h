@@ -284,4 +284,23 @@ struct xdpl_log_ids {
 	struct xdpl_log empty;
 };
 
+/* A slot of the per-CPU refused-until cache (bpf/refused.h): key is refused
+ * at every time in [from, until) of from's sketch mark epoch. */
+struct xdpl_refused {
+	struct xdpl_key key;
+	__u64 from;
+	__u64 until;
+};
+
+/* Keys of the allow/deny hash maps of host addresses (/32 and /128). */
+struct xdpl_host4 {
+	__u32 gen;
+	__be32 addr;
+};
+
+struct xdpl_host6 {
+	__u32 gen;
+	__be32 addr[4];
+};
+
 #endif

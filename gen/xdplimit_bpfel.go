@@ -73,6 +73,8 @@ const (
 	XdplimitXdplConstXDPL_GF_SHADOW             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_GF_ACL                XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_GF_BANS               XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_GF_ACL_EXACT          XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_GF_ACL_PREFIX         XdplimitXdplConst = 16
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3
@@ -107,7 +109,8 @@ const (
 	XdplimitXdplConstXDPL_C_BAN_SHADOW          XdplimitXdplConst = 12
 	XdplimitXdplConstXDPL_C_BAN_STARTED         XdplimitXdplConst = 13
 	XdplimitXdplConstXDPL_C_BAN_REPLACED        XdplimitXdplConst = 14
-	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 15
+	XdplimitXdplConstXDPL_C_REFUSED_CACHED      XdplimitXdplConst = 15
+	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 16
 	XdplimitXdplConstXDPL_CLOCK_KTIME           XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CLOCK_COARSE          XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_CLOCK_MAP             XdplimitXdplConst = 2
@@ -175,6 +178,7 @@ const (
 	XdplimitXdplConstXDPL_WHY_BAN               XdplimitXdplConst = 7
 	XdplimitXdplConstXDPL_SAMPLE_BAN            XdplimitXdplConst = 65534
 	XdplimitXdplConstXDPL_LOG_MAX               XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_REFUSED_BITS          XdplimitXdplConst = 10
 )
 
 type XdplimitXdplControl struct {
@@ -252,6 +256,18 @@ type XdplimitXdplGenCfg struct {
 	Nrules     uint32
 	Flags      uint32
 	SampleMask uint32
+}
+
+type XdplimitXdplHost4 struct {
+	_    structs.HostLayout
+	Gen  uint32
+	Addr uint32
+}
+
+type XdplimitXdplHost6 struct {
+	_    structs.HostLayout
+	Gen  uint32
+	Addr [4]uint32
 }
 
 type XdplimitXdplKey struct {
@@ -357,6 +373,13 @@ type XdplimitXdplPkt struct {
 	PadIcmp   uint8
 }
 
+type XdplimitXdplRefused struct {
+	_     structs.HostLayout
+	Key   XdplimitXdplKey
+	From  uint64
+	Until uint64
+}
+
 type XdplimitXdplRule struct {
 	_           structs.HostLayout
 	CounterSlot uint32
@@ -400,7 +423,9 @@ type XdplimitXdplUnparsedStats struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	XdplimitMapXdplAcl4            = "xdpl_acl4"
+	XdplimitMapXdplAcl4Hosts       = "xdpl_acl4_hosts"
 	XdplimitMapXdplAcl6            = "xdpl_acl6"
+	XdplimitMapXdplAcl6Hosts       = "xdpl_acl6_hosts"
 	XdplimitMapXdplBan4            = "xdpl_ban4"
 	XdplimitMapXdplBan6            = "xdpl_ban6"
 	XdplimitMapXdplBans            = "xdpl_bans"
@@ -425,6 +450,7 @@ const (
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
 	XdplimitMapXdplProto           = "xdpl_proto"
+	XdplimitMapXdplRefused         = "xdpl_refused"
 	XdplimitMapXdplRules           = "xdpl_rules"
 	XdplimitMapXdplSketchMap       = "xdpl_sketch_map"
 	XdplimitMapXdplSources         = "xdpl_sources"
@@ -448,6 +474,7 @@ const (
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
 	XdplimitVarXdplRecord          = "xdpl_record"
+	XdplimitVarXdplRefusedOn       = "xdpl_refused_on"
 	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
 	XdplimitVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
 	XdplimitVarXdplTickNs          = "xdpl_tick_ns"
@@ -510,7 +537,9 @@ type XdplimitProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitMapSpecs struct {
 	XdplAcl4           *ebpf.MapSpec `ebpf:"xdpl_acl4"`
+	XdplAcl4Hosts      *ebpf.MapSpec `ebpf:"xdpl_acl4_hosts"`
 	XdplAcl6           *ebpf.MapSpec `ebpf:"xdpl_acl6"`
+	XdplAcl6Hosts      *ebpf.MapSpec `ebpf:"xdpl_acl6_hosts"`
 	XdplBan4           *ebpf.MapSpec `ebpf:"xdpl_ban4"`
 	XdplBan6           *ebpf.MapSpec `ebpf:"xdpl_ban6"`
 	XdplBans           *ebpf.MapSpec `ebpf:"xdpl_bans"`
@@ -535,6 +564,7 @@ type XdplimitMapSpecs struct {
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.MapSpec `ebpf:"xdpl_sources"`
@@ -562,6 +592,7 @@ type XdplimitVariableSpecs struct {
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
+	XdplRefusedOn       *ebpf.VariableSpec `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.VariableSpec `ebpf:"xdpl_tick_ns"`
@@ -594,7 +625,9 @@ func (o *XdplimitObjects) Close() error {
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitMaps struct {
 	XdplAcl4           *ebpf.Map `ebpf:"xdpl_acl4"`
+	XdplAcl4Hosts      *ebpf.Map `ebpf:"xdpl_acl4_hosts"`
 	XdplAcl6           *ebpf.Map `ebpf:"xdpl_acl6"`
+	XdplAcl6Hosts      *ebpf.Map `ebpf:"xdpl_acl6_hosts"`
 	XdplBan4           *ebpf.Map `ebpf:"xdpl_ban4"`
 	XdplBan6           *ebpf.Map `ebpf:"xdpl_ban6"`
 	XdplBans           *ebpf.Map `ebpf:"xdpl_bans"`
@@ -619,6 +652,7 @@ type XdplimitMaps struct {
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.Map `ebpf:"xdpl_sources"`
@@ -639,7 +673,9 @@ type XdplimitMaps struct {
 func (m *XdplimitMaps) Close() error {
 	return _XdplimitClose(
 		m.XdplAcl4,
+		m.XdplAcl4Hosts,
 		m.XdplAcl6,
+		m.XdplAcl6Hosts,
 		m.XdplBan4,
 		m.XdplBan6,
 		m.XdplBans,
@@ -664,6 +700,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplMeta,
 		m.XdplNames,
 		m.XdplProto,
+		m.XdplRefused,
 		m.XdplRules,
 		m.XdplSketchMap,
 		m.XdplSources,
@@ -692,6 +729,7 @@ type XdplimitVariables struct {
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
+	XdplRefusedOn       *ebpf.Variable `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.Variable `ebpf:"xdpl_tick_ns"`

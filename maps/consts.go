@@ -26,6 +26,8 @@ const (
 	gfACL         = uint32(gen.XdplimitXdplConstXDPL_GF_ACL)
 	gfBans        = uint32(gen.XdplimitXdplConstXDPL_GF_BANS)
 	rfBan         = uint8(gen.XdplimitXdplConstXDPL_RF_BAN)
+	gfACLExact    = uint32(gen.XdplimitXdplConstXDPL_GF_ACL_EXACT)
+	gfACLPrefix   = uint32(gen.XdplimitXdplConstXDPL_GF_ACL_PREFIX)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
 	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
 	lfTrackFirst  = uint8(gen.XdplimitXdplConstXDPL_LF_TRACK_FIRST)
@@ -123,24 +125,28 @@ const (
 	CounterBanShadow   = Counter(gen.XdplimitXdplConstXDPL_C_BAN_SHADOW)
 	CounterBanStarted  = Counter(gen.XdplimitXdplConstXDPL_C_BAN_STARTED)
 	CounterBanReplaced = Counter(gen.XdplimitXdplConstXDPL_C_BAN_REPLACED)
+	// CounterRefusedCached counts packets refused from the per-CPU
+	// refused-until cache (bpf/refused.h) without a state lookup.
+	CounterRefusedCached = Counter(gen.XdplimitXdplConstXDPL_C_REFUSED_CACHED)
 )
 
 var counterNames = map[Counter]string{
-	CounterAllow:        "allow",
-	CounterDeny:         "deny",
-	CounterDenyShadow:   "deny_shadow",
-	CounterUnmatched:    "unmatched",
-	CounterMalformed:    "malformed",
-	CounterNonIP:        "non_ip",
-	CounterNewSource:    "new_source",
-	CounterInsertFail:   "insert_failure",
-	CounterCASExhausted: "cas_exhausted",
-	CounterUntracked:    "untracked",
-	CounterFleetLost:    "fleet_key_lost",
-	CounterBanDrop:      "ban_drop",
-	CounterBanShadow:    "ban_shadow",
-	CounterBanStarted:   "ban_started",
-	CounterBanReplaced:  "ban_replaced",
+	CounterAllow:         "allow",
+	CounterDeny:          "deny",
+	CounterDenyShadow:    "deny_shadow",
+	CounterUnmatched:     "unmatched",
+	CounterMalformed:     "malformed",
+	CounterNonIP:         "non_ip",
+	CounterNewSource:     "new_source",
+	CounterInsertFail:    "insert_failure",
+	CounterCASExhausted:  "cas_exhausted",
+	CounterUntracked:     "untracked",
+	CounterFleetLost:     "fleet_key_lost",
+	CounterBanDrop:       "ban_drop",
+	CounterBanShadow:     "ban_shadow",
+	CounterBanStarted:    "ban_started",
+	CounterBanReplaced:   "ban_replaced",
+	CounterRefusedCached: "refused_cached",
 }
 
 func (c Counter) String() string {

@@ -289,6 +289,35 @@ deny: [198.51.100.0/24, 192.0.2.128/25]
 			{udp6("2001:db8:a::1"), t0, "PPPP"},
 			{udp4("203.0.113.1"), t0, "PD"},
 		}},
+		// Host addresses live in hash maps, shorter prefixes in the tries:
+		// a host still beats the prefix around it, either way round.
+		{"host entries beat the prefixes around them", `
+rules:
+  - name: all
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
+allow: [192.0.2.0/24, 198.51.100.9/32, "2001:db8:b::5/128"]
+deny: [198.51.100.0/24, 192.0.2.77/32, "2001:db8:b::/48"]
+`, []step{
+			{udp4("198.51.100.9"), t0, "PPPP"},
+			{udp4("198.51.100.8"), t0, "DDD"},
+			{udp4("192.0.2.77"), t0, "DDD"},
+			{udp4("192.0.2.1"), t0, "PPPP"},
+			{udp6("2001:db8:b::5"), t0, "PPPP"},
+			{udp6("2001:db8:b::6"), t0, "DDD"},
+			{udp4("203.0.113.1"), t0, "PD"},
+		}},
+		{"host entries only", `
+rules:
+  - name: all
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
+allow: [192.0.2.9/32]
+deny: [192.0.2.10/32, "2001:db8::10/128"]
+`, []step{
+			{udp4("192.0.2.9"), t0, "PPPP"},
+			{udp4("192.0.2.10"), t0, "DDD"},
+			{udp6("2001:db8::10"), t0, "DDD"},
+			{udp4("192.0.2.11"), t0, "PD"},
+		}},
 		{"fixed window", `
 rules:
   - name: fw

@@ -62,14 +62,7 @@ func (l *Limiter) writeGeneration(g uint32, img *Image, rules []gen.XdplimitXdpl
 	if err := writeLPM(m.XdplDst4, m.XdplDst6, g, img.Dst); err != nil {
 		return fmt.Errorf("destination prefixes: %w", err)
 	}
-	var acl []lpmValue[uint32]
-	for _, p := range img.Allow {
-		acl = append(acl, lpmValue[uint32]{p, aclAllow})
-	}
-	for _, p := range img.Deny {
-		acl = append(acl, lpmValue[uint32]{p, aclDeny})
-	}
-	if err := writeLPMValues(m.XdplAcl4, m.XdplAcl6, g, acl); err != nil {
+	if err := l.writeACL(g, img); err != nil {
 		return fmt.Errorf("allow/deny lists: %w", err)
 	}
 	return nil

@@ -48,6 +48,9 @@ type Options struct {
 	// MaxBans sizes the ban table (a power of two; 0 means
 	// DefaultMaxBans). A pinned table keeps its size.
 	MaxBans uint32
+	// NoRefusedCache turns the per-CPU refused-until cache off
+	// (benchmarks compare both; verdicts are the same either way).
+	NoRefusedCache bool
 }
 
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
@@ -216,6 +219,7 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		"xdpl_bench_base":        base,
 		"xdpl_record":            b2u(opts.Record),
 		"xdpl_ban_set_mask":      spec.Maps[banMap].MaxEntries/BanWays - 1,
+		"xdpl_refused_on":        b2u(!opts.NoRefusedCache),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting %s: %w", name, err)

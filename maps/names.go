@@ -54,6 +54,9 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplBans, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBans }},
 	{gen.XdplimitMapXdplLogs, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLogs }},
 	{gen.XdplimitMapXdplLogIds, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLogIds }},
+	{gen.XdplimitMapXdplRefused, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRefused }},
+	{gen.XdplimitMapXdplAcl4Hosts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl4Hosts }},
+	{gen.XdplimitMapXdplAcl6Hosts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl6Hosts }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.

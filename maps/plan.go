@@ -140,9 +140,7 @@ func planGeneration(in planInput) (plan, error) {
 	if in.img.Shadow {
 		p.cfg.Flags |= gfShadow
 	}
-	if len(in.img.Allow)+len(in.img.Deny) > 0 {
-		p.cfg.Flags |= gfACL
-	}
+	p.cfg.Flags |= aclFlags(in.img)
 	return p, nil
 }
 

@@ -203,8 +203,13 @@ func TestPlanFlags(t *testing.T) {
 	}{
 		{"enforcing", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{src}}}, Dims: DimProto}, 0, 0},
 		{"shadow", Image{Rules: []RuleSpec{{Name: "r", Shadow: true, Levels: []LevelSpec{src}}}, Shadow: true}, rfShadow, gfShadow},
-		{"allow list", Image{Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, 0, gfACL},
-		{"deny list", Image{Deny: []netip.Prefix{netip.MustParsePrefix("::/0")}}, 0, gfACL},
+		{"allow list", Image{Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, 0, gfACL | gfACLPrefix},
+		{"deny list", Image{Deny: []netip.Prefix{netip.MustParsePrefix("::/0")}}, 0, gfACL | gfACLPrefix},
+		// Host addresses go to the hash maps; the tries are then skipped.
+		{"hosts only", Image{Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")},
+			Deny: []netip.Prefix{netip.MustParsePrefix("2001:db8::1/128")}}, 0, gfACL | gfACLExact},
+		{"hosts and prefixes", Image{Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32"),
+			netip.MustParsePrefix("10.1.0.0/16")}}, 0, gfACL | gfACLExact | gfACLPrefix},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := planGeneration(planInput{img: &c.img, cpus: 2, nextStateID: 1})

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// Issue 14's cases: the drop path against bare XDP_DROP, with the per-CPU
+// refused-until cache on and off in the same run, the spoofed flood with a
+// per-source and a global level, and two CPUs on one key against one.
+
+const (
+	mTBDropOff    = "token bucket, over limit (drop), refused cache off"
+	mFWDropOff    = "fixed window, over limit (drop), refused cache off"
+	mSWDropOff    = "sliding window, over limit (drop), refused cache off"
+	mAggDropOff   = "token bucket + global aggregate, over the source's limit (drop), refused cache off"
+	mTBPassOff    = "token bucket, under limit (pass), refused cache off"
+	mAggPassOff   = "token bucket + global aggregate, under both (pass), refused cache off"
+	mSpoofGDrop   = "16M random sources, per source + global, the global level over its limit (drop)"
+	mSpoofGDropNC = mSpoofGDrop + ", refused cache off"
+	mSpoofGPass   = "16M random sources, per source + global, both under (pass)"
+	mSpoofGPassNC = mSpoofGPass + ", refused cache off"
+)
+
+// perSourceAndGlobal is the veth comparison's shape: a per-source level
+// behind a global aggregate.
+func perSourceAndGlobal(own, global string) string {
+	return oneRule(own) + "    aggregate:\n      - key: global\n        limit: " + global + "\n"
+}
+
+// addDropPathCases adds issue 14's cases to the micro benchmark.
+func addDropPathCases(add func(*microCase, func(*microCase) (*ebpf.Program, error)),
+	limiter func(maps.Options, string, map[string][]byte) func(*microCase) (*ebpf.Program, error), base uint32) {
+	group := "Drop path (issue 14): the refused-until cache off, and spoofed floods with a global level"
+	off := maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, NoRefusedCache: true}
+	// What the cache costs the admitted path (a slot missed per level).
+	for _, k := range []struct {
+		name, yaml string
+		want       uint32
+	}{
+		{mTBDropOff, oneRule(tbDrop), xdpDrop},
+		{mFWDropOff, oneRule(fwDrop), xdpDrop},
+		{mSWDropOff, oneRule(swDrop), xdpDrop},
+		{mAggDropOff, perSourceAndGlobal(tbDrop, tbPass), xdpDrop},
+		{mTBPassOff, oneRule(tbPass), xdpPass},
+		{mAggPassOff, perSourceAndGlobal(tbPass, tbPass), xdpPass},
+	} {
+		add(&microCase{group: group, name: k.name, want: k.want, warm: 1000}, limiter(off, k.yaml, nil))
+	}
+	for _, s := range []struct {
+		name, global string
+		want         uint32
+		noCache      bool
+	}{
+		{mSpoofGDrop, tbDrop, xdpDrop, false},
+		{mSpoofGDropNC, tbDrop, xdpDrop, true},
+		{mSpoofGPass, tbPass, xdpPass, false},
+		{mSpoofGPassNC, tbPass, xdpPass, true},
+	} {
+		opts := maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 20, BenchRotate: 1 << 24,
+			BenchBase: microBase, NoRefusedCache: s.noCache}
+		add(&microCase{group: group, name: s.name, want: s.want, warm: 1 << 20, rotate: 1 << 24, base: base},
+			limiter(opts, perSourceAndGlobal(tbPass, s.global), nil))
+	}
+}
+
+// twoCPU is one key flooded from one CPU and from both at once.
+type twoCPU struct {
+	name     string
+	one, two sample // ns per packet: CPU 1 alone; both CPUs (each CPU's own)
+	err      error
+}
+
+// measureTwoCPU runs each case's program on CPU 1 alone, then on CPUs 0
+// and 1 at once with the same key, rounds interleaved: the admitted path
+// writes the key's shared state word from both CPUs (its line moves between
+// them on every packet); the drop path only reads it, or answers from each
+// CPU's own refused-until cache.
+func (r *microResults) measureTwoCPU(e *env, names []string) {
+	for _, n := range names {
+		c := r.find(n)
+		if c == nil || c.err != nil {
+			continue
+		}
+		t := &twoCPU{name: n}
+		r.TwoCPU = append(r.TwoCPU, t)
+		for round := range r.Rounds {
+			e.Logf("micro: two CPUs, %q, round %d of %d", n, round+1, r.Rounds)
+			ns, err := benchOn(c, []int{1}, r.Repeat)
+			if err == nil {
+				t.one = append(t.one, ns...)
+				ns, err = benchOn(c, []int{0, 1}, r.Repeat)
+				t.two = append(t.two, ns...)
+			}
+			if err != nil {
+				t.err = err
+				break
+			}
+		}
+	}
+}
+
+// benchOn runs repeat runs of c's frame on each of cpus at once and returns
+// each CPU's ns per packet.
+func benchOn(c *microCase, cpus []int, repeat int) ([]float64, error) {
+	out := make([]float64, len(cpus))
+	errs := make([]error, len(cpus))
+	var start, done sync.WaitGroup
+	start.Add(len(cpus))
+	for i, cpu := range cpus {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			frame := append([]byte(nil), c.frame...)
+			errs[i] = onPinnedThread(cpu, func() error {
+				start.Done()
+				start.Wait() // all threads pinned: start together
+				ret, d, err := c.prog.Benchmark(frame, repeat, nil)
+				if err == nil && c.want != 0 && ret != c.want {
+					err = fmt.Errorf("verdict %d, want %d", ret, c.want)
+				}
+				out[i] = float64(d.Nanoseconds())
+				return err
+			})
+		}()
+	}
+	done.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (r *microResults) writeTwoCPU(b *strings.Builder) {
+	if len(r.TwoCPU) == 0 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("### One key from two CPUs at once (issue 14)\n\n")
+	p("The same program and frame (one source) on CPU 1 alone, then on CPUs 0 and 1 at once, %d runs per\n", r.Repeat)
+	p("call and CPU, alternating; ns/packet is each CPU's own (kernel-timed), so 1.00× means no slowdown from\n")
+	p("sharing the key. On this VM the two CPUs are also what every other process runs on.\n\n")
+	p("| Case | 1 CPU (ns/packet) | 2 CPUs (ns/packet, each) | 2 CPUs / 1 CPU |\n|---|---:|---:|---:|\n")
+	for _, t := range r.TwoCPU {
+		if t.err != nil {
+			p("| %s | failed: %s | | |\n", t.name, errString(t.err))
+			continue
+		}
+		p("| %s | %.1f | %.1f | %.2f× |\n", t.name, t.one.median(), t.two.median(), t.two.median()/t.one.median())
+	}
+	p("\n")
+}
+
+// dropPathTargets are issue 14's per-packet targets.
+func (m *microResults) dropPathTargets() []target {
+	base := m.baseline()
+	ratio := func(n string) (float64, bool) {
+		c := m.find(n)
+		if c == nil || c.err != nil || base == 0 || len(c.ns) == 0 {
+			return 0, false
+		}
+		return c.ns.median() / base, true
+	}
+	var ts []target
+	for _, g := range []struct {
+		what  string
+		cases []string
+		max   float64
+	}{
+		{"BPF_PROG_TEST_RUN, known source over its limit ≤ 1.6× bare XDP_DROP", []string{mTBDrop, mFWDrop, mSWDrop}, 1.6},
+		{"BPF_PROG_TEST_RUN, known source under its limit ≤ 2.5× bare XDP_DROP", []string{mTBPass, mFWPass, mSWPass}, 2.5},
+		{"BPF_PROG_TEST_RUN, under a global aggregate, admitted ≤ 3.5× bare XDP_DROP", []string{mAggPass}, 3.5},
+		{"BPF_PROG_TEST_RUN, 100k allow-list entries, source not listed ≤ 2× bare XDP_DROP", []string{mAllow100k}, 2},
+	} {
+		t := target{what: g.what}
+		var parts, fails []string
+		for _, n := range g.cases {
+			x, ok := ratio(n)
+			if !ok {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %.2f×", shortAlg(n), x))
+			if x > g.max {
+				fails = append(fails, shortAlg(n))
+			}
+		}
+		t.judge(parts, fails, fmt.Sprintf(" (bare %.1f ns)", base))
+		ts = append(ts, t)
+	}
+	return ts
+}

@@ -1,0 +1,209 @@
+package maps_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/model"
+)
+
+// refusedHits reads how many packets the refused-until cache refused.
+func refusedHits(t *testing.T, l *maps.Limiter) uint64 {
+	t.Helper()
+	cs, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs[maps.CounterRefusedCached].Packets
+}
+
+// TestRefusedCacheAgreement replays dense floods (most packets refused, so
+// the per-CPU refused-until cache answers most of them) through the program
+// with the cache on and off and through the Go models, and requires the
+// same verdict for every packet; with the cache on it must have answered
+// some, with it off none. Each algorithm is tried as a rule's only level and
+// behind a global aggregate (two phases, the global level first).
+func TestRefusedCacheAgreement(t *testing.T) {
+	type limit struct {
+		yaml   string
+		params model.Params
+	}
+	tb := func(rate, burst uint64) limit {
+		p, err := model.TokenBucketParams(rate, time.Second, burst, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return limit{fmt.Sprintf("{algorithm: token_bucket, rate: %d/s, burst: %d}", rate, burst), p}
+	}
+	win := func(alg uint8, name string, n uint64, w time.Duration) limit {
+		p, err := model.WindowParams(alg, n, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return limit{fmt.Sprintf("{algorithm: %s, packets: %d, window: %v}", name, n, w), p}
+	}
+	for _, c := range []struct {
+		name string
+		own  limit
+		// mean gap between packets; a tenth of the limit's pace or less
+		gap time.Duration
+	}{
+		{"token_bucket", tb(200, 5), 500 * time.Microsecond},
+		{"fixed_window", win(model.AlgFixedWindow, "fixed_window", 7, 30*time.Millisecond), 400 * time.Microsecond},
+		{"sliding_window", win(model.AlgSlidingWindow, "sliding_window", 9, 40*time.Millisecond), 400 * time.Microsecond},
+		{"sliding_window_1", win(model.AlgSlidingWindow, "sliding_window", 1, 3*time.Millisecond), 100 * time.Microsecond},
+	} {
+		for _, global := range []bool{false, true} {
+			name := c.name
+			agg := ""
+			gl := tb(1500, 40)
+			if global {
+				name += "+global"
+				agg = "    aggregate:\n      - key: global\n        limit: " + gl.yaml + "\n"
+			}
+			t.Run(name, func(t *testing.T) {
+				pinCPU(t, 0) // the cache is per CPU
+				yaml := "rules:\n  - name: r\n    limit: " + c.own.yaml + "\n" + agg
+				for _, off := range []bool{false, true} {
+					l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1, NoRefusedCache: off}, yaml)
+					srcs := []frame{udp4("192.0.2.1"), udp4("192.0.2.2"), udp6("2001:db8::1"), udp4("192.0.2.3")}
+					own := make([]model.State, len(srcs))
+					var gs model.State
+					r := rand.New(rand.NewPCG(7, uint64(len(name))))
+					now := uint64(t0)
+					for i := 0; i < 4000; i++ {
+						s := r.IntN(len(srcs))
+						switch k := r.IntN(200); {
+						case k == 0:
+							now += r.Uint64N(uint64(time.Second))
+						case k < 16:
+							// Right at the edge of a refusal: the
+							// cache's until must be exact to the ns.
+							at := firstAdmit(own[s], c.own.params, now)
+							if global {
+								at = max(at, firstAdmit(gs, gl.params, now))
+							}
+							now = max(now, at-uint64(r.IntN(2)))
+						default:
+							now += r.Uint64N(2 * uint64(c.gap) / 4) // floods: many packets per tick
+						}
+						// Two phases: each level decides on its own
+						// state, then both are charged.
+						o, g := own[s], gs
+						ok := o.Admit(c.own.params, now, 1)
+						if global {
+							ok = ok && g.Admit(gl.params, now, 1)
+						}
+						want := uint32(xdpDrop)
+						if ok {
+							want = xdpPass
+							own[s], gs = o, g
+						}
+						if got := run(t, l, srcs[s].bytes(t), time.Duration(now)); got != want {
+							t.Fatalf("cache off %v: packet %d (source %d, t=%d): program %s, model %s",
+								off, i, s, now, letters([]uint32{got}), letters([]uint32{want}))
+						}
+					}
+					hits := refusedHits(t, l)
+					if off && hits != 0 {
+						t.Errorf("cache off: %d packets refused from it", hits)
+					}
+					if !off && hits < 400 {
+						t.Errorf("cache on: only %d of 4000 packets refused from it", hits)
+					}
+					if !off {
+						t.Logf("%d of 4000 refused from the cache", hits)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestRefusedCacheReload: a reload that keeps a level keeps its state and
+// its cached refusals; one that changes its limit gives it a new state id,
+// and the cached refusals of the old limit must not refuse under the new
+// one (at the same instant).
+func TestRefusedCacheReload(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		policy   func(limit string) string
+		strict   string // refuses all but the first packet for a minute
+		loose    string // admits a burst of 3 at once
+		loosePat string
+	}{
+		{"own level", func(lim string) string { return "rules:\n  - name: r\n    limit: " + lim + "\n" },
+			"{algorithm: token_bucket, rate: 1/m, burst: 1}", "{algorithm: token_bucket, rate: 1000/s, burst: 3}", "PPPD"},
+		{"fixed window", func(lim string) string { return "rules:\n  - name: r\n    limit: " + lim + "\n" },
+			"{algorithm: fixed_window, packets: 1, window: 1m}", "{algorithm: fixed_window, packets: 3, window: 1m}", "PPPD"},
+		{"global aggregate", func(lim string) string {
+			return "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1000000/s, burst: 1000000}\n" +
+				"    aggregate:\n      - key: global\n        limit: " + lim + "\n"
+		}, "{algorithm: token_bucket, rate: 1/m, burst: 1}", "{algorithm: token_bucket, rate: 1000/s, burst: 3}", "PPPD"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pinCPU(t, 0)
+			l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, c.policy(c.strict))
+			pkt := udp4("192.0.2.1").bytes(t)
+			flood := func(n int) string { return letters(repeatRun(t, l, pkt, n)) }
+			apply := func(yaml string) {
+				if err := l.Apply(compileYAML(t, yaml)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := flood(6); got != "PDDDDD" {
+				t.Fatalf("strict limit: %s", got)
+			}
+			hits := refusedHits(t, l)
+			if hits == 0 {
+				t.Fatal("a flood over a one-a-minute limit was never refused from the cache")
+			}
+			// The same limit, another rule put before it: the state and
+			// the cached refusal stay.
+			apply(strings.Replace(c.policy(c.strict), "rules:\n",
+				"rules:\n  - name: other\n    match: {protocol: tcp}\n    limit: "+c.strict+"\n", 1))
+			if got := flood(3); got != "DDD" {
+				t.Errorf("after a reload that keeps the limit: %s", got)
+			}
+			if h := refusedHits(t, l); h != hits+3 {
+				t.Errorf("after a reload that keeps the limit: %d refusals from the cache, want %d", h-hits, 3)
+			}
+			apply(c.policy(c.loose))
+			if got := flood(len(c.loosePat)); got != c.loosePat {
+				t.Errorf("after a reload that changes the limit: %s, want %s", got, c.loosePat)
+			}
+		})
+	}
+}
+
+// firstAdmit is the first time from now on at which state s would admit a
+// packet, as far as the state alone decides it: found by bisection within
+// now's window for the window algorithms (their refusal can only lift
+// within a window, or at its end), over the bucket's tolerance otherwise.
+func firstAdmit(s model.State, p model.Params, now uint64) uint64 {
+	admits := func(at uint64) bool { c := s; return c.Admit(p, at, 1) }
+	if admits(now) {
+		return now
+	}
+	hi := now + 1<<40
+	if p.Algorithm != model.AlgTokenBucket {
+		hi = (now+p.P3)/p.P1*p.P1 + p.P1 - p.P3 // the window's end
+		if !admits(hi - 1) {
+			return hi
+		}
+	}
+	lo := now // refused at lo, admitted at hi (or hi is the window's end)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if admits(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
