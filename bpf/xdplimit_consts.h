@@ -96,11 +96,11 @@ enum xdpl_const {
 	XDPL_C_CAS_EXHAUSTED = 8,
 	XDPL_C_UNTRACKED =
 	    9, /* admitted at a level without a state entry (sketch: not heavy yet) */
-	XDPL_C_FLEET_LOST = 10,	  /* fleet keys not reported: the ring was full */
-	XDPL_C_BAN_DROP = 11,	  /* dropped: the source is banned */
-	XDPL_C_BAN_SHADOW = 12,	  /* banned in shadow: would have dropped; passed */
-	XDPL_C_BAN_STARTED = 13,  /* bans a rule started (shadow ones included) */
-	XDPL_C_BAN_REPLACED = 14, /* live bans replaced: their set was full */
+	XDPL_C_FLEET_LOST = 10,	    /* fleet keys not reported: the ring was full */
+	XDPL_C_BAN_DROP = 11,	    /* dropped: the source is banned */
+	XDPL_C_BAN_SHADOW = 12,	    /* banned in shadow: would have dropped; passed */
+	XDPL_C_BAN_STARTED = 13,    /* bans a rule started (shadow ones included) */
+	XDPL_C_BAN_REPLACED = 14,   /* live bans replaced: their set was full */
 	XDPL_C_REFUSED_CACHED = 15, /* refused by the per-CPU refused-until cache */
 	XDPL_NCOUNTERS = 16,
 
