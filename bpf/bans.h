@@ -85,22 +85,34 @@ static __always_inline void xdpl_ban_prefix(__u8 *a, const __be32 *src, __u32 bi
 	}
 }
 
+/* The slot the family's trie gives for the prefix in k, or NULL. */
+static __always_inline __u32 *xdpl_ban_trie_find(__u8 family, struct xdpl_ban_key6 *k)
+{
+	if (family == 4) {
+		__u32 *s = bpf_map_lookup_elem(&xdpl_ban4, k);
+
+		asm volatile("" : "+r"(s));
+		return s;
+	}
+	return bpf_map_lookup_elem(&xdpl_ban6, k);
+}
+
 /* Forgets the trie entry of the ban in slot s, if it still points there
  * (a race may have pointed it at another slot since). Uses k. */
 static __always_inline void xdpl_ban_unlink(struct xdpl_ban *old, __u32 s, struct xdpl_ban_key6 *k)
 {
 	xdpl_ban_key(k, old->addr, old->prefixlen);
-	if (old->family == 4) {
-		__u32 *cur = bpf_map_lookup_elem(&xdpl_ban4, k);
+	__u32 *cur = xdpl_ban_trie_find(old->family, k);
 
-		if (cur && *cur == s)
-			bpf_map_delete_elem(&xdpl_ban4, k);
+	if (!cur || *cur != s)
+		return;
+	if (old->family == 4) {
+		long err = bpf_map_delete_elem(&xdpl_ban4, k);
+
+		asm volatile("" : "+r"(err));
 		return;
 	}
-	__u32 *cur = bpf_map_lookup_elem(&xdpl_ban6, k);
-
-	if (cur && *cur == s)
-		bpf_map_delete_elem(&xdpl_ban6, k);
+	bpf_map_delete_elem(&xdpl_ban6, k);
 }
 
 /* The slot for a new ban of prefix (a, bits) in its set: the free or
@@ -163,8 +175,7 @@ __attribute__((noinline)) int xdpl_ban_start(struct xdpl_pkt *p, __u32 bits, __u
 	xdpl_ban_prefix(k.addr, p->saddr, bits);
 	k.prefixlen = bits;
 	__u32 s;
-	__u32 *cur =
-	    family == 4 ? bpf_map_lookup_elem(&xdpl_ban4, &k) : bpf_map_lookup_elem(&xdpl_ban6, &k);
+	__u32 *cur = xdpl_ban_trie_find(family, &k);
 	struct xdpl_ban *b = NULL;
 
 	if (cur) {
@@ -193,8 +204,17 @@ __attribute__((noinline)) int xdpl_ban_start(struct xdpl_pkt *p, __u32 bits, __u
 	b->started_ns = now;
 	b->expires_ns = now + ban_ns;
 	xdpl_ban_key(&k, b->addr, bits);
-	long err = family == 4 ? bpf_map_update_elem(&xdpl_ban4, &k, &s, BPF_ANY)
-			       : bpf_map_update_elem(&xdpl_ban6, &k, &s, BPF_ANY);
+	long err;
+
+	/* Each trie its own call site (the empty asm: clang would merge the
+	 * two calls into one with a chosen map, which costs the verifier's
+	 * inlining; see xdpl_lookup in levels.h). */
+	if (family == 4) {
+		err = bpf_map_update_elem(&xdpl_ban4, &k, &s, BPF_ANY);
+		asm volatile("" : "+r"(err));
+	} else {
+		err = bpf_map_update_elem(&xdpl_ban6, &k, &s, BPF_ANY);
+	}
 
 	/* The packet is dropped all the same; a trie too full for the ban
 	 * (only races can fill it) is counted, not silent. */

@@ -184,7 +184,7 @@ static __always_inline int xdpl_apply(struct xdpl_state *s, struct xdpl_level *l
 		return xdpl_sliding_window(s, l, now, cost, commit);
 	case XDPL_ALG_SLIDING_LOG:
 		/* Packets only; the policy refuses anything else. */
-		return cost == 1 && xdpl_sliding_log(s, l->p1, l->p2, now, commit);
+		return xdpl_sliding_log(s, l, now, cost, commit);
 	}
 	return 0;
 }
