@@ -104,8 +104,8 @@ static __always_inline int xdpl_log_allows(struct xdpl_log *g, __u64 h, __u64 n,
  * xdpl_main, its lock loop multiplied the states the verifier walks past the
  * 1M-instruction limit once the round's other features were in. The state
  * entry is a map value the caller passes as memory of its size. */
-__attribute__((noinline)) int xdpl_sliding_log(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
-					       __u64 cost, __u32 commit)
+__attribute__((noinline)) int xdpl_sliding_log(struct xdpl_state *s, struct xdpl_level *l,
+					       __u64 now, __u64 cost, __u32 commit)
 {
 	if (!s || !l)
 		return 0;
