@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -68,9 +69,12 @@ func TestFleetFixedWindowPartialReport(t *testing.T) {
 	send(2, 200) // host 2 its share
 	total := sum(admitted)
 	t.Logf("admitted per host %v, %d in all (limit %d)", admitted, total, limit)
-	// 1% for the admission sketch's untracked first packets (see
-	// TestFleetFixedWindow).
-	if total > limit+limit/100 {
-		t.Errorf("the fleet admitted %d in one window, limit %d", total, limit)
+	// The admission sketch's untracked first packets (see
+	// TestFleetFixedWindow): each host may admit a key's first packet on
+	// each CPU before it has an entry (track_after 2), which its share
+	// never counts. Seen: [101 102 101] against a 1% slack of 3.
+	slack := len(f.Hosts) * runtime.NumCPU()
+	if total > limit+slack {
+		t.Errorf("the fleet admitted %d in one window, limit %d (+%d untracked first packets)", total, limit, slack)
 	}
 }
