@@ -106,6 +106,25 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 	ring->written++;
 }
 
+/* Counts a rule's packet under its verdict. A counter picked by constant
+ * offsets, not st->v[verdict]: 6.1's verifier loses the bound of an index
+ * the compiler spills and reloads between its check and its use (it
+ * rejected the program once this round's features added register
+ * pressure), and clang would otherwise fold the choice back into that
+ * index (the empty asm). */
+static __always_inline void xdpl_rule_count(struct xdpl_rule_stats *st, __u32 verdict, __u32 len)
+{
+	struct xdpl_counter *c = &st->v[XDPL_V_PASS];
+
+	if (verdict == XDPL_V_DROP)
+		c = &st->v[XDPL_V_DROP];
+	else if (verdict == XDPL_V_SHADOW)
+		c = &st->v[XDPL_V_SHADOW];
+	asm volatile("" : "+r"(c));
+	c->packets++;
+	c->bytes += len;
+}
+
 static __always_inline void xdpl_decided(__u32 why, __u32 verdict, struct xdpl_rule *r, int idx,
 					 int refused, struct xdpl_pkt *p)
 {
@@ -235,15 +254,8 @@ int xdpl_main(struct xdp_md *ctx)
 	__u32 slot = r->counter_slot;
 	struct xdpl_rule_stats *st = bpf_map_lookup_elem(&xdpl_stats, &slot);
 
-	/* clang knows verdict < XDPL_NVERDICTS and would drop the check below;
-	 * 6.1's verifier cannot follow that and rejects the indexed access. The
-	 * empty asm makes the value opaque, so the check stays. */
-	asm volatile("" : "+r"(verdict));
 	if (st) {
-		if (verdict < XDPL_NVERDICTS) {
-			st->v[verdict].packets++;
-			st->v[verdict].bytes += p.len;
-		}
+		xdpl_rule_count(st, verdict, p.len);
 		if (refused >= 0 && refused < XDPL_MAX_LEVELS)
 			st->level_drops[r->levels[refused].origin & (XDPL_MAX_LEVELS - 1)]++;
 	}
