@@ -52,7 +52,9 @@ static __always_inline struct xdpl_ban *xdpl_banned(struct xdpl_pkt *p)
 
 	if (!b || b->family != p->family)
 		return NULL;
-	struct xdpl_clk clk = {};
+	struct xdpl_clk clk;
+
+	xdpl_clk_start(&clk);
 
 	if ((__s64)(b->expires_ns - xdpl_now(&clk, 0)) <= 0)
 		return NULL;
@@ -166,7 +168,9 @@ __attribute__((noinline)) int xdpl_ban_start(struct xdpl_pkt *p, __u32 bits, __u
 {
 	if (!p)
 		return 0;
-	struct xdpl_clk clk = {};
+	struct xdpl_clk clk;
+
+	xdpl_clk_start(&clk);
 	__u64 now = xdpl_now(&clk, 0);
 	__u8 family = p->family;
 	struct xdpl_ban_key6 k = {};

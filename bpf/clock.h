@@ -39,11 +39,21 @@ static __always_inline __u64 xdpl_coarse_ns(void)
 	return t + off;
 }
 
-/* Each clock is read at most once per packet. */
+/* Each clock is read at most once per packet: the coarse one when the
+ * packet's clock starts (xdpl_clk_start), the fine one when a level first
+ * asks for it. Reading the coarse one lazily too multiplied the states the
+ * verifier walks through every level (coarse mode: 912k -> 811k of its 1M
+ * instructions; reading the fine one eagerly as well made it 966k). */
 struct xdpl_clk {
 	__u64 coarse;
 	__u64 fine;
 };
+
+static __always_inline void xdpl_clk_start(struct xdpl_clk *clk)
+{
+	clk->fine = 0;
+	clk->coarse = xdpl_clock_mode == XDPL_CLOCK_COARSE ? xdpl_coarse_ns() : 0;
+}
 
 static __always_inline __u64 xdpl_now(struct xdpl_clk *clk, __u8 level_flags)
 {
@@ -56,11 +66,8 @@ static __always_inline __u64 xdpl_now(struct xdpl_clk *clk, __u8 level_flags)
 		}
 		return clk->fine;
 	}
-	if (xdpl_clock_mode == XDPL_CLOCK_COARSE && !(level_flags & XDPL_LF_FINE_CLOCK)) {
-		if (!clk->coarse)
-			clk->coarse = xdpl_coarse_ns();
+	if (xdpl_clock_mode == XDPL_CLOCK_COARSE && !(level_flags & XDPL_LF_FINE_CLOCK))
 		return clk->coarse;
-	}
 	if (!clk->fine)
 		clk->fine = bpf_ktime_get_ns();
 	return clk->fine;

@@ -357,7 +357,9 @@ static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xd
  * level, or -1 when every level admitted the packet. */
 static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p)
 {
-	struct xdpl_clk clk = {};
+	struct xdpl_clk clk;
+
+	xdpl_clk_start(&clk);
 	__u32 seen[XDPL_MAX_LEVELS] = {};
 	__u32 n = r->nlevels;
 

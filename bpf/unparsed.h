@@ -85,7 +85,9 @@ static __always_inline __u32 xdpl_unparsed(struct xdpl_pkt *p)
 		} else if (cfg && cfg->limited) {
 			struct xdpl_state *s = bpf_map_lookup_elem(&xdpl_unparsed_state, &zero);
 			struct xdpl_level *l = &cfg->level;
-			struct xdpl_clk clk = {};
+			struct xdpl_clk clk;
+
+			xdpl_clk_start(&clk);
 			__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
 
 			if (!s || xdpl_apply(s, l, xdpl_now(&clk, l->flags), cost, 1) <= 0)
