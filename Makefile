@@ -45,7 +45,9 @@ lint:
 # overrides the accelerator; by default a one-time probe decides (TCG here:
 # KVM hangs in this nested VM).
 VM_TEST_PKGS ?= ./test/vm/qemu/smoke ./loader ./maps ./test/vm
-VM_TIMEOUT   ?= 25m
+VM_TIMEOUT   ?= 35m
+# Per test binary: the maps suite takes over 10 min under emulation (TCG).
+VM_TEST_TIMEOUT ?= 25m
 VM_ARGS      ?=
 VM_BIN       := .cache/vm/bin
 
@@ -58,7 +60,7 @@ test-vm:
 		CGO_ENABLED=0 $(GO) test -c -ldflags='-s -w' -o $$bin $$pkg; \
 		if [ -e $$bin ]; then bins="$$bins $$bin:$$pkg"; fi; \
 	done; \
-	$(GO) run ./test/vm/qemu --kernel-cache .cache/vm --timeout $(VM_TIMEOUT) \
+	$(GO) run ./test/vm/qemu --kernel-cache .cache/vm --timeout $(VM_TIMEOUT) --test-timeout $(VM_TEST_TIMEOUT) \
 		--file $(VM_BIN)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
 		--module 8021q --module bridge \
 		$(VM_ARGS) -- $$bins
