@@ -115,7 +115,12 @@ type microCase struct {
 	before   map[maps.Counter]maps.CounterValue
 	measured int
 	inserts  float64 // table inserts per measured packet; -1: not known
-	hits     float64 // refusals from the refused-until cache per measured packet
+	hits     float64 // refusals from the flow and refused-until caches per measured packet
+}
+
+// cached: the packets the flow cache and the refused-until cache refused.
+func cached(cs map[maps.Counter]maps.CounterValue) uint64 {
+	return cs[maps.CounterRefusedCached].Packets + cs[maps.CounterFlowCached].Packets
 }
 
 // countInserts records the inserts the measured calls made.
@@ -129,7 +134,7 @@ func (c *microCase) countInserts() {
 		return
 	}
 	c.inserts = float64(after[maps.CounterNewSource].Packets-c.before[maps.CounterNewSource].Packets) / float64(c.measured)
-	c.hits = float64(after[maps.CounterRefusedCached].Packets-c.before[maps.CounterRefusedCached].Packets) / float64(c.measured)
+	c.hits = float64(cached(after)-cached(c.before)) / float64(c.measured)
 }
 
 func (c *microCase) advance(runs int) {

@@ -295,7 +295,7 @@ func (r *report) writeMicro(b *strings.Builder) error {
 	p("next address of a full-period walk; the harness advances the frame between calls so that no call\n")
 	p("repeats an address.\n\n")
 	p("Inserts is the share of measured packets that created a source-table entry (the `new_source` counter);\n")
-	p("cached, the share refused from the per-CPU refused-until cache (`refused_cached`, issue 14).\n\n")
+	p("cached, the share refused from the per-CPU flow cache or refused-until cache (`flow_cached` + `refused_cached`, issue 14).\n\n")
 	p("| Case | ns/packet (median) | min – max | × bare XDP_DROP | Inserts | Cached |\n|---|---:|---:|---:|---:|---:|\n")
 	base := m.baseline()
 	group := ""

@@ -188,6 +188,12 @@ __attribute__((noinline)) int xdpl_ban_start(struct xdpl_pkt *p, __u32 bits, __u
 		if (b && (b->family != family || b->prefixlen != bits ||
 			  __builtin_memcmp(b->addr, k.addr, 16) != 0))
 			b = NULL; /* a shorter prefix's ban, not this one */
+		/* A live ban of the prefix stays as it is (its end and its
+		 * count): the rules still judge a source banned in shadow,
+		 * and its refusals must not extend the ban as a real one's
+		 * never reach them. A real ban replaces one in shadow. */
+		if (b && b->expires_ns > now && (!(b->flags & XDPL_BF_SHADOW) || shadow))
+			return 0;
 	}
 	if (!b) {
 		s = xdpl_ban_victim(k.addr, family, bits, now);
@@ -200,6 +206,9 @@ __attribute__((noinline)) int xdpl_ban_start(struct xdpl_pkt *p, __u32 bits, __u
 	/* k may hold the replaced ban's prefix now: this one's is b's. */
 	b->family = family;
 	b->prefixlen = bits;
+	/* Computed again, not kept: keeping the 16 byte masks from k's
+	 * prefix spilled them, and this frame adds to xdpl_main's. */
+	asm volatile("" : "+r"(bits));
 	xdpl_ban_prefix(b->addr, p->saddr, bits);
 	b->origin = origin;
 	b->flags = shadow ? XDPL_BF_SHADOW : 0;
@@ -225,6 +234,13 @@ __attribute__((noinline)) int xdpl_ban_start(struct xdpl_pkt *p, __u32 bits, __u
 	if (err)
 		xdpl_count(XDPL_C_INSERT_FAIL, 0);
 	xdpl_count(XDPL_C_BAN_STARTED, 0);
+	/* After the ban is in place: what every CPU's flow cache learned
+	 * before it is void (flows.h). */
+	__u32 zero = 0;
+	struct xdpl_ban_epoch *ep = bpf_map_lookup_elem(&xdpl_ban_epoch, &zero);
+
+	if (ep)
+		__sync_fetch_and_add(&ep->datapath, 1);
 	return 0;
 }
 

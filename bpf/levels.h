@@ -208,9 +208,14 @@ static __always_inline int xdpl_untracked(__u32 seen, struct xdpl_pkt *p)
 		return (on_global);                                                                \
 	}
 
+/* xdpl_check_level's answer for a per-key level's refusal that the
+ * refused-until cache answered; -1 for any other refusal. */
+#define XDPL_CHECK_REPEAT (-2)
+
 /* Phase one for one level: decides without writing any state (the sketch
- * aside). Returns -1 when the level refuses the packet; 0 when it admits it
- * and the key has an entry; else xdpl_miss's answer. A global function,
+ * aside). Returns a negative answer when the level refuses the packet
+ * (-1 or XDPL_CHECK_REPEAT); 0 when it admits it and the key has an
+ * entry; else xdpl_miss's answer. A global function,
  * verified once on its own: the verifier explores the rule's levels without
  * re-walking the algorithms, the sketch and the table for every path. */
 __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
@@ -221,7 +226,7 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 
 	xdpl_key_of(l, p, &k);
 	if (xdpl_refused_hit(l, &k, now))
-		return -1;
+		return XDPL_CHECK_REPEAT;
 	xdpl_sketch_find(l, &k, &sk);
 	struct xdpl_state *s = xdpl_find(&k, &sk, now);
 
@@ -264,16 +269,20 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
 /* A rule with one level: decides and charges in one pass, with at most one
  * table lookup; the same decisions as check + commit. Inlined into
  * xdpl_main (most rules have one level): as a global function its call cost
- * a known source ~13 ns, for 14k fewer verified instructions. */
-static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
+ * a known source ~13 ns, for 14k fewer verified instructions. *repeat is
+ * set when the refused-until cache refused the packet. */
+static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now,
+					     __u32 *repeat)
 {
 	XDPL_LEVEL_START(l, p, 0, xdpl_global_level(g, l, p, now, cost, 1));
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
-	if (xdpl_refused_hit(l, &k, now))
+	if (xdpl_refused_hit(l, &k, now)) {
+		*repeat = 1;
 		return 0;
+	}
 	xdpl_sketch_find(l, &k, &sk);
 	struct xdpl_state *s = xdpl_find(&k, &sk, now);
 	/* Only an entry a lookup found (and so marked) is worth caching. */
@@ -354,12 +363,15 @@ static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xd
  * spoofed flood refused by a global level never touches the per-source
  * table. Then every level commits its charge with compare-and-swap; one that
  * lost a race in between refuses there. Returns the index of the refusing
- * level, or -1 when every level admitted the packet. */
-static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p)
+ * level, or -1 when every level admitted the packet. *repeat is set when
+ * the first level, a per-key one, refused from the refused-until cache (a
+ * key refused before: the flow cache copies such refusals, flows.h; not a
+ * global level's, whose key repeats for every source of a spoofed flood). */
+static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p, __u32 *repeat)
 {
-	struct xdpl_clk clk;
+	struct xdpl_clk c, *clk = &c;
 
-	xdpl_clk_start(&clk);
+	xdpl_clk_start(clk);
 	__u32 seen[XDPL_MAX_LEVELS] = {};
 	__u32 n = r->nlevels;
 
@@ -368,21 +380,24 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p)
 	if (n == 1) {
 		struct xdpl_level *l = &r->levels[0];
 
-		return xdpl_single_level(l, p, xdpl_now(&clk, l->flags)) ? -1 : 0;
+		return xdpl_single_level(l, p, xdpl_now(clk, l->flags), repeat) ? -1 : 0;
 	}
 	if (n == 2 && r->levels[0].key_kind == XDPL_KEY_GLOBAL &&
 	    r->levels[1].key_kind != XDPL_KEY_GLOBAL)
-		return xdpl_global_then_key(&r->levels[0], &r->levels[1], p, &clk);
+		return xdpl_global_then_key(&r->levels[0], &r->levels[1], p, clk);
 
 #pragma unroll
 	for (int i = 0; i < XDPL_MAX_LEVELS; i++) {
 		if (i >= n)
 			break;
 		struct xdpl_level *l = &r->levels[i];
-		int c = xdpl_check_level(l, p, xdpl_now(&clk, l->flags));
+		int c = xdpl_check_level(l, p, xdpl_now(clk, l->flags));
 
-		if (c < 0)
+		if (c < 0) {
+			if (i == 0)
+				*repeat = c == XDPL_CHECK_REPEAT;
 			return i;
+		}
 		seen[i] = c;
 	}
 #pragma unroll
@@ -391,7 +406,7 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p)
 			break;
 		struct xdpl_level *l = &r->levels[i];
 
-		if (!xdpl_commit_level(l, p, xdpl_now(&clk, l->flags), seen[i]))
+		if (!xdpl_commit_level(l, p, xdpl_now(clk, l->flags), seen[i]))
 			return i;
 	}
 	return -1;

@@ -3,7 +3,8 @@
 
 /* xdplimit: per-source flood limiter at the driver level.
  *
- * Per packet: parse; allow/deny by longest prefix; bans (bans.h); find the
+ * Per packet: parse; the flow cache (flows.h: a flow its rule refuses is
+ * dropped here); allow/deny by longest prefix; bans (bans.h); find the
  * first matching rule by bitmap classification; evaluate the rule's limiter
  * levels on state shared across CPUs; count the verdict in per-CPU counters.
  * A rule with action ban bans the source of the packet that exceeded. */
@@ -17,6 +18,7 @@
 #include "classify.h"
 #include "counters.h"
 #include "levels.h"
+#include "flows.h"
 #include "bans.h"
 #include "fleet_apply.h"
 #include "unparsed.h"
@@ -62,10 +64,10 @@ static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 }
 
 /* Sample one in (mask + 1) drops into xdpl_drops, read by top and the drop
- * log; mask is the generation's sample_mask. r and refused name the refusing
- * level (r NULL for the deny list): its origin is read only for a sample. */
-static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot,
-					struct xdpl_rule *r, int refused, __u32 mask)
+ * log; mask is the generation's sample_mask, level the refusing level's
+ * origin (XDPL_SAMPLE_NO_LEVEL for the deny list and bans). */
+static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot, __u32 level,
+					__u32 mask)
 {
 	__u32 zero = 0;
 	/* A per-CPU array lookup is inlined by the verifier: cheaper on the
@@ -97,9 +99,7 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 	d->iplen = p->iplen;
 	d->proto = p->proto;
 	d->ttl = p->ttl;
-	d->level = XDPL_SAMPLE_NO_LEVEL;
-	if (r && refused >= 0 && refused < XDPL_MAX_LEVELS)
-		d->level = r->levels[refused].origin;
+	d->level = level;
 	d->ports = p->ports;
 	d->tcp_flags = p->tcp_flags;
 	d->tos = p->tos;
@@ -171,28 +171,50 @@ static __always_inline void xdpl_decided(__u32 why, __u32 verdict, __s32 rk, int
 		xdpl_record_decision(p, why, verdict, rk, refused);
 }
 
+/* A packet the deny list or a ban refuses: counted (c_drop, or c_shadow
+ * when shadow), sampled and recorded under why. Returns the XDP action. */
+static __always_inline int xdpl_refuse_listed(struct xdpl_pkt *p, struct xdpl_gen_cfg *g,
+					      int shadow, __u32 c_drop, __u32 c_shadow,
+					      __u32 sample_slot, __u32 why)
+{
+	__u32 v = shadow ? XDPL_V_SHADOW : XDPL_V_DROP;
+
+	xdpl_count(shadow ? c_shadow : c_drop, p->len);
+	xdpl_sample(p, v, sample_slot, XDPL_SAMPLE_NO_LEVEL, g->sample_mask);
+	xdpl_decided(why, v, -1, -1, p);
+	return shadow ? XDP_PASS : XDP_DROP;
+}
+
 SEC("xdp")
 int xdpl_main(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct xdpl_pkt p = {};
 	__u32 zero = 0;
+	/* The parsed packet lives in a per-CPU map value, not on the stack:
+	 * the verifier reads map memory as unknown values, where the
+	 * parser's paths left different constants in a stack copy, and it
+	 * then walked the rest of the program once per parser path (~800k
+	 * of its 1M instructions with the stack copy, ~200k without). */
+	struct xdpl_pkt *p = bpf_map_lookup_elem(&xdpl_pkt_scratch, &zero);
 
+	if (!p)
+		return XDP_PASS;
+	__builtin_memset(p, 0, sizeof(*p));
 	if (xdpl_bench_rotate)
 		xdpl_bench_next_source(data, data_end);
-	int pr = xdpl_parse_counted(ctx, &p);
+	int pr = xdpl_parse_counted(ctx, p);
 
 	if (pr == XDPL_PARSE_NOT_IP) {
-		xdpl_count(XDPL_C_NON_IP, p.len);
-		xdpl_decided(XDPL_WHY_NON_IP, XDPL_V_PASS, -1, -1, &p);
+		xdpl_count(XDPL_C_NON_IP, p->len);
+		xdpl_decided(XDPL_WHY_NON_IP, XDPL_V_PASS, -1, -1, p);
 		return XDP_PASS;
 	}
 	if (pr != XDPL_PARSE_OK) {
-		__u32 v = xdpl_unparsed(&p);
+		__u32 v = xdpl_unparsed(p);
 
-		xdpl_count(XDPL_C_MALFORMED, p.len);
-		xdpl_decided(XDPL_WHY_MALFORMED, v, -1, -1, &p);
+		xdpl_count(XDPL_C_MALFORMED, p->len);
+		xdpl_decided(XDPL_WHY_MALFORMED, v, -1, -1, p);
 		return v == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
 	}
 
@@ -204,83 +226,104 @@ int xdpl_main(struct xdp_md *ctx)
 	__u32 gen = ctl->active & 1;
 	struct xdpl_gen_cfg *g = &ctl->gen[gen];
 	__u32 gflags = g->flags;
+	/* The ban epoch before the ban table: a ban added after this read
+	 * voids what this packet teaches the flow cache. Without the ban
+	 * lookup no ban counts (turning it on changes the generation). */
+	struct xdpl_flow_tag tag = {.seq = g->seq, .gen = gen};
 
-	if (gflags & XDPL_GF_ACL) {
-		__u32 acl = xdpl_acl(gen, gflags, &p);
+	if (gflags & XDPL_GF_BANS) {
+		struct xdpl_ban_epoch *ep = bpf_map_lookup_elem(&xdpl_ban_epoch, &zero);
 
-		if (acl == XDPL_ACL_ALLOW) {
-			xdpl_count(XDPL_C_ALLOW, p.len);
-			xdpl_decided(XDPL_WHY_ALLOW, XDPL_V_PASS, -1, -1, &p);
+		if (!ep)
 			return XDP_PASS;
-		}
-		if (acl == XDPL_ACL_DENY) {
-			if (gflags & XDPL_GF_SHADOW) {
-				xdpl_count(XDPL_C_DENY_SHADOW, p.len);
-				xdpl_sample(&p, XDPL_V_SHADOW, XDPL_SAMPLE_DENY, NULL, -1,
-					    g->sample_mask);
-				xdpl_decided(XDPL_WHY_DENY, XDPL_V_SHADOW, -1, -1, &p);
-				return XDP_PASS;
-			}
-			xdpl_count(XDPL_C_DENY, p.len);
-			xdpl_sample(&p, XDPL_V_DROP, XDPL_SAMPLE_DENY, NULL, -1, g->sample_mask);
-			xdpl_decided(XDPL_WHY_DENY, XDPL_V_DROP, -1, -1, &p);
-			return XDP_DROP;
-		}
+		tag.epoch = xdpl_ban_epoch_of(ep);
+	}
+	__u32 verdict, slot, origin;
+	__s32 rk;
+	int refused;
+	struct xdpl_flow *f = xdpl_flow_hit(p, g, &tag);
+
+	if (f) {
+		verdict = f->verdict;
+		slot = f->slot;
+		origin = f->origin;
+		rk = f->rk;
+		refused = 0;
+		goto judged;
 	}
 
-	/* Allow wins over a ban; a banned source costs no rule. */
+	if (gflags & XDPL_GF_ACL) {
+		__u32 acl = xdpl_acl(gen, gflags, p);
+
+		if (acl == XDPL_ACL_ALLOW) {
+			xdpl_count(XDPL_C_ALLOW, p->len);
+			xdpl_decided(XDPL_WHY_ALLOW, XDPL_V_PASS, -1, -1, p);
+			return XDP_PASS;
+		}
+		if (acl == XDPL_ACL_DENY)
+			return xdpl_refuse_listed(p, g, gflags & XDPL_GF_SHADOW, XDPL_C_DENY,
+						  XDPL_C_DENY_SHADOW, XDPL_SAMPLE_DENY,
+						  XDPL_WHY_DENY);
+	}
+
+	/* Allow wins over a ban; a banned source costs no rule. A ban in
+	 * shadow (started by a rule in shadow) is counted and then the rules
+	 * judge the packet as if it were not there: it must not let through
+	 * what another rule drops. */
 	if (gflags & XDPL_GF_BANS) {
-		struct xdpl_ban *b = xdpl_banned(&p);
+		struct xdpl_ban *b = xdpl_banned(p);
 
 		if (b) {
 			__sync_fetch_and_add(&b->dropped, 1);
-			if ((b->flags & XDPL_BF_SHADOW) || (gflags & XDPL_GF_SHADOW)) {
-				xdpl_count(XDPL_C_BAN_SHADOW, p.len);
-				xdpl_sample(&p, XDPL_V_SHADOW, XDPL_SAMPLE_BAN, NULL, -1,
-					    g->sample_mask);
-				xdpl_decided(XDPL_WHY_BAN, XDPL_V_SHADOW, -1, -1, &p);
-				return XDP_PASS;
-			}
-			xdpl_count(XDPL_C_BAN_DROP, p.len);
-			xdpl_sample(&p, XDPL_V_DROP, XDPL_SAMPLE_BAN, NULL, -1, g->sample_mask);
-			xdpl_decided(XDPL_WHY_BAN, XDPL_V_DROP, -1, -1, &p);
-			return XDP_DROP;
+			if (!(b->flags & XDPL_BF_SHADOW) || (gflags & XDPL_GF_SHADOW))
+				return xdpl_refuse_listed(p, g, gflags & XDPL_GF_SHADOW,
+							  XDPL_C_BAN_DROP, XDPL_C_BAN_SHADOW,
+							  XDPL_SAMPLE_BAN, XDPL_WHY_BAN);
+			xdpl_count(XDPL_C_BAN_SHADOW, p->len);
+			xdpl_sample(p, XDPL_V_SHADOW, XDPL_SAMPLE_BAN, XDPL_SAMPLE_NO_LEVEL,
+				    g->sample_mask);
 		}
 	}
 
-	int idx = xdpl_classify(gen, g, &p);
+	int idx = xdpl_classify(gen, g, p);
 
 	if (idx < 0) {
-		xdpl_count(XDPL_C_UNMATCHED, p.len);
-		xdpl_decided(XDPL_WHY_UNMATCHED, XDPL_V_PASS, -1, -1, &p);
+		xdpl_count(XDPL_C_UNMATCHED, p->len);
+		xdpl_decided(XDPL_WHY_UNMATCHED, XDPL_V_PASS, -1, -1, p);
 		return XDP_PASS;
 	}
-	__u32 rk = gen * XDPL_MAX_RULES + idx;
+	rk = gen * XDPL_MAX_RULES + idx;
 	struct xdpl_rule *r = bpf_map_lookup_elem(&xdpl_rules, &rk);
 
 	if (!r)
 		return XDP_PASS;
 
-	int refused = xdpl_limit(r, &p);
-	__u32 verdict = XDPL_V_PASS;
-
-	if (refused >= 0)
+	refused = xdpl_limit(r, p, &tag.repeat);
+	verdict = XDPL_V_PASS;
+	origin = XDPL_SAMPLE_NO_LEVEL;
+	if (refused >= 0) {
 		verdict = ((r->flags & XDPL_RF_SHADOW) || (gflags & XDPL_GF_SHADOW)) ? XDPL_V_SHADOW
 										     : XDPL_V_DROP;
+		if (refused < XDPL_MAX_LEVELS)
+			origin = r->levels[refused].origin;
+	}
+	slot = r->counter_slot;
+	if (refused >= 0 && (r->flags & XDPL_RF_BAN))
+		xdpl_ban_start(p, p->family == 4 ? r->ban_bits4 : r->ban_bits6, r->ban_ns,
+			       r->counter_slot, verdict == XDPL_V_SHADOW);
+	else if (refused == 0 && tag.repeat)
+		xdpl_flow_note(p, &tag, rk, verdict);
 
-	__u32 slot = r->counter_slot;
+judged:;
 	struct xdpl_rule_stats *st = bpf_map_lookup_elem(&xdpl_stats, &slot);
 
 	if (st) {
-		xdpl_rule_count(st, verdict, p.len);
-		if (refused >= 0 && refused < XDPL_MAX_LEVELS)
-			st->level_drops[r->levels[refused].origin & (XDPL_MAX_LEVELS - 1)]++;
+		xdpl_rule_count(st, verdict, p->len);
+		if (refused >= 0)
+			st->level_drops[origin & (XDPL_MAX_LEVELS - 1)]++;
 	}
-	if (refused >= 0 && (r->flags & XDPL_RF_BAN))
-		xdpl_ban_start(&p, p.family == 4 ? r->ban_bits4 : r->ban_bits6, r->ban_ns,
-			       r->counter_slot, verdict == XDPL_V_SHADOW);
 	if (verdict != XDPL_V_PASS)
-		xdpl_sample(&p, verdict, slot, r, refused, g->sample_mask);
-	xdpl_decided(XDPL_WHY_RULE, verdict, rk, refused, &p);
+		xdpl_sample(p, verdict, slot, origin, g->sample_mask);
+	xdpl_decided(XDPL_WHY_RULE, verdict, rk, refused, p);
 	return verdict == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
 }

@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 5,
+	XDPL_LAYOUT_VERSION = 6,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -102,7 +102,8 @@ enum xdpl_const {
 	XDPL_C_BAN_STARTED = 13,    /* bans a rule started (shadow ones included) */
 	XDPL_C_BAN_REPLACED = 14,   /* live bans replaced: their set was full */
 	XDPL_C_REFUSED_CACHED = 15, /* refused by the per-CPU refused-until cache */
-	XDPL_NCOUNTERS = 16,
+	XDPL_C_FLOW_CACHED = 16,    /* refused by the per-CPU flow cache, unclassified */
+	XDPL_NCOUNTERS = 17,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -218,6 +219,8 @@ enum xdpl_const {
 	XDPL_LOG_MAX = 64,
 	/* The per-CPU refused-until cache (bpf/refused.h): 2^bits slots. */
 	XDPL_REFUSED_BITS = 10,
+	/* The per-CPU flow cache (bpf/flows.h): 2^bits slots. */
+	XDPL_FLOW_BITS = 10,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

@@ -229,6 +229,30 @@ struct {
 	__type(value, struct xdpl_refused);
 } xdpl_refused SEC(".maps");
 
+/* The flow cache (bpf/flows.h): per CPU, direct-mapped. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << XDPL_FLOW_BITS);
+	__type(key, __u32);
+	__type(value, struct xdpl_flow);
+} xdpl_flows SEC(".maps");
+
+/* The packet xdpl_main parses, per CPU (why not on the stack: xdpl_main). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_pkt);
+} xdpl_pkt_scratch SEC(".maps");
+
+/* Moved by every ban added (struct xdpl_ban_epoch). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_ban_epoch);
+} xdpl_ban_epoch SEC(".maps");
+
 /* allow/deny entries of host addresses (value XDPL_ACL_*): a hash lookup
  * instead of a walk down a trie of every listed address; the longest
  * prefix there is, so a hit decides. */

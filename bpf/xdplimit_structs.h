@@ -50,6 +50,29 @@ struct xdpl_rule {
 	__u64 ban_ns; /* XDPL_RF_BAN: how long a ban lasts */
 };
 
+/* A packet as the parser saw it (parsing.h). */
+struct xdpl_pkt {
+	__u32 len;   /* frame length in bytes: the cost of byte-counting limits */
+	__u8 family; /* 4 or 6 */
+	__u8 proto;  /* L4 protocol after IPv6 extension headers */
+	__u8 ports;  /* enum xdpl_ports */
+	__u8 tcp_flags;
+	__u16 sport; /* host order */
+	__u16 dport;
+	__u16 vlan;	 /* VID of the outer tag, or XDPL_VLAN_IDX_UNTAGGED */
+	__u8 unparsed;	 /* XDPL_UP_* + 1 when the parser gave up, else 0 */
+	__u8 long_chain; /* more IPv6 extension headers than XDPL_MAX_IPV6_EXT */
+	__u16 iplen;	 /* IP packet length: IPv4 total length, IPv6 40 + payload length */
+	__u8 ttl;	 /* IPv4 TTL or IPv6 hop limit */
+	__u8 tos;	 /* IPv4 TOS or IPv6 traffic class */
+	__be32 saddr[4];
+	__be32 daddr[4];
+	__u8 icmp; /* XDPL_ICMP_*: whether icmp_type and icmp_code were read */
+	__u8 icmp_type;
+	__u8 icmp_code;
+	__u8 pad_icmp;
+};
+
 struct xdpl_gen_cfg {
 	__u32 dims;   /* XDPL_DIM_* looked up for this generation */
 	__u32 nrules; /* rules 0..nrules-1 exist */
@@ -57,6 +80,14 @@ struct xdpl_gen_cfg {
 	/* Sample one in (sample_mask + 1) drops into xdpl_drops (top and the
 	 * drop log); a runtime value so that a reload can change it. */
 	__u32 sample_mask;
+	/* Changes with every write of the generation (never 0 once written):
+	 * what the per-CPU flow cache learned under another one is void. */
+	__u32 seq;
+	__u32 pad;
+	/* The packet fields this generation's rules and their first levels'
+	 * keys read, all ones; the rest zero. A packet equal to another under
+	 * this mask gets the same rule and the same first-level key (flows.h). */
+	struct xdpl_pkt sig_mask;
 };
 
 struct xdpl_control {
@@ -138,29 +169,6 @@ struct xdpl_counter {
 struct xdpl_rule_stats {
 	struct xdpl_counter v[XDPL_NVERDICTS];
 	__u64 level_drops[XDPL_MAX_LEVELS]; /* by origin: the level in policy order */
-};
-
-/* A packet as the parser saw it (parsing.h). */
-struct xdpl_pkt {
-	__u32 len;   /* frame length in bytes: the cost of byte-counting limits */
-	__u8 family; /* 4 or 6 */
-	__u8 proto;  /* L4 protocol after IPv6 extension headers */
-	__u8 ports;  /* enum xdpl_ports */
-	__u8 tcp_flags;
-	__u16 sport; /* host order */
-	__u16 dport;
-	__u16 vlan;	 /* VID of the outer tag, or XDPL_VLAN_IDX_UNTAGGED */
-	__u8 unparsed;	 /* XDPL_UP_* + 1 when the parser gave up, else 0 */
-	__u8 long_chain; /* more IPv6 extension headers than XDPL_MAX_IPV6_EXT */
-	__u16 iplen;	 /* IP packet length: IPv4 total length, IPv6 40 + payload length */
-	__u8 ttl;	 /* IPv4 TTL or IPv6 hop limit */
-	__u8 tos;	 /* IPv4 TOS or IPv6 traffic class */
-	__be32 saddr[4];
-	__be32 daddr[4];
-	__u8 icmp; /* XDPL_ICMP_*: whether icmp_type and icmp_code were read */
-	__u8 icmp_type;
-	__u8 icmp_code;
-	__u8 pad_icmp;
 };
 
 /* The last packet's decision, recorded only when xdpl_record is set (pcap
@@ -290,6 +298,32 @@ struct xdpl_refused {
 	struct xdpl_key key;
 	__u64 from;
 	__u64 until;
+};
+
+/* Bans change without a new generation: each one added moves this, so that
+ * the per-CPU flow cache (flows.h), which answers before the ban table,
+ * forgets what it learned before the ban. */
+struct xdpl_ban_epoch {
+	__u64 datapath; /* bans the datapath started (atomic add) */
+	__u64 control;	/* a fresh random value after each ban the control plane adds */
+};
+
+/* A slot of the per-CPU flow cache (bpf/flows.h): packets equal to sig
+ * under the generation's sig_mask are refused by the first level of rule rk
+ * at every time in [from, until) of from's sketch mark epoch, while the
+ * generation (seq) and the bans (epoch) are the ones seen then. */
+struct xdpl_flow {
+	struct xdpl_pkt sig;
+	__u64 from;
+	__u64 until;
+	__u64 epoch; /* the ban epoch then (flows.h: xdpl_ban_epoch_of) */
+	__u32 seq;
+	__u32 rk;    /* the rule's key in xdpl_rules */
+	__u16 slot;  /* the rule's counter slot */
+	__u8 origin; /* the refusing level's origin */
+	__u8 verdict;
+	__u8 lflags; /* the refusing level's flags (its clock) */
+	__u8 pad[7];
 };
 
 /* Keys of the allow/deny hash maps of host addresses (/32 and /128). */

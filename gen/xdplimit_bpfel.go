@@ -26,6 +26,12 @@ type XdplimitXdplBan struct {
 	Reason    [64]int8
 }
 
+type XdplimitXdplBanEpoch struct {
+	_        structs.HostLayout
+	Datapath uint64
+	Control  uint64
+}
+
 type XdplimitXdplBanKey4 struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -46,7 +52,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 6
 	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
@@ -110,7 +116,8 @@ const (
 	XdplimitXdplConstXDPL_C_BAN_STARTED         XdplimitXdplConst = 13
 	XdplimitXdplConstXDPL_C_BAN_REPLACED        XdplimitXdplConst = 14
 	XdplimitXdplConstXDPL_C_REFUSED_CACHED      XdplimitXdplConst = 15
-	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_C_FLOW_CACHED         XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 17
 	XdplimitXdplConstXDPL_CLOCK_KTIME           XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CLOCK_COARSE          XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_CLOCK_MAP             XdplimitXdplConst = 2
@@ -179,6 +186,7 @@ const (
 	XdplimitXdplConstXDPL_SAMPLE_BAN            XdplimitXdplConst = 65534
 	XdplimitXdplConstXDPL_LOG_MAX               XdplimitXdplConst = 64
 	XdplimitXdplConstXDPL_REFUSED_BITS          XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_FLOW_BITS             XdplimitXdplConst = 10
 )
 
 type XdplimitXdplControl struct {
@@ -250,12 +258,31 @@ type XdplimitXdplFleetSync struct {
 	Pad   uint32
 }
 
+type XdplimitXdplFlow struct {
+	_       structs.HostLayout
+	Sig     XdplimitXdplPkt
+	From    uint64
+	Until   uint64
+	Epoch   uint64
+	Seq     uint32
+	Rk      uint32
+	Slot    uint16
+	Origin  uint8
+	Verdict uint8
+	Lflags  uint8
+	Pad     [7]uint8
+	_       [4]byte
+}
+
 type XdplimitXdplGenCfg struct {
 	_          structs.HostLayout
 	Dims       uint32
 	Nrules     uint32
 	Flags      uint32
 	SampleMask uint32
+	Seq        uint32
+	Pad        uint32
+	SigMask    XdplimitXdplPkt
 }
 
 type XdplimitXdplHost4 struct {
@@ -428,6 +455,7 @@ const (
 	XdplimitMapXdplAcl6Hosts       = "xdpl_acl6_hosts"
 	XdplimitMapXdplBan4            = "xdpl_ban4"
 	XdplimitMapXdplBan6            = "xdpl_ban6"
+	XdplimitMapXdplBanEpoch        = "xdpl_ban_epoch"
 	XdplimitMapXdplBans            = "xdpl_bans"
 	XdplimitMapXdplClock           = "xdpl_clock"
 	XdplimitMapXdplCounters        = "xdpl_counters"
@@ -440,6 +468,7 @@ const (
 	XdplimitMapXdplFleetCtl        = "xdpl_fleet_ctl"
 	XdplimitMapXdplFleetKeys       = "xdpl_fleet_keys"
 	XdplimitMapXdplFleetReserve    = "xdpl_fleet_reserve"
+	XdplimitMapXdplFlows           = "xdpl_flows"
 	XdplimitMapXdplGlobals         = "xdpl_globals"
 	XdplimitMapXdplIcmpc           = "xdpl_icmpc"
 	XdplimitMapXdplIcmpt           = "xdpl_icmpt"
@@ -449,6 +478,7 @@ const (
 	XdplimitMapXdplLogs            = "xdpl_logs"
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
+	XdplimitMapXdplPktScratch      = "xdpl_pkt_scratch"
 	XdplimitMapXdplProto           = "xdpl_proto"
 	XdplimitMapXdplRefused         = "xdpl_refused"
 	XdplimitMapXdplRules           = "xdpl_rules"
@@ -542,6 +572,7 @@ type XdplimitMapSpecs struct {
 	XdplAcl6Hosts      *ebpf.MapSpec `ebpf:"xdpl_acl6_hosts"`
 	XdplBan4           *ebpf.MapSpec `ebpf:"xdpl_ban4"`
 	XdplBan6           *ebpf.MapSpec `ebpf:"xdpl_ban6"`
+	XdplBanEpoch       *ebpf.MapSpec `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.MapSpec `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
@@ -554,6 +585,7 @@ type XdplimitMapSpecs struct {
 	XdplFleetCtl       *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
+	XdplFlows          *ebpf.MapSpec `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.MapSpec `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.MapSpec `ebpf:"xdpl_icmpc"`
 	XdplIcmpt          *ebpf.MapSpec `ebpf:"xdpl_icmpt"`
@@ -563,6 +595,7 @@ type XdplimitMapSpecs struct {
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
+	XdplPktScratch     *ebpf.MapSpec `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
@@ -630,6 +663,7 @@ type XdplimitMaps struct {
 	XdplAcl6Hosts      *ebpf.Map `ebpf:"xdpl_acl6_hosts"`
 	XdplBan4           *ebpf.Map `ebpf:"xdpl_ban4"`
 	XdplBan6           *ebpf.Map `ebpf:"xdpl_ban6"`
+	XdplBanEpoch       *ebpf.Map `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.Map `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
@@ -642,6 +676,7 @@ type XdplimitMaps struct {
 	XdplFleetCtl       *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.Map `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
+	XdplFlows          *ebpf.Map `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.Map `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.Map `ebpf:"xdpl_icmpc"`
 	XdplIcmpt          *ebpf.Map `ebpf:"xdpl_icmpt"`
@@ -651,6 +686,7 @@ type XdplimitMaps struct {
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
+	XdplPktScratch     *ebpf.Map `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
@@ -678,6 +714,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplAcl6Hosts,
 		m.XdplBan4,
 		m.XdplBan6,
+		m.XdplBanEpoch,
 		m.XdplBans,
 		m.XdplClock,
 		m.XdplCounters,
@@ -690,6 +727,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplFleetCtl,
 		m.XdplFleetKeys,
 		m.XdplFleetReserve,
+		m.XdplFlows,
 		m.XdplGlobals,
 		m.XdplIcmpc,
 		m.XdplIcmpt,
@@ -699,6 +737,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
+		m.XdplPktScratch,
 		m.XdplProto,
 		m.XdplRefused,
 		m.XdplRules,

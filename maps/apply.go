@@ -63,6 +63,7 @@ func (l *Limiter) Apply(img *Image) error {
 		return fmt.Errorf("writing the new policy (the old one stays in force): unparsed: %w", err)
 	}
 	ctl.Gen[next] = p.cfg
+	ctl.Gen[next].Seq = nextSeq(&ctl)
 	if err := l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
 		return err
 	}

@@ -243,6 +243,9 @@ func (l *Limiter) Ban(p netip.Prefix, d time.Duration, reason string) (replaced 
 	if err := l.link(&b, slot); err != nil {
 		return netip.Prefix{}, err
 	}
+	if err := l.moveBanEpoch(); err != nil {
+		return netip.Prefix{}, err
+	}
 	return replaced, l.countManualBan()
 }
 
@@ -349,6 +352,9 @@ func (l *Limiter) EnableBanLookup() error {
 	}
 	ctl.Gen[0].Flags |= gfBans
 	ctl.Gen[1].Flags |= gfBans
+	// What the flow caches learned without the ban table is void.
+	seq := nextSeq(&ctl)
+	ctl.Gen[0].Seq, ctl.Gen[1].Seq = seq, seq+1
 	return l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny)
 }
 

@@ -128,6 +128,9 @@ const (
 	// CounterRefusedCached counts packets refused from the per-CPU
 	// refused-until cache (bpf/refused.h) without a state lookup.
 	CounterRefusedCached = Counter(gen.XdplimitXdplConstXDPL_C_REFUSED_CACHED)
+	// CounterFlowCached counts packets refused from the per-CPU flow
+	// cache (bpf/flows.h) before the lists, the bans and the classifier.
+	CounterFlowCached = Counter(gen.XdplimitXdplConstXDPL_C_FLOW_CACHED)
 )
 
 var counterNames = map[Counter]string{
@@ -147,6 +150,7 @@ var counterNames = map[Counter]string{
 	CounterBanStarted:    "ban_started",
 	CounterBanReplaced:   "ban_replaced",
 	CounterRefusedCached: "refused_cached",
+	CounterFlowCached:    "flow_cached",
 }
 
 func (c Counter) String() string {

@@ -57,6 +57,9 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplRefused, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRefused }},
 	{gen.XdplimitMapXdplAcl4Hosts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl4Hosts }},
 	{gen.XdplimitMapXdplAcl6Hosts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl6Hosts }},
+	{gen.XdplimitMapXdplFlows, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFlows }},
+	{gen.XdplimitMapXdplBanEpoch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBanEpoch }},
+	{gen.XdplimitMapXdplPktScratch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplPktScratch }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.

@@ -217,7 +217,7 @@ func TestPlanFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := gen.XdplimitXdplGenCfg{Dims: c.img.Dims, Nrules: uint32(len(c.img.Rules)), Flags: c.genFlags,
-				SampleMask: DefaultSampleOneIn - 1}
+				SampleMask: DefaultSampleOneIn - 1, SigMask: sigMask(c.img.Dims, p.rules)}
 			if p.cfg != want {
 				t.Errorf("generation %+v, want %+v", p.cfg, want)
 			}

@@ -11,18 +11,20 @@ import (
 	"github.com/xdplimit/xdplimit/model"
 )
 
-// refusedHits reads how many packets the refused-until cache refused.
+// refusedHits reads how many packets the refused-until cache and the flow
+// cache in front of it refused.
 func refusedHits(t *testing.T, l *maps.Limiter) uint64 {
 	t.Helper()
 	cs, err := l.Counters()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs[maps.CounterRefusedCached].Packets
+	return cs[maps.CounterRefusedCached].Packets + cs[maps.CounterFlowCached].Packets
 }
 
 // TestRefusedCacheAgreement replays dense floods (most packets refused, so
-// the per-CPU refused-until cache answers most of them) through the program
+// the per-CPU refused-until cache and the flow cache in front of it answer
+// most of them) through the program
 // with the cache on and off and through the Go models, and requires the
 // same verdict for every packet; with the cache on it must have answered
 // some, with it off none. Each algorithm is tried as a rule's only level and
@@ -116,7 +118,13 @@ func TestRefusedCacheAgreement(t *testing.T) {
 						t.Errorf("cache on: only %d of 4000 packets refused from it", hits)
 					}
 					if !off {
-						t.Logf("%d of 4000 refused from the cache", hits)
+						flows := flowHits(t, l)
+						t.Logf("%d of 4000 refused from the caches, %d of them from the flow cache", hits, flows)
+						// The flow cache copies refusals of a rule's own
+						// (first) level: behind a global level, none.
+						if !global && flows == 0 {
+							t.Error("cache on: no packet refused from the flow cache")
+						}
 					}
 				}
 			})

@@ -92,9 +92,9 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 	fmt.Fprintf(w, "  allow %d, deny %d, deny (shadow) %d, unmatched %d, malformed %d, non-IP %d pkts\n",
 		cs[maps.CounterAllow].Packets, cs[maps.CounterDeny].Packets, cs[maps.CounterDenyShadow].Packets,
 		cs[maps.CounterUnmatched].Packets, cs[maps.CounterMalformed].Packets, cs[maps.CounterNonIP].Packets)
-	fmt.Fprintf(w, "  new sources %d, table insert failures %d, contended updates %d, refused from cache %d\n",
+	fmt.Fprintf(w, "  new sources %d, table insert failures %d, contended updates %d, refused from cache %d (by flow %d)\n",
 		cs[maps.CounterNewSource].Packets, cs[maps.CounterInsertFail].Packets, cs[maps.CounterCASExhausted].Packets,
-		cs[maps.CounterRefusedCached].Packets)
+		cs[maps.CounterRefusedCached].Packets+cs[maps.CounterFlowCached].Packets, cs[maps.CounterFlowCached].Packets)
 	levels, err := s.Limiter.FleetLevels()
 	if err != nil {
 		return err

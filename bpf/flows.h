@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The per-CPU flow cache: a known source over its limit dropped right after
+ * parsing. The refused-until cache (refused.h) is keyed by a level's key, so
+ * a packet reaches it only after the allow/deny lists, the ban table, the
+ * classifier and the rule; this one is keyed by the packet itself, by the
+ * fields the generation's rules and first-level keys read (the generation's
+ * sig_mask, from the control plane): two packets equal under the mask get
+ * the same rule and the same first-level key, so the same verdict while that
+ * level refuses the key. A flood that varies a field no rule reads (the
+ * source port of a SYN flood against destination-port rules) stays one
+ * flow.
+ *
+ * Exact, as the refused-until cache is: an entry is a copy of the
+ * refused-until entry that just refused the packet at the rule's first
+ * level (same until, same sketch mark epoch), and holds only while
+ * - the generation is the one it was learned under (seq: a reload of the
+ *   rules, the allow/deny lists or the mode voids every entry), and
+ * - no ban was added since (the ban epoch): bans answer before the rules.
+ * Only refusals by a rule's first level are cached: caching a later level's
+ * would hide an earlier level that now refuses too (the same verdict under
+ * another level's counter). Not cached: rules that ban (their refusal
+ * starts a ban), packets a shadow ban counted (that count comes first), and
+ * whatever the refused-until cache leaves out (byte costs, fleet windows). */
+#ifndef XDPLIMIT_FLOWS_H
+#define XDPLIMIT_FLOWS_H
+
+#include <bpf/bpf_helpers.h>
+#include "xdplimit_maps.h"
+#include "clock.h"
+#include "counters.h"
+#include "refused.h"
+#include "levels.h"
+
+/* The packet as 64-bit words, masked and compared word by word. */
+#define XDPL_SIG_WORDS (sizeof(struct xdpl_pkt) / 8)
+_Static_assert(sizeof(struct xdpl_pkt) % 8 == 0, "xdpl_pkt is read as 64-bit words");
+
+/* What xdpl_main read before the ban table, for xdpl_flow_note: an entry
+ * learned from this packet is tagged with it. */
+struct xdpl_flow_tag {
+	__u64 epoch; /* xdpl_ban_epoch_of the ban epoch; 0 while bans are off */
+	__u32 seq;
+	__u32 gen;
+	__u32 repeat; /* xdpl_limit's: the first level refused from the refused-until cache */
+	__u32 pad;
+};
+
+/* The ban epoch in one word: distinct for every datapath count under one
+ * control value (an odd multiplier is a bijection), and a fresh random
+ * control value gives a fresh word. */
+static __always_inline __u64 xdpl_ban_epoch_of(struct xdpl_ban_epoch *e)
+{
+	return e->datapath * 0x9e3779b97f4a7c15ULL ^ e->control;
+}
+
+/* The slot of the packet p under mask m: a multiplicative hash of the
+ * source address and the ports the mask keeps, read at the widths the
+ * parser wrote them (a 64-bit load of fields just stored byte by byte
+ * waits for the stores: the hash of the whole masked packet cost a hit
+ * 7 ns more). Packets that differ only in other fields share a slot; the
+ * comparison (xdpl_flow_hit) is of every masked field, so a collision only
+ * replaces an entry (a lost hit). */
+static __always_inline struct xdpl_flow *xdpl_flow_slot(struct xdpl_pkt *p, struct xdpl_pkt *m)
+{
+	__u32 a = p->saddr[0] ^ p->saddr[1] ^ p->saddr[2] ^ p->saddr[3];
+	__u32 ports = (__u32)(p->sport & m->sport) << 16 | (p->dport & m->dport);
+	__u64 h = ((__u64)a << 32 | ports) * 0x9e3779b97f4a7c15ULL;
+	__u32 idx = h >> (64 - XDPL_FLOW_BITS);
+
+	return bpf_map_lookup_elem(&xdpl_flows, &idx);
+}
+
+/* The entry that refuses packet p now, or NULL. g is the generation the
+ * packet is judged by, tag what xdpl_main read of it and of the bans. */
+static __always_inline struct xdpl_flow *xdpl_flow_hit(struct xdpl_pkt *p, struct xdpl_gen_cfg *g,
+						       struct xdpl_flow_tag *tag)
+{
+	/* No test of tag->seq here: a branch on it would split every later
+	 * state of the verifier in two. An entry with seq 0 (never written)
+	 * has until 0 and cannot hit. */
+	if (!xdpl_refused_on)
+		return NULL;
+	struct xdpl_flow *e = xdpl_flow_slot(p, &g->sig_mask);
+
+	if (!e || e->seq != tag->seq || e->epoch != tag->epoch)
+		return NULL;
+	__u64 *pw = (__u64 *)p, *mw = (__u64 *)&g->sig_mask, *sw = (__u64 *)&e->sig;
+	__u64 diff = 0;
+
+#pragma unroll
+	for (int i = 0; i < XDPL_SIG_WORDS; i++)
+		diff |= (pw[i] & mw[i]) ^ sw[i];
+	if (diff)
+		return NULL;
+	/* The clock only for a packet of the entry's flow, and its own: a
+	 * fine reading cached for some packets only would split the
+	 * verifier's states after a miss. */
+	struct xdpl_clk clk;
+
+	xdpl_clk_start(&clk);
+	__u64 now = xdpl_now(&clk, e->lflags);
+
+	if (now >= e->until || now < e->from ||
+	    (now >> XDPL_SKETCH_MARK_SHIFT) != (e->from >> XDPL_SKETCH_MARK_SHIFT))
+		return NULL;
+	xdpl_count(XDPL_C_FLOW_CACHED, 0);
+	return e;
+}
+
+/* After the first level of rule rk (key rk in xdpl_rules) refused packet p
+ * with verdict from the refused-until cache (xdpl_limit's repeat: a key
+ * refused before, not a spoofed source seen once): copies that cache's
+ * entry for the level's key into the flow cache, tagged with tag. A global
+ * function, verified once on its own and called about once per flow and
+ * mark epoch, not per packet. */
+__attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flow_tag *tag,
+					     __u32 rk, __u32 verdict)
+{
+	__u32 zero = 0;
+	struct xdpl_control *ctl = bpf_map_lookup_elem(&xdpl_ctl, &zero);
+
+	if (!p || !tag || !ctl || !tag->seq)
+		return 0;
+	struct xdpl_gen_cfg *g = &ctl->gen[tag->gen & 1];
+
+	/* A reload between the packet's verdict and now: not this generation. */
+	if (g->seq != tag->seq)
+		return 0;
+	struct xdpl_rule *r = bpf_map_lookup_elem(&xdpl_rules, &rk);
+
+	if (!r || r->nlevels == 0)
+		return 0;
+	struct xdpl_level *l = &r->levels[0];
+	struct xdpl_key k;
+
+	xdpl_key_of(l, p, &k);
+	struct xdpl_refused *re = xdpl_refused_slot(&k);
+
+	if (!re || !xdpl_key_eq(&re->key, &k) || re->until <= re->from)
+		return 0;
+	struct xdpl_flow *e = xdpl_flow_slot(p, &g->sig_mask);
+
+	if (!e)
+		return 0;
+	__u64 *pw = (__u64 *)p, *mw = (__u64 *)&g->sig_mask, *sw = (__u64 *)&e->sig;
+
+#pragma unroll
+	for (int i = 0; i < XDPL_SIG_WORDS; i++)
+		sw[i] = pw[i] & mw[i];
+	e->from = re->from;
+	e->until = re->until;
+	e->epoch = tag->epoch;
+	e->seq = tag->seq;
+	e->rk = rk;
+	e->slot = r->counter_slot;
+	e->origin = l->origin;
+	e->verdict = verdict;
+	e->lflags = l->flags;
+	return 0;
+}
+
+#endif

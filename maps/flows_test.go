@@ -1,0 +1,175 @@
+package maps_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// The flow cache (bpf/flows.h) answers before the allow/deny lists, the
+// bans and the classifier. These tests first make it answer (a source
+// refused twice: the second refusal copies the refused-until entry), then
+// change what it skips and require the verdict the full path gives.
+
+// flowHits reads how many packets the flow cache refused.
+func flowHits(t *testing.T, l *maps.Limiter) uint64 {
+	t.Helper()
+	return counter(t, l, maps.CounterFlowCached)
+}
+
+// cachedFlow floods pkt at t0 until the flow cache answers, and returns
+// the verdicts (a first admission, then refusals).
+func cachedFlow(t *testing.T, l *maps.Limiter, pkt []byte) string {
+	t.Helper()
+	got := letters(repeatRun(t, l, pkt, 5))
+	if flowHits(t, l) == 0 {
+		t.Fatalf("a flood over its limit (%s) never refused from the flow cache", got)
+	}
+	return got
+}
+
+const flowRule = `
+rules:
+  - name: udp
+    match: {protocol: udp, dst_ports: [53]}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+`
+
+// A reload that puts the source on the allow list keeps the rule, its
+// limit and its state (the refused-until entry still refuses the key):
+// only the generation's sequence number tells the flow cache that the
+// packet is now allowed.
+func TestFlowCacheReloadAllow(t *testing.T) {
+	pinCPU(t, 0)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, flowRule)
+	pkt := udp4("192.0.2.1").bytes(t)
+	if got := cachedFlow(t, l, pkt); got != "PDDDD" {
+		t.Fatalf("flood: %s", got)
+	}
+	if err := l.Apply(compileYAML(t, "allow: [192.0.2.1/32]\n"+flowRule)); err != nil {
+		t.Fatal(err)
+	}
+	if got := letters(repeatRun(t, l, pkt, 3)); got != "PPP" {
+		t.Fatalf("allowed after a reload: %s, want PPP", got)
+	}
+}
+
+// A ban added by hand moves the ban epoch: the flow cache's answer
+// (shadow: passed and counted under the rule) gives way to the ban's drop.
+func TestFlowCacheBanEpoch(t *testing.T) {
+	pinCPU(t, 0)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, flowRule+"    action: shadow\n")
+	if err := l.EnableBanLookup(); err != nil {
+		t.Fatal(err)
+	}
+	pkt := udp4("192.0.2.1").bytes(t)
+	if got := cachedFlow(t, l, pkt); got != "PPPPP" {
+		t.Fatalf("shadow flood: %s", got)
+	}
+	if _, err := l.Ban(netip.MustParsePrefix("192.0.2.1/32"), time.Minute, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := letters(repeatRun(t, l, pkt, 3)); got != "DDD" {
+		t.Fatalf("banned: %s, want DDD", got)
+	}
+	if n := counter(t, l, maps.CounterBanDrop); n != 3 {
+		t.Fatalf("ban drops %d, want 3", n)
+	}
+}
+
+// A ban the datapath starts moves the epoch too: rule tcp bans its source,
+// whose udp flow the flow cache was answering in shadow.
+func TestFlowCacheDatapathBan(t *testing.T) {
+	pinCPU(t, 0)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, flowRule+`    action: shadow
+  - name: tcp
+    match: {protocol: tcp}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+    action: ban
+    ban: {for: 1m}
+`)
+	u := udp4("192.0.2.1")
+	u.dport = 53
+	pkt := u.bytes(t)
+	if got := cachedFlow(t, l, pkt); got != "PPPPP" {
+		t.Fatalf("shadow flood: %s", got)
+	}
+	if got := letters(repeatRun(t, l, tcp4("192.0.2.1").bytes(t), 2)); got != "PD" {
+		t.Fatalf("tcp over its limit: %s", got)
+	}
+	if got := letters(repeatRun(t, l, pkt, 2)); got != "DD" {
+		t.Fatalf("udp after the ban: %s, want DD", got)
+	}
+}
+
+// The flow cache keys on what the generation reads: a source port no rule
+// matches and no first level keys on is not part of a flow (a SYN flood
+// from random ports is one flow), and one that a key reads is.
+func TestFlowCacheFields(t *testing.T) {
+	pinCPU(t, 0)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, flowRule)
+	f := udp4("192.0.2.1")
+	f.dport = 53
+	cachedFlow(t, l, f.bytes(t))
+	before := flowHits(t, l)
+	for sp := range uint16(5) {
+		f.sport = 1000 + sp
+		if got := run(t, l, f.bytes(t), t0); got != xdpDrop {
+			t.Fatalf("source port %d: verdict %d, want drop", f.sport, got)
+		}
+	}
+	if got := flowHits(t, l) - before; got != 5 {
+		t.Fatalf("%d of 5 packets from other source ports refused from the flow cache, want 5", got)
+	}
+
+	// Keyed by source port: each port is its own key, and its first packet
+	// passes even though another port's flow is cached.
+	l = loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, `
+rules:
+  - name: refl
+    match: {protocol: udp}
+    key: src_ip+src_port
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+`)
+	f.sport = 53
+	cachedFlow(t, l, f.bytes(t))
+	f.sport = 123
+	if got := letters(repeatRun(t, l, f.bytes(t), 3)); got != "PDD" {
+		t.Fatalf("another source port of a cached flow: %s, want PDD", got)
+	}
+}
+
+// A ban in shadow is counted, and then the rules judge the packet: a rule
+// in shadow that bans must not let through what another rule drops.
+func TestShadowBanKeepsRules(t *testing.T) {
+	pinCPU(t, 0)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, `
+rules:
+  - name: trial
+    match: {protocol: tcp}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+    action: shadow
+    ban: {for: 1m}
+  - name: udp
+    match: {protocol: udp}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+`)
+	if got := letters(repeatRun(t, l, tcp4("192.0.2.1").bytes(t), 2)); got != "PP" {
+		t.Fatalf("tcp in shadow: %s", got)
+	}
+	bans, err := l.Bans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bans) != 1 || !bans[0].Shadow {
+		t.Fatalf("bans %+v, want one in shadow", bans)
+	}
+	if got := letters(repeatRun(t, l, udp4("192.0.2.1").bytes(t), 3)); got != "PDD" {
+		t.Fatalf("udp of a source banned in shadow: %s, want PDD", got)
+	}
+	if n := counter(t, l, maps.CounterBanShadow); n != 3 {
+		t.Fatalf("ban shadow %d, want 3", n)
+	}
+}
