@@ -16,11 +16,16 @@
  * - the generation is the one it was learned under (seq: a reload of the
  *   rules, the allow/deny lists or the mode voids every entry), and
  * - no ban was added since (the ban epoch): bans answer before the rules.
- * Only refusals by a rule's first level are cached: caching a later level's
- * would hide an earlier level that now refuses too (the same verdict under
- * another level's counter). Not cached: rules that ban (their refusal
- * starts a ban), packets a shadow ban counted (that count comes first), and
- * whatever the refused-until cache leaves out (byte costs, fleet windows). */
+ * Cached: refusals by a rule's first level, and by the second level of a
+ * rule whose first is a global aggregate (a per-source limit behind a
+ * global one, the compiler's order). For the latter a hit first checks the
+ * global level as phase one would (reading only), and names it as the
+ * refusing level when it refuses too: the verdict is the same either way,
+ * and so are the counters. Other later levels are not cached: every level
+ * before them would have to be checked. Not cached either: rules that ban
+ * (their refusal starts a ban), packets a shadow ban counted (that count
+ * comes first), and whatever the refused-until cache leaves out (byte
+ * costs, fleet windows). */
 #ifndef XDPLIMIT_FLOWS_H
 #define XDPLIMIT_FLOWS_H
 
@@ -70,10 +75,12 @@ static __always_inline struct xdpl_flow *xdpl_flow_slot(struct xdpl_pkt *p, stru
 	return bpf_map_lookup_elem(&xdpl_flows, &idx);
 }
 
-/* The entry that refuses packet p now, or NULL. g is the generation the
+/* The entry that refuses packet p now, or NULL; *level and *origin are
+ * then the refusing level's index and origin. g is the generation the
  * packet is judged by, tag what xdpl_main read of it and of the bans. */
 static __always_inline struct xdpl_flow *xdpl_flow_hit(struct xdpl_pkt *p, struct xdpl_gen_cfg *g,
-						       struct xdpl_flow_tag *tag)
+						       struct xdpl_flow_tag *tag, int *level,
+						       __u32 *origin)
 {
 	/* No test of tag->seq here: a branch on it would split every later
 	 * state of the verifier in two. An entry with seq 0 (never written)
@@ -103,16 +110,33 @@ static __always_inline struct xdpl_flow *xdpl_flow_hit(struct xdpl_pkt *p, struc
 	if (now >= e->until || now < e->from ||
 	    (now >> XDPL_SKETCH_MARK_SHIFT) != (e->from >> XDPL_SKETCH_MARK_SHIFT))
 		return NULL;
+	*level = 0;
+	*origin = e->origin;
+	if (e->level) {
+		/* Behind a global level: phase one checks it first. */
+		__u32 rk = e->rk;
+		struct xdpl_rule *r = bpf_map_lookup_elem(&xdpl_rules, &rk);
+
+		if (!r)
+			return NULL;
+		struct xdpl_level *lg = &r->levels[0];
+		__u64 costg = (lg->flags & XDPL_LF_BYTES) ? p->len : 1;
+
+		if (xdpl_global_level(xdpl_global(lg), lg, p, xdpl_now(&clk, lg->flags), costg, 0))
+			*level = 1;
+		else
+			*origin = lg->origin;
+	}
 	xdpl_count(XDPL_C_FLOW_CACHED, 0);
 	return e;
 }
 
-/* After the first level of rule rk (key rk in xdpl_rules) refused packet p
- * with verdict from the refused-until cache (xdpl_limit's repeat: a key
- * refused before, not a spoofed source seen once): copies that cache's
- * entry for the level's key into the flow cache, tagged with tag. A global
- * function, verified once on its own and called about once per flow and
- * mark epoch, not per packet. */
+/* After level tag->repeat - 1 of rule rk (key rk in xdpl_rules) refused
+ * packet p with verdict from the refused-until cache (xdpl_limit's repeat:
+ * a key refused before, not a spoofed source seen once): copies that
+ * cache's entry for the level's key into the flow cache, tagged with tag.
+ * A global function, verified once on its own and called about once per
+ * flow and mark epoch, not per packet. */
 __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flow_tag *tag,
 					     __u32 rk, __u32 verdict)
 {
@@ -131,6 +155,18 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 	if (!r || r->nlevels == 0)
 		return 0;
 	struct xdpl_level *l = &r->levels[0];
+	__u8 li = 0;
+
+	if (tag->repeat == 2) {
+		/* Only behind a global level (what a hit checks). */
+		if (r->nlevels != 2 || r->levels[0].key_kind != XDPL_KEY_GLOBAL ||
+		    r->levels[1].key_kind == XDPL_KEY_GLOBAL)
+			return 0;
+		l = &r->levels[1];
+		li = 1;
+	} else if (tag->repeat != 1) {
+		return 0;
+	}
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
@@ -156,6 +192,7 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 	e->origin = l->origin;
 	e->verdict = verdict;
 	e->lflags = l->flags;
+	e->level = li;
 	return 0;
 }
 

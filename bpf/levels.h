@@ -313,7 +313,8 @@ static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_p
  * decisions as check + commit below, inlined, with the key's entry looked
  * up once for both phases when it has one. Returns as xdpl_limit. */
 static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xdpl_level *l,
-						struct xdpl_pkt *p, struct xdpl_clk *clk)
+						struct xdpl_pkt *p, struct xdpl_clk *clk,
+						__u32 *repeat)
 {
 	__u64 tg = xdpl_now(clk, lg->flags);
 	__u64 costg = (lg->flags & XDPL_LF_BYTES) ? p->len : 1;
@@ -328,8 +329,10 @@ static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xd
 	int seen = 0;
 
 	xdpl_key_of(l, p, &k);
-	if (xdpl_refused_hit(l, &k, now))
+	if (xdpl_refused_hit(l, &k, now)) {
+		*repeat = 2;
 		return 1;
+	}
 	xdpl_sketch_find(l, &k, &sk);
 	struct xdpl_state *s = xdpl_find(&k, &sk, now);
 
@@ -363,10 +366,12 @@ static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xd
  * spoofed flood refused by a global level never touches the per-source
  * table. Then every level commits its charge with compare-and-swap; one that
  * lost a race in between refuses there. Returns the index of the refusing
- * level, or -1 when every level admitted the packet. *repeat is set when
- * the first level, a per-key one, refused from the refused-until cache (a
- * key refused before: the flow cache copies such refusals, flows.h; not a
- * global level's, whose key repeats for every source of a spoofed flood). */
+ * level, or -1 when every level admitted the packet. *repeat is set to the
+ * refusing level's index + 1 when a per-key level refused from the
+ * refused-until cache (a key refused before: the flow cache copies such
+ * refusals, flows.h) and it is the first level, or the second behind a
+ * global one; not for a global level's refusal, whose key repeats for every
+ * source of a spoofed flood. */
 static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p, __u32 *repeat)
 {
 	struct xdpl_clk c, *clk = &c;
@@ -384,7 +389,7 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p, _
 	}
 	if (n == 2 && r->levels[0].key_kind == XDPL_KEY_GLOBAL &&
 	    r->levels[1].key_kind != XDPL_KEY_GLOBAL)
-		return xdpl_global_then_key(&r->levels[0], &r->levels[1], p, clk);
+		return xdpl_global_then_key(&r->levels[0], &r->levels[1], p, clk, repeat);
 
 #pragma unroll
 	for (int i = 0; i < XDPL_MAX_LEVELS; i++) {

@@ -241,14 +241,12 @@ int xdpl_main(struct xdp_md *ctx)
 	__u32 verdict, slot, origin;
 	__s32 rk;
 	int refused;
-	struct xdpl_flow *f = xdpl_flow_hit(p, g, &tag);
+	struct xdpl_flow *f = xdpl_flow_hit(p, g, &tag, &refused, &origin);
 
 	if (f) {
 		verdict = f->verdict;
 		slot = f->slot;
-		origin = f->origin;
 		rk = f->rk;
-		refused = 0;
 		goto judged;
 	}
 
@@ -311,7 +309,7 @@ int xdpl_main(struct xdp_md *ctx)
 	if (refused >= 0 && (r->flags & XDPL_RF_BAN))
 		xdpl_ban_start(p, p->family == 4 ? r->ban_bits4 : r->ban_bits6, r->ban_ns,
 			       r->counter_slot, verdict == XDPL_V_SHADOW);
-	else if (refused == 0 && tag.repeat)
+	else if (refused >= 0 && tag.repeat)
 		xdpl_flow_note(p, &tag, rk, verdict);
 
 judged:;

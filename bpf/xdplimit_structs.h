@@ -309,9 +309,10 @@ struct xdpl_ban_epoch {
 };
 
 /* A slot of the per-CPU flow cache (bpf/flows.h): packets equal to sig
- * under the generation's sig_mask are refused by the first level of rule rk
- * at every time in [from, until) of from's sketch mark epoch, while the
- * generation (seq) and the bans (epoch) are the ones seen then. */
+ * under the generation's sig_mask are refused by level `level` of rule rk
+ * (the first, or the second behind a global one) at every time in
+ * [from, until) of from's sketch mark epoch, while the generation (seq) and
+ * the bans (epoch) are the ones seen then. */
 struct xdpl_flow {
 	struct xdpl_pkt sig;
 	__u64 from;
@@ -323,7 +324,8 @@ struct xdpl_flow {
 	__u8 origin; /* the refusing level's origin */
 	__u8 verdict;
 	__u8 lflags; /* the refusing level's flags (its clock) */
-	__u8 pad[7];
+	__u8 level;  /* the refusing level's index in the rule: 0 or 1 */
+	__u8 pad[6];
 };
 
 /* Keys of the allow/deny hash maps of host addresses (/32 and /128). */

@@ -270,7 +270,8 @@ type XdplimitXdplFlow struct {
 	Origin  uint8
 	Verdict uint8
 	Lflags  uint8
-	Pad     [7]uint8
+	Level   uint8
+	Pad     [6]uint8
 	_       [4]byte
 }
 

@@ -16,9 +16,10 @@ import (
 // three things.
 
 // sigMask is the generation's mask of the packet fields (all ones where
-// read): what its rules match on, and what the first level of each rule
-// keys on. Two packets equal under it get the same rule and the same
-// first-level key. The fields that tell the parser's outcome (family,
+// read): what its rules match on, and what the levels whose refusals the
+// cache copies key on (a rule's first level, and its second behind a
+// global one). Two packets equal under it get the same rule and the same
+// keys at those levels. The fields that tell the parser's outcome (family,
 // protocol, whether ports and ICMP fields were read) are always in it;
 // the frame length (a byte-counting level's cost, never cached) never is.
 func sigMask(dims uint32, rules []gen.XdplimitXdplRule) gen.XdplimitXdplPkt {
@@ -30,6 +31,9 @@ func sigMask(dims uint32, rules []gen.XdplimitXdplRule) gen.XdplimitXdplPkt {
 	keyed := func(kind uint8) bool {
 		for _, r := range rules {
 			if r.Nlevels > 0 && r.Levels[0].KeyKind == kind {
+				return true
+			}
+			if r.Nlevels == 2 && r.Levels[0].KeyKind == KeyGlobal && r.Levels[1].KeyKind == kind {
 				return true
 			}
 		}

@@ -29,10 +29,14 @@ func TestSigMask(t *testing.T) {
 		{"nothing matched", 0, []gen.XdplimitXdplRule{rule(KeySrc)}, base},
 		{"dst port", DimProto | DimDport, []gen.XdplimitXdplRule{rule(KeySrc)},
 			with(func(m *gen.XdplimitXdplPkt) { m.Dport = 0xffff })},
-		// A later level's key is not read: only first-level refusals are cached.
-		{"src port key", 0, []gen.XdplimitXdplRule{rule(KeyGlobal, KeySrcSport), rule(KeySrcSport)},
+		{"src port key", 0, []gen.XdplimitXdplRule{rule(KeySrcSport)},
 			with(func(m *gen.XdplimitXdplPkt) { m.Sport = 0xffff })},
+		// The second level behind a global one is cached, so its key is read.
+		{"src port key behind global", 0, []gen.XdplimitXdplRule{rule(KeyGlobal, KeySrcSport)},
+			with(func(m *gen.XdplimitXdplPkt) { m.Sport = 0xffff })},
+		// Any other later level's key is not: its refusals are not cached.
 		{"dst port key, later level", 0, []gen.XdplimitXdplRule{rule(KeySrc, KeySrcDport)}, base},
+		{"dst port key, third level", 0, []gen.XdplimitXdplRule{rule(KeyGlobal, KeySrc, KeySrcDport)}, base},
 		{"signature fields", DimLen | DimTTL | DimTOS | DimICMPType | DimICMPCode | DimTCPFlags | DimVLAN,
 			[]gen.XdplimitXdplRule{rule(KeySrc)}, with(func(m *gen.XdplimitXdplPkt) {
 				m.Iplen, m.Ttl, m.Tos, m.IcmpType, m.IcmpCode, m.TcpFlags, m.Vlan = 0xffff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xffff

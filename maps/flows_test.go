@@ -1,7 +1,9 @@
 package maps_test
 
 import (
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -172,4 +174,58 @@ rules:
 	if n := counter(t, l, maps.CounterBanShadow); n != 3 {
 		t.Fatalf("ban shadow %d, want 3", n)
 	}
+}
+
+// A per-source limit behind a global one: the flow cache answers for the
+// source's level, but the full path checks the global level first and names
+// it when it refuses too. A random trace that exhausts the global level now
+// and then must give the same verdicts and the same drops by level with the
+// caches on and off, and the flow cache must have answered some of the
+// packets the global level refused.
+func TestFlowCacheBehindGlobal(t *testing.T) {
+	pinCPU(t, 0)
+	const policy = `
+rules:
+  - name: r
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+    aggregate:
+      - key: global
+        limit: {algorithm: token_bucket, rate: 200/s, burst: 4}
+`
+	trace := func(off bool) (string, []uint64, uint64) {
+		l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1, NoRefusedCache: off}, policy)
+		r := rand.New(rand.NewPCG(3, 5))
+		now := uint64(t0)
+		var v []uint32
+		for i := 0; i < 3000; i++ {
+			src := udp4("192.0.2.1") // the flood
+			if r.IntN(4) == 0 {
+				// a new source: admitted by its own level, spends the global
+				src = udp4(netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}).String())
+			}
+			now += uint64(r.IntN(2000)) * uint64(time.Microsecond)
+			v = append(v, run(t, l, src.bytes(t), time.Duration(now)))
+		}
+		st, err := l.RuleStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return letters(v), st[0].LevelDrops, flowHits(t, l)
+	}
+	offV, offDrops, _ := trace(true)
+	onV, onDrops, hits := trace(false)
+	if onV != offV {
+		for i := range onV {
+			if onV[i] != offV[i] {
+				t.Fatalf("packet %d: %c with the caches, %c without", i, onV[i], offV[i])
+			}
+		}
+	}
+	if !slices.Equal(onDrops, offDrops) {
+		t.Fatalf("drops by level: %v with the caches, %v without", onDrops, offDrops)
+	}
+	if hits == 0 || offDrops[0] == 0 || offDrops[1] == 0 {
+		t.Fatalf("the trace does not test it: %d flow cache hits, drops by level %v", hits, offDrops)
+	}
+	t.Logf("drops by level %v, %d answered by the flow cache", onDrops, hits)
 }
