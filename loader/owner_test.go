@@ -69,7 +69,20 @@ func start(t *testing.T, bin, name string) int {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	return cmd.Process.Pid
+	// Until the child has exec'd, /proc/PID/exe is this test binary, which
+	// OwnerAlive rightly takes for xdplimit's (seen once in the 6.1 VM).
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err == nil && exe == path {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never ran %s (exe %q, %v)", pid, path, exe, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // waitState waits until pid is in the given /proc state.
