@@ -3,16 +3,16 @@
  * parsing. The refused-until cache (refused.h) is keyed by a level's key, so
  * a packet reaches it only after the allow/deny lists, the ban table, the
  * classifier and the rule; this one is keyed by the packet itself, by the
- * fields the generation's rules and first-level keys read (the generation's
- * sig_mask, from the control plane): two packets equal under the mask get
- * the same rule and the same first-level key, so the same verdict while that
- * level refuses the key. A flood that varies a field no rule reads (the
- * source port of a SYN flood against destination-port rules) stays one
- * flow.
+ * fields the generation's rules and the cached levels' keys read (the
+ * generation's sig_mask, from the control plane): two packets equal under
+ * the mask get the same rule and the same key at the cached level, so the
+ * same verdict while that level refuses the key. A flood that varies a
+ * field nothing reads (the source port of a SYN flood against
+ * destination-port rules) stays one flow.
  *
  * Exact, as the refused-until cache is: an entry is a copy of the
- * refused-until entry that just refused the packet at the rule's first
- * level (same until, same sketch mark epoch), and holds only while
+ * refused-until entry that just refused the packet at the cached level
+ * (same until, same sketch mark epoch), and holds only while
  * - the generation is the one it was learned under (seq: a reload of the
  *   rules, the allow/deny lists or the mode voids every entry), and
  * - no ban was added since (the ban epoch): bans answer before the rules.
@@ -46,7 +46,7 @@ struct xdpl_flow_tag {
 	__u64 epoch; /* xdpl_ban_epoch_of the ban epoch; 0 while bans are off */
 	__u32 seq;
 	__u32 gen;
-	__u32 repeat; /* xdpl_limit's: the first level refused from the refused-until cache */
+	__u32 repeat; /* xdpl_limit's: 1 + the level refused from the refused-until cache */
 	__u32 pad;
 };
 

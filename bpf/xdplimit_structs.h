@@ -84,9 +84,9 @@ struct xdpl_gen_cfg {
 	 * what the per-CPU flow cache learned under another one is void. */
 	__u32 seq;
 	__u32 pad;
-	/* The packet fields this generation's rules and their first levels'
-	 * keys read, all ones; the rest zero. A packet equal to another under
-	 * this mask gets the same rule and the same first-level key (flows.h). */
+	/* The packet fields this generation's rules and the flow cache's
+	 * levels' keys read, all ones; the rest zero. A packet equal to another
+	 * under this mask gets the same rule and the same keys there (flows.h). */
 	struct xdpl_pkt sig_mask;
 };
 
