@@ -59,6 +59,11 @@ var (
 	contendedDesc = desc("contended_updates_total",
 		"Packets refused after every compare-and-swap attempt on their state entry lost to other CPUs.",
 		"interface")
+	cachedDesc = desc("cached_refusals_total",
+		"Packets refused from a per-CPU cache, without reading their limiter state: cache=\"flow\" right after "+
+			"parsing (a flow its rule refused before), cache=\"refused\" at the refusing level. They are also "+
+			"counted as drops of their rule and level.",
+		"interface", "cache")
 	untrackedDesc = desc("untracked_packets_total",
 		"Packets admitted at a per-source level without being charged to a state entry: the admission sketch had not "+
 			"seen their key often enough in its current epoch to spend a table lookup or insert on it (spoofed one-packet "+
@@ -99,7 +104,7 @@ var (
 
 var allDescs = []*prometheus.Desc{
 	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, insertsDesc, evictionsDesc,
-	insertFailDesc, contendedDesc, untrackedDesc, unparsedDesc, unparsedDropDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
+	insertFailDesc, contendedDesc, cachedDesc, untrackedDesc, unparsedDesc, unparsedDropDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
 	bansActiveDesc, bansStartedDesc, bansEndedDesc, bansReplacedDesc,
 }
 
@@ -214,6 +219,8 @@ func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.Progra
 	counter(insertFailDesc, s.Counters[maps.CounterInsertFail].Packets, iface)
 	counter(contendedDesc, s.Counters[maps.CounterCASExhausted].Packets, iface)
 	counter(untrackedDesc, s.Counters[maps.CounterUntracked].Packets, iface)
+	counter(cachedDesc, s.Counters[maps.CounterFlowCached].Packets, iface, "flow")
+	counter(cachedDesc, s.Counters[maps.CounterRefusedCached].Packets, iface, "refused")
 	for k, u := range s.Unparsed {
 		counter(unparsedDesc, u.Packets, iface, maps.UnparsedKind(k).String())
 		counter(unparsedDropDesc, u.Dropped, iface, maps.UnparsedKind(k).String())

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
 )
@@ -77,6 +78,10 @@ func TestCollector(t *testing.T) {
 		t.Error("adding an interface twice: no error")
 	}
 	all := scrape(t, e.Registry())
+	cs, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	info, err := l.Program().Info()
 	if err != nil {
@@ -145,8 +150,14 @@ func TestCollector(t *testing.T) {
 		"xdplimit_source_table_insert_failures_total": {`xdplimit_source_table_insert_failures_total{interface="test0"}`: 0},
 		"xdplimit_contended_updates_total":            {`xdplimit_contended_updates_total{interface="test0"}`: 0},
 		"xdplimit_untracked_packets_total":            {`xdplimit_untracked_packets_total{interface="test0"}`: 0},
-		"xdplimit_unparsed_packets_total":             unparsedSeries("xdplimit_unparsed_packets_total", map[string]float64{"truncated": 1}),
-		"xdplimit_unparsed_dropped_packets_total":     unparsedSeries("xdplimit_unparsed_dropped_packets_total", nil),
+		// Which refusals a cache answers depends on the CPUs the runs
+		// landed on (the caches are per CPU): the datapath's own counts.
+		"xdplimit_cached_refusals_total": {
+			`xdplimit_cached_refusals_total{cache="flow",interface="test0"}`:    float64(cs[maps.CounterFlowCached].Packets),
+			`xdplimit_cached_refusals_total{cache="refused",interface="test0"}`: float64(cs[maps.CounterRefusedCached].Packets),
+		},
+		"xdplimit_unparsed_packets_total":         unparsedSeries("xdplimit_unparsed_packets_total", map[string]float64{"truncated": 1}),
+		"xdplimit_unparsed_dropped_packets_total": unparsedSeries("xdplimit_unparsed_dropped_packets_total", nil),
 		"xdplimit_policy_info": {
 			fmt.Sprintf(`xdplimit_policy_info{interface="test0",sha256=%q}`, hex.EncodeToString(p.SHA256[:])): 1,
 		},
@@ -398,4 +409,39 @@ func unparsedSeries(name string, vals map[string]float64) map[string]float64 {
 		out[fmt.Sprintf(`%s{interface="test0",kind=%q}`, name, kind)] = vals[kind]
 	}
 	return out
+}
+
+// The cache series follow their caches: on one CPU, a flood over a
+// one-a-minute limit is refused from state (noted), then from the
+// refused-until cache (which copies it to the flow cache), then from the
+// flow cache.
+func TestCachedRefusals(t *testing.T) {
+	unpin, err := netns.Pin(0) // the caches are per CPU
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unpin()
+	l, _ := load(t, 1<<16, `
+rules:
+  - name: dns
+    match: {protocol: udp, dst_ports: [53]}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+`)
+	for range 6 {
+		run(t, l, udp4("192.0.2.1", 53))
+	}
+	e := metrics.New(nil)
+	if err := e.Add("test0", l, 0); err != nil {
+		t.Fatal(err)
+	}
+	all := scrape(t, e.Registry())
+	for k, v := range map[string]float64{
+		`xdplimit_packets_total{interface="test0",rule="dns",verdict="drop"}`: 5,
+		`xdplimit_cached_refusals_total{cache="refused",interface="test0"}`:   1,
+		`xdplimit_cached_refusals_total{cache="flow",interface="test0"}`:      3,
+	} {
+		if all[k] != v {
+			t.Errorf("%s = %v, want %v", k, all[k], v)
+		}
+	}
 }
