@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "counters.h"
 #include "hash.h"
+#include "refused.h"
 
 /* Sets in xdpl_bans minus one; set by the loader from the map's size. */
 volatile const __u32 xdpl_ban_set_mask = (XDPL_MAX_BANS / XDPL_BAN_WAYS) - 1;
@@ -236,11 +237,7 @@ __attribute__((noinline)) int xdpl_ban_start(struct xdpl_pkt *p, __u32 bits, __u
 	xdpl_count(XDPL_C_BAN_STARTED, 0);
 	/* After the ban is in place: what every CPU's flow cache learned
 	 * before it is void (flows.h). */
-	__u32 zero = 0;
-	struct xdpl_ban_epoch *ep = bpf_map_lookup_elem(&xdpl_ban_epoch, &zero);
-
-	if (ep)
-		__sync_fetch_and_add(&ep->datapath, 1);
+	xdpl_ban_epoch_move();
 	return 0;
 }
 

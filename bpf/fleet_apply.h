@@ -90,6 +90,9 @@ static __always_inline void xdpl_fleet_add(struct xdpl_state *s, struct xdpl_fle
 			cnt = XDPL_WIN_COUNT_MASK;
 		if (__sync_val_compare_and_swap(&s->a, cur, (cur & ~XDPL_WIN_COUNT_MASK) | cnt) ==
 		    cur) {
+			/* Lowered: refusals cached before are void (refused.h). */
+			if ((__u64)cnt < xdpl_win_count(cur))
+				xdpl_ban_epoch_move();
 			op->flags |= XDPL_FOP_DONE;
 			return;
 		}

@@ -15,7 +15,8 @@
  * (same until, same sketch mark epoch), and holds only while
  * - the generation is the one it was learned under (seq: a reload of the
  *   rules, the allow/deny lists or the mode voids every entry), and
- * - no ban was added since (the ban epoch): bans answer before the rules.
+ * - no ban was added since (the ban epoch): bans answer before the rules;
+ *   a fleet sync that lowers a fixed window's count moves it too.
  * Cached: refusals by a rule's first level, and by the second level of a
  * rule whose first is a global aggregate (a per-source limit behind a
  * global one, the compiler's order). For the latter a hit first checks the
@@ -25,7 +26,7 @@
  * before them would have to be checked. Not cached either: rules that ban
  * (their refusal starts a ban), packets a shadow ban counted (that count
  * comes first), and whatever the refused-until cache leaves out (byte
- * costs, fleet windows). */
+ * costs). */
 #ifndef XDPLIMIT_FLOWS_H
 #define XDPLIMIT_FLOWS_H
 
@@ -43,20 +44,12 @@ _Static_assert(sizeof(struct xdpl_pkt) % 8 == 0, "xdpl_pkt is read as 64-bit wor
 /* What xdpl_main read before the ban table, for xdpl_flow_note: an entry
  * learned from this packet is tagged with it. */
 struct xdpl_flow_tag {
-	__u64 epoch; /* xdpl_ban_epoch_of the ban epoch; 0 while bans are off */
+	__u64 epoch; /* xdpl_ban_epoch_of the ban epoch */
 	__u32 seq;
 	__u32 gen;
 	__u32 repeat; /* xdpl_limit's: 1 + the level refused from the refused-until cache */
 	__u32 pad;
 };
-
-/* The ban epoch in one word: distinct for every datapath count under one
- * control value (an odd multiplier is a bijection), and a fresh random
- * control value gives a fresh word. */
-static __always_inline __u64 xdpl_ban_epoch_of(struct xdpl_ban_epoch *e)
-{
-	return e->datapath * 0x9e3779b97f4a7c15ULL ^ e->control;
-}
 
 /* The slot of the packet p under mask m: a multiplicative hash of the
  * source address and the ports the mask keeps, read at the widths the
@@ -173,6 +166,10 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 	struct xdpl_refused *re = xdpl_refused_slot(&k);
 
 	if (!re || !xdpl_key_eq(&re->key, &k) || re->until <= re->from)
+		return 0;
+	/* A fleet window's entry from before this packet's epoch may have
+	 * been lowered since (refused.h). */
+	if (xdpl_refused_stamped(l) && re->stamp != tag->epoch)
 		return 0;
 	struct xdpl_flow *e = xdpl_flow_slot(p, &g->sig_mask);
 

@@ -12,8 +12,11 @@
  * refused at time t stays refused until the computed time. A reload that
  * changes a level's limit gives it a new state_id, which is part of the
  * tag: the old entries no longer match. Byte-counting levels (the cost
- * varies per packet) and fleet fixed windows (a sync may lower their count)
- * are not cached.
+ * varies per packet) are not cached. A fleet fixed window's count is the
+ * exception to "only moves towards refusing": the first sync of a window
+ * replaces the reserve it opened with by what the other hosts used, which
+ * may be less. Its entries are stamped with the ban epoch, which such a
+ * sync moves after lowering the count, and hold only while it stays put.
  *
  * The admission sketch: a hit skips the key's sketch marks, which only a
  * lookup refreshes. An entry is therefore used only within the mark epoch
@@ -34,12 +37,40 @@ volatile const __u32 xdpl_refused_on = 1;
 
 static __always_inline int xdpl_refused_applies(struct xdpl_level *l)
 {
-	if (!xdpl_refused_on || (l->flags & XDPL_LF_BYTES))
-		return 0;
-	/* A fleet token bucket's sync only moves tat later (bpf/fleet_apply.h);
-	 * a fleet fixed window's first sync may lower its count below the
-	 * reserve it opened with. */
-	return !(l->flags & XDPL_LF_FLEET) || l->algorithm == XDPL_ALG_TOKEN_BUCKET;
+	return xdpl_refused_on && !(l->flags & XDPL_LF_BYTES);
+}
+
+/* The ban epoch in one word: distinct for every datapath count under one
+ * control value (an odd multiplier is a bijection), and a fresh random
+ * control value gives a fresh word. */
+static __always_inline __u64 xdpl_ban_epoch_of(struct xdpl_ban_epoch *e)
+{
+	return e->datapath * 0x9e3779b97f4a7c15ULL ^ e->control;
+}
+
+static __always_inline struct xdpl_ban_epoch *xdpl_ban_epoch_ptr(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&xdpl_ban_epoch, &zero);
+}
+
+/* Moves the ban epoch: every CPU's cached refusals learned before are void.
+ * Called after the change they must not outlive is in place. */
+static __always_inline void xdpl_ban_epoch_move(void)
+{
+	struct xdpl_ban_epoch *ep = xdpl_ban_epoch_ptr();
+
+	if (ep)
+		__sync_fetch_and_add(&ep->datapath, 1);
+}
+
+/* Whether level l's entries hold only under the ban epoch they were noted
+ * in: a fleet fixed window (a fleet token bucket's sync only moves tat
+ * later, bpf/fleet_apply.h). */
+static __always_inline int xdpl_refused_stamped(struct xdpl_level *l)
+{
+	return (l->flags & XDPL_LF_FLEET) && l->algorithm != XDPL_ALG_TOKEN_BUCKET;
 }
 
 /* The key's slot: a multiplicative hash of the key's words. A collision
@@ -72,6 +103,12 @@ static __always_inline int xdpl_refused_hit(struct xdpl_level *l, struct xdpl_ke
 	    (now >> XDPL_SKETCH_MARK_SHIFT) != (e->from >> XDPL_SKETCH_MARK_SHIFT) ||
 	    !xdpl_key_eq(&e->key, k))
 		return 0;
+	if (xdpl_refused_stamped(l)) {
+		struct xdpl_ban_epoch *ep = xdpl_ban_epoch_ptr();
+
+		if (!ep || e->stamp != xdpl_ban_epoch_of(ep))
+			return 0;
+	}
 	xdpl_count(XDPL_C_REFUSED_CACHED, 0);
 	return 1;
 }
@@ -159,6 +196,20 @@ __attribute__((noinline)) int xdpl_refused_note(struct xdpl_state *s, struct xdp
 {
 	if (!s || !l || !k || !xdpl_refused_applies(l))
 		return 0;
+	__u64 stamp = 0;
+
+	if (xdpl_refused_stamped(l)) {
+		struct xdpl_ban_epoch *ep = xdpl_ban_epoch_ptr();
+
+		if (!ep)
+			return 0;
+		/* Read before the state (an atomic orders it on every
+		 * architecture): a sync lowering the count after the state is
+		 * read moves the epoch after that too, and voids this entry. */
+		__u64 dp = __sync_fetch_and_add(&ep->datapath, 0);
+
+		stamp = dp * 0x9e3779b97f4a7c15ULL ^ XDPL_READ_ONCE(ep->control);
+	}
 	__u64 until = xdpl_refused_until(s, l, now);
 
 	if (until <= now)
@@ -170,6 +221,7 @@ __attribute__((noinline)) int xdpl_refused_note(struct xdpl_state *s, struct xdp
 	e->key = *k;
 	e->from = now;
 	e->until = until;
+	e->stamp = stamp;
 	return 0;
 }
 

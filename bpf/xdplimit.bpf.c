@@ -226,18 +226,15 @@ int xdpl_main(struct xdp_md *ctx)
 	__u32 gen = ctl->active & 1;
 	struct xdpl_gen_cfg *g = &ctl->gen[gen];
 	__u32 gflags = g->flags;
-	/* The ban epoch before the ban table: a ban added after this read
-	 * voids what this packet teaches the flow cache. Without the ban
-	 * lookup no ban counts (turning it on changes the generation). */
-	struct xdpl_flow_tag tag = {.seq = g->seq, .gen = gen};
+	/* The ban epoch before the ban table and the rules' state: a ban
+	 * added, or a fleet window lowered, after this read voids what this
+	 * packet teaches the flow cache. */
+	struct xdpl_ban_epoch *ep = xdpl_ban_epoch_ptr();
 
-	if (gflags & XDPL_GF_BANS) {
-		struct xdpl_ban_epoch *ep = bpf_map_lookup_elem(&xdpl_ban_epoch, &zero);
+	if (!ep)
+		return XDP_PASS;
+	struct xdpl_flow_tag tag = {.epoch = xdpl_ban_epoch_of(ep), .seq = g->seq, .gen = gen};
 
-		if (!ep)
-			return XDP_PASS;
-		tag.epoch = xdpl_ban_epoch_of(ep);
-	}
 	__u32 verdict, slot, origin;
 	__s32 rk;
 	int refused;

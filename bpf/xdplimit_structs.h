@@ -298,13 +298,16 @@ struct xdpl_refused {
 	struct xdpl_key key;
 	__u64 from;
 	__u64 until;
+	__u64 stamp; /* fleet fixed windows: the ban epoch when noted (refused.h) */
 };
 
 /* Bans change without a new generation: each one added moves this, so that
  * the per-CPU flow cache (flows.h), which answers before the ban table,
- * forgets what it learned before the ban. */
+ * forgets what it learned before the ban. A fleet sync that lowers a fixed
+ * window's count moves it too (fleet_apply.h): the caches' refusals of
+ * fleet windows hold only while it stays put (refused.h). */
 struct xdpl_ban_epoch {
-	__u64 datapath; /* bans the datapath started (atomic add) */
+	__u64 datapath; /* bans the datapath started, fleet windows lowered (atomic add) */
 	__u64 control;	/* a fresh random value after each ban the control plane adds */
 };
 

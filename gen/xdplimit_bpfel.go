@@ -406,6 +406,7 @@ type XdplimitXdplRefused struct {
 	Key   XdplimitXdplKey
 	From  uint64
 	Until uint64
+	Stamp uint64
 }
 
 type XdplimitXdplRule struct {
