@@ -173,11 +173,8 @@ func (l *Logger) summarize(now time.Time) {
 }
 
 func (l *Logger) ruleName(s maps.DropSample) string {
-	if s.Deny {
-		return "_deny"
-	}
-	if s.Ban {
-		return "_ban"
+	if n, ok := s.ListName(); ok {
+		return n
 	}
 	if n, ok := l.names[s.Slot]; ok {
 		return n

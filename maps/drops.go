@@ -33,6 +33,26 @@ type DropSample struct {
 	TCPFlags         uint8
 }
 
+// What a sample of the deny list or of a ban is named where a rule's name
+// would go (metrics labels, top, the drop log). Policy rule names match
+// [a-z0-9][a-z0-9_-]*, so a leading underscore never clashes.
+const (
+	ListDeny = "_deny"
+	ListBan  = "_ban"
+)
+
+// ListName is the name s goes by in place of a rule's when the deny list
+// or a ban refused it; ok is false for a rule's drop.
+func (s DropSample) ListName() (name string, ok bool) {
+	switch {
+	case s.Deny:
+		return ListDeny, true
+	case s.Ban:
+		return ListBan, true
+	}
+	return "", false
+}
+
 // DropRing reads the per-CPU rings of sampled drops. cursor is what the
 // previous call returned (nil the first time); samples are those written
 // since, at most the ring's size per CPU, with the number of samples each

@@ -10,12 +10,12 @@ import (
 // Rule label values for the traffic no policy rule decides. Policy rule names
 // match [a-z0-9][a-z0-9_-]*, so a leading underscore can never clash.
 const (
-	RuleAllow     = "_allow"     // the allow list: passed without limiting
-	RuleDeny      = "_deny"      // the deny list: dropped (shadow_drop in shadow mode)
-	RuleUnmatched = "_unmatched" // IP traffic no rule matched: passed
-	RuleMalformed = "_malformed" // frames the parser could not judge: the policy's unparsed action
-	RuleNonIP     = "_non_ip"    // neither IPv4 nor IPv6 (ARP, LLDP, ...): passed
-	RuleBan       = "_ban"       // banned sources: dropped (shadow_drop for shadow bans)
+	RuleAllow     = "_allow"      // the allow list: passed without limiting
+	RuleDeny      = maps.ListDeny // the deny list: dropped (shadow_drop in shadow mode)
+	RuleUnmatched = "_unmatched"  // IP traffic no rule matched: passed
+	RuleMalformed = "_malformed"  // frames the parser could not judge: the policy's unparsed action
+	RuleNonIP     = "_non_ip"     // neither IPv4 nor IPv6 (ARP, LLDP, ...): passed
+	RuleBan       = maps.ListBan  // banned sources: dropped (shadow_drop for shadow bans)
 )
 
 // Snapshot is one reading of an interface's counters. Reading it costs a

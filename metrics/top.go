@@ -47,11 +47,8 @@ func TopSources(samples []maps.DropSample, names map[uint32]string, totalDrops u
 		}
 		a.n++
 		rule := names[s.Slot]
-		if s.Deny {
-			rule = "_deny"
-		}
-		if s.Ban {
-			rule = RuleBan
+		if n, ok := s.ListName(); ok {
+			rule = n
 		}
 		a.rules[rule]++
 	}
