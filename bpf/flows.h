@@ -44,7 +44,7 @@ _Static_assert(sizeof(struct xdpl_pkt) % 8 == 0, "xdpl_pkt is read as 64-bit wor
 /* What xdpl_main read before the ban table, for xdpl_flow_note: an entry
  * learned from this packet is tagged with it. */
 struct xdpl_flow_tag {
-	__u64 epoch; /* xdpl_ban_epoch_of the ban epoch */
+	__u64 epoch; /* xdpl_ban_epoch_of the ban epoch; 0 without bans or fleet windows */
 	__u32 seq;
 	__u32 gen;
 	__u32 repeat; /* xdpl_limit's: 1 + the level refused from the refused-until cache */

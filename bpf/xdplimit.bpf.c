@@ -228,13 +228,18 @@ int xdpl_main(struct xdp_md *ctx)
 	__u32 gflags = g->flags;
 	/* The ban epoch before the ban table and the rules' state: a ban
 	 * added, or a fleet window lowered, after this read voids what this
-	 * packet teaches the flow cache. */
-	struct xdpl_ban_epoch *ep = xdpl_ban_epoch_ptr();
+	 * packet teaches the flow cache. Without either kind no ban counts
+	 * and no window is lowered (turning the ban lookup on changes the
+	 * generation). */
+	struct xdpl_flow_tag tag = {.seq = g->seq, .gen = gen};
 
-	if (!ep)
-		return XDP_PASS;
-	struct xdpl_flow_tag tag = {.epoch = xdpl_ban_epoch_of(ep), .seq = g->seq, .gen = gen};
+	if (gflags & (XDPL_GF_BANS | XDPL_GF_FLEET_WINDOWS)) {
+		struct xdpl_ban_epoch *ep = xdpl_ban_epoch_ptr();
 
+		if (!ep)
+			return XDP_PASS;
+		tag.epoch = xdpl_ban_epoch_of(ep);
+	}
 	__u32 verdict, slot, origin;
 	__s32 rk;
 	int refused;

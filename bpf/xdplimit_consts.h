@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 6,
+	XDPL_LAYOUT_VERSION = 7,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -53,6 +53,9 @@ enum xdpl_const {
 	 * hash maps, shorter prefixes in the tries (XDPL_GF_ACL is both). */
 	XDPL_GF_ACL_EXACT = 1 << 3,
 	XDPL_GF_ACL_PREFIX = 1 << 4,
+	/* Fleet fixed windows exist: the ban epoch, which a sync lowering one
+	 * moves, is read for every packet (refused.h). */
+	XDPL_GF_FLEET_WINDOWS = 1 << 5,
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,

@@ -52,7 +52,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 7
 	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
@@ -81,6 +81,7 @@ const (
 	XdplimitXdplConstXDPL_GF_BANS               XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_GF_ACL_EXACT          XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_GF_ACL_PREFIX         XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_GF_FLEET_WINDOWS      XdplimitXdplConst = 32
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3

@@ -28,6 +28,7 @@ const (
 	rfBan         = uint8(gen.XdplimitXdplConstXDPL_RF_BAN)
 	gfACLExact    = uint32(gen.XdplimitXdplConstXDPL_GF_ACL_EXACT)
 	gfACLPrefix   = uint32(gen.XdplimitXdplConstXDPL_GF_ACL_PREFIX)
+	gfFleetWin    = uint32(gen.XdplimitXdplConstXDPL_GF_FLEET_WINDOWS)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
 	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
 	lfTrackFirst  = uint8(gen.XdplimitXdplConstXDPL_LF_TRACK_FIRST)

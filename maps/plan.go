@@ -107,6 +107,11 @@ func planGeneration(in planInput) (plan, error) {
 		for k, ls := range rs.Levels {
 			lv := &r.Levels[k]
 			in.levelFields(lv, ls)
+			if lv.Flags&lfFleet != 0 && lv.Algorithm != AlgTokenBucket {
+				// A sync may lower its count: cached refusals of it
+				// hold only under the ban epoch (bpf/refused.h).
+				p.cfg.Flags |= gfFleetWin
+			}
 			for _, ol := range o.levels {
 				if ol.Origin == lv.Origin && sameLimit(ol, *lv) {
 					lv.StateId = ol.StateId

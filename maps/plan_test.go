@@ -160,6 +160,14 @@ func TestPlanFlags(t *testing.T) {
 	fast := level(t, KeySrc, 1e6, 0) // an untracked key passes far less than half of it
 	var mask64 [4]uint32
 	copy(mask64[:], []uint32{0xffffffff, 0xffffffff})
+	fleetTB := src
+	fleetTB.Fleet = true
+	fleetFW := fleetTB
+	fw, err := model.WindowParams(model.AlgFixedWindow, 100, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleetFW.Params = fw
 
 	for _, c := range []struct {
 		name       string
@@ -210,6 +218,8 @@ func TestPlanFlags(t *testing.T) {
 			Deny: []netip.Prefix{netip.MustParsePrefix("2001:db8::1/128")}}, 0, gfACL | gfACLExact},
 		{"hosts and prefixes", Image{Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32"),
 			netip.MustParsePrefix("10.1.0.0/16")}}, 0, gfACL | gfACLExact | gfACLPrefix},
+		{"fleet token bucket", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{fleetTB}}}}, 0, 0},
+		{"fleet fixed window", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{src, fleetFW}}}}, 0, gfFleetWin},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := planGeneration(planInput{img: &c.img, cpus: 2, nextStateID: 1})
