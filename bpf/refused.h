@@ -43,9 +43,14 @@ static __always_inline int xdpl_refused_applies(struct xdpl_level *l)
 /* The ban epoch in one word: distinct for every datapath count under one
  * control value (an odd multiplier is a bijection), and a fresh random
  * control value gives a fresh word. */
+static __always_inline __u64 xdpl_ban_epoch_word(__u64 datapath, __u64 control)
+{
+	return datapath * 0x9e3779b97f4a7c15ULL ^ control;
+}
+
 static __always_inline __u64 xdpl_ban_epoch_of(struct xdpl_ban_epoch *e)
 {
-	return e->datapath * 0x9e3779b97f4a7c15ULL ^ e->control;
+	return xdpl_ban_epoch_word(e->datapath, e->control);
 }
 
 static __always_inline struct xdpl_ban_epoch *xdpl_ban_epoch_ptr(void)
@@ -208,7 +213,7 @@ __attribute__((noinline)) int xdpl_refused_note(struct xdpl_state *s, struct xdp
 		 * read moves the epoch after that too, and voids this entry. */
 		__u64 dp = __sync_fetch_and_add(&ep->datapath, 0);
 
-		stamp = dp * 0x9e3779b97f4a7c15ULL ^ XDPL_READ_ONCE(ep->control);
+		stamp = xdpl_ban_epoch_word(dp, XDPL_READ_ONCE(ep->control));
 	}
 	__u64 until = xdpl_refused_until(s, l, now);
 
