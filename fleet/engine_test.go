@@ -43,6 +43,29 @@ func simulate(t *testing.T, f *fleetsim.Fleet, senders []int, pkt []byte, perMs 
 
 func sum(v []int) int { return fleetsim.Sum(v) }
 
+// meet syncs every host twice, 100 ms apart: every host then knows how
+// many hosts the fleet has (the reserves of fixed windows).
+func meet(t *testing.T, f *fleetsim.Fleet) {
+	t.Helper()
+	for range 2 {
+		if err := f.SyncAll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.Advance(100 * time.Millisecond)
+	}
+}
+
+// toWindowStart advances the fleet's clock to the next boundary of the
+// datapath's windows of length w, for a policy of one fleet level.
+func toWindowStart(t *testing.T, f *fleetsim.Fleet, w time.Duration) {
+	t.Helper()
+	fls, err := f.Hosts[0].L.FleetLevels()
+	if err != nil || len(fls) != 1 {
+		t.Fatalf("fleet levels: %v %v", fls, err)
+	}
+	f.Advance(time.Duration(uint64(w) - (f.Now()+fls[0].P3)%uint64(w)))
+}
+
 func within(t *testing.T, what string, got int, want float64, tol float64) {
 	t.Helper()
 	ratio := float64(got) / want
@@ -121,13 +144,7 @@ func TestFleetFixedWindow(t *testing.T) {
 		t.Run(fmt.Sprintf("%d hosts sending", len(tc.senders)), func(t *testing.T) {
 			hosts, _ := newHosts(t, testutil.DialIn(ns), 3, fleetPolicy(r.Addr(),
 				fmt.Sprintf("{algorithm: fixed_window, packets: %d, window: %v, scope: fleet}", limit, window)))
-			fls, err := hosts.Hosts[0].L.FleetLevels()
-			if err != nil || len(fls) != 1 {
-				t.Fatalf("fleet levels: %v %v", fls, err)
-			}
-			// Start at a window boundary of the datapath's windows.
-			w := uint64(window)
-			hosts.Advance(time.Duration(w - (hosts.Now()+fls[0].P3)%w))
+			toWindowStart(t, hosts, window)
 			pkt := pktgen.UDP4(src, dst, 4000, 53, 16)
 			var per []int
 			for range 5 {

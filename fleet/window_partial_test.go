@@ -29,19 +29,8 @@ func TestFleetFixedWindowPartialReport(t *testing.T) {
 			t.Fatalf("host %d: sync: %v", i, res.Err)
 		}
 	}
-	// Two rounds of syncs: every host then knows the fleet has three.
-	for range 2 {
-		for i := range f.Hosts {
-			sync(i)
-		}
-		f.Advance(100 * time.Millisecond)
-	}
-	fls, err := f.Hosts[0].L.FleetLevels()
-	if err != nil || len(fls) != 1 {
-		t.Fatalf("fleet levels: %v %v", fls, err)
-	}
-	w := uint64(time.Second)
-	f.Advance(time.Duration(w - (f.Now()+fls[0].P3)%w))
+	meet(t, f)
+	toWindowStart(t, f, time.Second)
 
 	pkt := pktgen.UDP4(src, dst, 4000, 53, 16)
 	admitted := make([]int, len(f.Hosts))
