@@ -200,7 +200,6 @@ int xdpl_main(struct xdp_md *ctx)
 
 	if (!p)
 		return XDP_PASS;
-	__builtin_memset(p, 0, sizeof(*p));
 	if (xdpl_bench_rotate)
 		xdpl_bench_next_source(data, data_end);
 	int pr = xdpl_parse_counted(ctx, p);
