@@ -26,7 +26,16 @@
  * before them would have to be checked. Not cached either: rules that ban
  * (their refusal starts a ban), packets a shadow ban counted (that count
  * comes first), and whatever the refused-until cache leaves out (byte
- * costs). */
+ * costs).
+ *
+ * Keyed without the source: a rule whose first level is global refuses
+ * every packet it matches while that level refuses, whatever the source.
+ * When no rule of the generation matches on the source address
+ * (XDPL_GF_NO_SOURCE_FLOWS), such a refusal is also copied under the
+ * packet's key with the source masked out (level XDPL_FLOW_NO_SOURCE), and
+ * looked up after the allow/deny lists and the bans, which depend on the
+ * source: a spoofed flood that a global level refuses is then one flow
+ * instead of one full walk per packet. */
 #ifndef XDPLIMIT_FLOWS_H
 #define XDPLIMIT_FLOWS_H
 
@@ -40,6 +49,25 @@
 /* The packet as 64-bit words, masked and compared word by word. */
 #define XDPL_SIG_WORDS (sizeof(struct xdpl_pkt) / 8)
 _Static_assert(sizeof(struct xdpl_pkt) % 8 == 0, "xdpl_pkt is read as 64-bit words");
+_Static_assert(__builtin_offsetof(struct xdpl_pkt, saddr) == 20,
+	       "the source address is word 2's upper half, word 3 and word 4's lower half");
+
+/* struct xdpl_flow's level beyond the refusing level's index (0 or 1, keyed
+ * with the source): level 0, a global one, keyed without the source. */
+#define XDPL_FLOW_NO_SOURCE 2
+
+/* Word i of the generation's mask m; without the source address when
+ * nosrc (i and nosrc are constants where it is inlined). */
+static __always_inline __u64 xdpl_sig_mask_word(__u64 *m, int i, int nosrc)
+{
+	if (nosrc && i == 2)
+		return m[2] & 0xffffffffULL;
+	if (nosrc && i == 3)
+		return 0;
+	if (nosrc && i == 4)
+		return m[4] & 0xffffffff00000000ULL;
+	return m[i];
+}
 
 /* What xdpl_main read before the ban table, for xdpl_flow_note: an entry
  * learned from this packet is tagged with it. */
@@ -52,15 +80,17 @@ struct xdpl_flow_tag {
 };
 
 /* The slot of the packet p under mask m: a multiplicative hash of the
- * source address and the ports the mask keeps, read at the widths the
- * parser wrote them (a 64-bit load of fields just stored byte by byte
- * waits for the stores: the hash of the whole masked packet cost a hit
- * 7 ns more). Packets that differ only in other fields share a slot; the
+ * source address (the protocol instead when nosrc) and the ports the mask
+ * keeps, read at the widths of the fields (the hash of the whole masked
+ * packet as words cost a hit 7 ns more when the parser stored the fields
+ * one by one). Packets that differ only in other fields share a slot; the
  * comparison (xdpl_flow_hit) is of every masked field, so a collision only
  * replaces an entry (a lost hit). */
-static __always_inline struct xdpl_flow *xdpl_flow_slot(struct xdpl_pkt *p, struct xdpl_pkt *m)
+static __always_inline struct xdpl_flow *xdpl_flow_slot(struct xdpl_pkt *p, struct xdpl_pkt *m,
+							int nosrc)
 {
-	__u32 a = p->saddr[0] ^ p->saddr[1] ^ p->saddr[2] ^ p->saddr[3];
+	__u32 a =
+	    nosrc ? 0x5a5a0000 | p->proto : p->saddr[0] ^ p->saddr[1] ^ p->saddr[2] ^ p->saddr[3];
 	__u32 ports = (__u32)(p->sport & m->sport) << 16 | (p->dport & m->dport);
 	__u64 h = ((__u64)a << 32 | ports) * 0x9e3779b97f4a7c15ULL;
 	__u32 idx = h >> (64 - XDPL_FLOW_BITS);
@@ -70,26 +100,28 @@ static __always_inline struct xdpl_flow *xdpl_flow_slot(struct xdpl_pkt *p, stru
 
 /* The entry that refuses packet p now, or NULL; *level and *origin are
  * then the refusing level's index and origin. g is the generation the
- * packet is judged by, tag what xdpl_main read of it and of the bans. */
+ * packet is judged by, tag what xdpl_main read of it and of the bans.
+ * nosrc (a constant): the entries keyed without the source. */
 static __always_inline struct xdpl_flow *xdpl_flow_hit(struct xdpl_pkt *p, struct xdpl_gen_cfg *g,
-						       struct xdpl_flow_tag *tag, int *level,
-						       __u32 *origin)
+						       struct xdpl_flow_tag *tag, int nosrc,
+						       int *level, __u32 *origin)
 {
 	/* No test of tag->seq here: a branch on it would split every later
 	 * state of the verifier in two. An entry with seq 0 (never written)
 	 * has until 0 and cannot hit. */
 	if (!xdpl_refused_on)
 		return NULL;
-	struct xdpl_flow *e = xdpl_flow_slot(p, &g->sig_mask);
+	struct xdpl_flow *e = xdpl_flow_slot(p, &g->sig_mask, nosrc);
 
-	if (!e || e->seq != tag->seq || e->epoch != tag->epoch)
+	if (!e || e->seq != tag->seq || e->epoch != tag->epoch ||
+	    (nosrc ? e->level != XDPL_FLOW_NO_SOURCE : e->level >= XDPL_FLOW_NO_SOURCE))
 		return NULL;
 	__u64 *pw = (__u64 *)p, *mw = (__u64 *)&g->sig_mask, *sw = (__u64 *)&e->sig;
 	__u64 diff = 0;
 
 #pragma unroll
 	for (int i = 0; i < XDPL_SIG_WORDS; i++)
-		diff |= (pw[i] & mw[i]) ^ sw[i];
+		diff |= (pw[i] & xdpl_sig_mask_word(mw, i, nosrc)) ^ sw[i];
 	if (diff)
 		return NULL;
 	/* The clock only for a packet of the entry's flow, and its own: a
@@ -105,7 +137,7 @@ static __always_inline struct xdpl_flow *xdpl_flow_hit(struct xdpl_pkt *p, struc
 		return NULL;
 	*level = 0;
 	*origin = e->origin;
-	if (e->level) {
+	if (!nosrc && e->level) {
 		/* Behind a global level: phase one checks it first. */
 		__u32 rk = e->rk;
 		struct xdpl_rule *r = bpf_map_lookup_elem(&xdpl_rules, &rk);
@@ -115,7 +147,10 @@ static __always_inline struct xdpl_flow *xdpl_flow_hit(struct xdpl_pkt *p, struc
 		struct xdpl_level *lg = &r->levels[0];
 		__u64 costg = (lg->flags & XDPL_LF_BYTES) ? p->len : 1;
 
-		if (xdpl_global_level(xdpl_global(lg), lg, p, xdpl_now(&clk, lg->flags), costg, 0))
+		__u32 hit = 0;
+
+		if (xdpl_global_level(xdpl_global(lg), lg, p, xdpl_now(&clk, lg->flags), costg, 0,
+				      &hit))
 			*level = 1;
 		else
 			*origin = lg->origin;
@@ -126,8 +161,10 @@ static __always_inline struct xdpl_flow *xdpl_flow_hit(struct xdpl_pkt *p, struc
 
 /* After level tag->repeat - 1 of rule rk (key rk in xdpl_rules) refused
  * packet p with verdict from the refused-until cache (xdpl_limit's repeat:
- * a key refused before, not a spoofed source seen once): copies that
- * cache's entry for the level's key into the flow cache, tagged with tag.
+ * a key refused before, not a spoofed source seen once), or its global
+ * first level did (XDPL_REPEAT_GLOBAL): copies that cache's entry for the
+ * level's key into the flow cache, tagged with tag, keyed without the
+ * source in the second case.
  * A global function, verified once on its own and called about once per
  * flow and mark epoch, not per packet. */
 __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flow_tag *tag,
@@ -157,6 +194,11 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 			return 0;
 		l = &r->levels[1];
 		li = 1;
+	} else if (tag->repeat == XDPL_REPEAT_GLOBAL) {
+		/* Whatever the source: only where no rule reads it. */
+		if (!(g->flags & XDPL_GF_NO_SOURCE_FLOWS) || l->key_kind != XDPL_KEY_GLOBAL)
+			return 0;
+		li = XDPL_FLOW_NO_SOURCE;
 	} else if (tag->repeat != 1) {
 		return 0;
 	}
@@ -171,7 +213,8 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 	 * been lowered since (refused.h). */
 	if (xdpl_refused_stamped(l) && re->stamp != tag->epoch)
 		return 0;
-	struct xdpl_flow *e = xdpl_flow_slot(p, &g->sig_mask);
+	int nosrc = li == XDPL_FLOW_NO_SOURCE;
+	struct xdpl_flow *e = xdpl_flow_slot(p, &g->sig_mask, nosrc);
 
 	if (!e)
 		return 0;
@@ -179,7 +222,7 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 
 #pragma unroll
 	for (int i = 0; i < XDPL_SIG_WORDS; i++)
-		sw[i] = pw[i] & mw[i];
+		sw[i] = pw[i] & (nosrc ? xdpl_sig_mask_word(mw, i, 1) : mw[i]);
 	e->from = re->from;
 	e->until = re->until;
 	e->epoch = tag->epoch;

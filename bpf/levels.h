@@ -142,17 +142,26 @@ static __always_inline struct xdpl_state *xdpl_global(struct xdpl_level *l)
 	return g;
 }
 
+/* xdpl_limit's *repeat when its rule's first level is global and refused
+ * from the refused-until cache (the flow cache copies such a refusal under
+ * a key without the source, flows.h); 1 and 2 are per-key levels'. */
+#define XDPL_REPEAT_GLOBAL 3
+
 /* A global level: refused from this CPU's refused-until cache, or decided
  * on its one entry g (commit 0: phase one, which only reads; 1: decided and
- * charged). 1 when admitted. A refusal is remembered in the cache. */
+ * charged). 1 when admitted. A refusal is remembered in the cache; one
+ * that came from it sets *repeat to XDPL_REPEAT_GLOBAL. */
 static __always_inline int xdpl_global_level(struct xdpl_state *g, struct xdpl_level *l,
-					     struct xdpl_pkt *p, __u64 now, __u64 cost, int commit)
+					     struct xdpl_pkt *p, __u64 now, __u64 cost, int commit,
+					     __u32 *repeat)
 {
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
-	if (xdpl_refused_hit(l, &k, now))
+	if (xdpl_refused_hit(l, &k, now)) {
+		*repeat = XDPL_REPEAT_GLOBAL;
 		return 0;
+	}
 	int ok = commit ? xdpl_charge(g, l, now, cost, NULL) : xdpl_apply(g, l, now, cost, 0) > 0;
 
 	if (!ok)
@@ -208,9 +217,10 @@ static __always_inline int xdpl_untracked(__u32 seen, struct xdpl_pkt *p)
 		return (on_global);                                                                \
 	}
 
-/* xdpl_check_level's answer for a per-key level's refusal that the
- * refused-until cache answered; -1 for any other refusal. */
-#define XDPL_CHECK_REPEAT (-2)
+/* xdpl_check_level's answers for a refusal that the refused-until cache
+ * answered: a per-key level's and a global level's; -1 for any other. */
+#define XDPL_CHECK_REPEAT	 (-2)
+#define XDPL_CHECK_REPEAT_GLOBAL (-3)
 
 /* Phase one for one level: decides without writing any state (the sketch
  * aside). Returns a negative answer when the level refuses the packet
@@ -220,7 +230,12 @@ static __always_inline int xdpl_untracked(__u32 seen, struct xdpl_pkt *p)
  * re-walking the algorithms, the sketch and the table for every path. */
 __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now)
 {
-	XDPL_LEVEL_START(l, p, -1, xdpl_global_level(g, l, p, now, cost, 0) ? 0 : -1);
+	__u32 hit = 0;
+
+	XDPL_LEVEL_START(l, p, -1,
+			 xdpl_global_level(g, l, p, now, cost, 0, &hit)
+			     ? 0
+			     : (hit ? XDPL_CHECK_REPEAT_GLOBAL : -1));
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
 
@@ -274,7 +289,7 @@ __attribute__((noinline)) int xdpl_commit_level(struct xdpl_level *l, struct xdp
 static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_pkt *p, __u64 now,
 					     __u32 *repeat)
 {
-	XDPL_LEVEL_START(l, p, 0, xdpl_global_level(g, l, p, now, cost, 1));
+	XDPL_LEVEL_START(l, p, 0, xdpl_global_level(g, l, p, now, cost, 1, repeat));
 	struct xdpl_sketch sk;
 	struct xdpl_key k;
 
@@ -319,8 +334,7 @@ static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xd
 	__u64 tg = xdpl_now(clk, lg->flags);
 	__u64 costg = (lg->flags & XDPL_LF_BYTES) ? p->len : 1;
 	struct xdpl_state *g = xdpl_global(lg);
-
-	if (!xdpl_global_level(g, lg, p, tg, costg, 0))
+	if (!xdpl_global_level(g, lg, p, tg, costg, 0, repeat))
 		return 0;
 	__u64 now = xdpl_now(clk, l->flags);
 	__u64 cost = (l->flags & XDPL_LF_BYTES) ? p->len : 1;
@@ -370,8 +384,9 @@ static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xd
  * refusing level's index + 1 when a per-key level refused from the
  * refused-until cache (a key refused before: the flow cache copies such
  * refusals, flows.h) and it is the first level, or the second behind a
- * global one; not for a global level's refusal, whose key repeats for every
- * source of a spoofed flood. */
+ * global one; to XDPL_REPEAT_GLOBAL when the first level is global and
+ * refused from that cache (its key repeats for every source of a spoofed
+ * flood: the flow cache copies it under a key without the source). */
 static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p, __u32 *repeat)
 {
 	struct xdpl_clk c, *clk = &c;
@@ -400,7 +415,9 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p, _
 
 		if (c < 0) {
 			if (i == 0)
-				*repeat = c == XDPL_CHECK_REPEAT;
+				*repeat = c == XDPL_CHECK_REPEAT	  ? 1
+					  : c == XDPL_CHECK_REPEAT_GLOBAL ? XDPL_REPEAT_GLOBAL
+									  : 0;
 			return i;
 		}
 		seen[i] = c;

@@ -242,7 +242,7 @@ int xdpl_main(struct xdp_md *ctx)
 	__u32 verdict, slot, origin;
 	__s32 rk;
 	int refused;
-	struct xdpl_flow *f = xdpl_flow_hit(p, g, &tag, &refused, &origin);
+	struct xdpl_flow *f = xdpl_flow_hit(p, g, &tag, 0, &refused, &origin);
 
 	if (f) {
 		verdict = f->verdict;
@@ -281,6 +281,17 @@ int xdpl_main(struct xdp_md *ctx)
 			xdpl_count(XDPL_C_BAN_SHADOW, p->len);
 			xdpl_sample(p, XDPL_V_SHADOW, XDPL_SAMPLE_BAN, XDPL_SAMPLE_NO_LEVEL,
 				    g->sample_mask);
+		}
+	}
+
+	/* A global first level's refusal, whatever the source (flows.h). */
+	if (gflags & XDPL_GF_NO_SOURCE_FLOWS) {
+		f = xdpl_flow_hit(p, g, &tag, 1, &refused, &origin);
+		if (f) {
+			verdict = f->verdict;
+			slot = f->slot;
+			rk = f->rk;
+			goto judged;
 		}
 	}
 

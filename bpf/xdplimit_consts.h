@@ -56,6 +56,10 @@ enum xdpl_const {
 	/* Fleet fixed windows exist: the ban epoch, which a sync lowering one
 	 * moves, is read for every packet (refused.h). */
 	XDPL_GF_FLEET_WINDOWS = 1 << 5,
+	/* No rule matches on the source address and some rule's first level
+	 * is global: the flow cache is also looked up under a key without the
+	 * source, after the lists and the bans (flows.h). */
+	XDPL_GF_NO_SOURCE_FLOWS = 1 << 6,
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,

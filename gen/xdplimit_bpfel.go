@@ -82,6 +82,7 @@ const (
 	XdplimitXdplConstXDPL_GF_ACL_EXACT          XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_GF_ACL_PREFIX         XdplimitXdplConst = 16
 	XdplimitXdplConstXDPL_GF_FLEET_WINDOWS      XdplimitXdplConst = 32
+	XdplimitXdplConstXDPL_GF_NO_SOURCE_FLOWS    XdplimitXdplConst = 64
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3

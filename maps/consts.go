@@ -29,6 +29,7 @@ const (
 	gfACLExact    = uint32(gen.XdplimitXdplConstXDPL_GF_ACL_EXACT)
 	gfACLPrefix   = uint32(gen.XdplimitXdplConstXDPL_GF_ACL_PREFIX)
 	gfFleetWin    = uint32(gen.XdplimitXdplConstXDPL_GF_FLEET_WINDOWS)
+	gfNoSrcFlows  = uint32(gen.XdplimitXdplConstXDPL_GF_NO_SOURCE_FLOWS)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
 	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
 	lfTrackFirst  = uint8(gen.XdplimitXdplConstXDPL_LF_TRACK_FIRST)

@@ -72,6 +72,26 @@ func sigMask(dims uint32, rules []gen.XdplimitXdplRule) gen.XdplimitXdplPkt {
 	return m
 }
 
+// noSourceFlows says whether the flow cache may also hold refusals keyed
+// without the source (bpf/flows.h, XDPL_GF_NO_SOURCE_FLOWS): some rule's
+// first level is a global one whose refusals it copies (counting packets,
+// not bytes; in a rule that does not ban), and no rule picks packets by
+// their source address, so that the source changes neither the rule nor
+// that level's verdict. The lists and the bans, which do depend on the
+// source, are looked up before such an entry.
+func noSourceFlows(dims uint32, rules []gen.XdplimitXdplRule) bool {
+	if dims&DimSrc != 0 {
+		return false
+	}
+	for _, r := range rules {
+		if r.Nlevels > 0 && r.Levels[0].KeyKind == KeyGlobal && r.Levels[0].Flags&lfBytes == 0 &&
+			r.Flags&rfBan == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // nextSeq is the sequence number of the next generation written after ctl:
 // above both generations' (never 0, which the datapath reads as "no flow
 // cache"), so that nothing a flow cache learned under either holds.

@@ -139,6 +139,9 @@ func planGeneration(in planInput) (plan, error) {
 	}
 	p.cfg.Dims, p.cfg.Nrules = in.img.Dims, uint32(len(p.rules))
 	p.cfg.SigMask = sigMask(in.img.Dims, p.rules)
+	if noSourceFlows(in.img.Dims, p.rules) {
+		p.cfg.Flags |= gfNoSrcFlows
+	}
 	p.cfg.SampleMask = sampleMask(in.img.SampleOneIn, in.sampleOneIn)
 	if in.bansExist {
 		p.cfg.Flags |= gfBans

@@ -157,6 +157,8 @@ func TestPlanFlags(t *testing.T) {
 	prefix := src
 	prefix.V4Prefix, prefix.V6Prefix = 24, 64
 	glob := level(t, KeyGlobal, 1e6, 0)
+	globBytes := glob
+	globBytes.Bytes = true
 	fast := level(t, KeySrc, 1e6, 0) // an untracked key passes far less than half of it
 	var mask64 [4]uint32
 	copy(mask64[:], []uint32{0xffffffff, 0xffffffff})
@@ -220,6 +222,13 @@ func TestPlanFlags(t *testing.T) {
 			netip.MustParsePrefix("10.1.0.0/16")}}, 0, gfACL | gfACLExact | gfACLPrefix},
 		{"fleet token bucket", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{fleetTB}}}}, 0, 0},
 		{"fleet fixed window", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{src, fleetFW}}}}, 0, gfFleetWin},
+		// A global first level's refusals are cached without the source
+		// only where no rule reads the source (bpf/flows.h).
+		{"global first level", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{glob, src}}}, Dims: DimProto}, 0, gfNoSrcFlows},
+		{"global first level, a rule on sources", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{glob}}}, Dims: DimSrc}, 0, 0},
+		{"global first level counting bytes", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{globBytes}}}}, 0, 0},
+		{"global first level, a rule that bans", Image{Rules: []RuleSpec{{Name: "r", Ban: &BanSpec{For: time.Minute, V4Bits: 32, V6Bits: 64}, Levels: []LevelSpec{glob}}}}, rfBan, gfBans},
+		{"global second level", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{src, glob}}}}, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := planGeneration(planInput{img: &c.img, cpus: 2, nextStateID: 1})

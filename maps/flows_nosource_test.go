@@ -1,0 +1,144 @@
+package maps_test
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// A rule whose first level is global refuses every packet it matches while
+// that level refuses, whatever the source. The flow cache keeps such a
+// refusal under a key without the source (bpf/flows.h), looked up after
+// the allow/deny lists and the bans, so that a spoofed flood is one flow
+// instead of one full walk per packet. These tests flood from sources never
+// seen before, which a key with the source could never answer.
+
+// spoofed is the i-th source of a spoofed flood: a new address each time.
+func spoofed(i int) frame {
+	return udp4(netip.AddrFrom4([4]byte{203, 0, byte(i >> 8), byte(i)}).String())
+}
+
+const noSourcePolicy = `
+allow: [198.51.100.7/32]
+rules:
+  - name: r
+    match: {protocol: udp}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+    aggregate:
+      - key: global
+        limit: {algorithm: token_bucket, rate: 1/m, burst: 3}
+`
+
+// The global level admits three packets, then refuses: the first refusal
+// is noted in the refused-until cache, the second copied into the flow
+// cache, and every later source is refused there. An allow-listed source
+// still passes in the middle of the flood.
+func TestFlowCacheNoSource(t *testing.T) {
+	pinCPU(t, 0)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, noSourcePolicy)
+	var v []uint32
+	for i := 0; i < 40; i++ {
+		v = append(v, run(t, l, spoofed(i).bytes(t), t0))
+	}
+	if got, want := letters(v), "PPP"+string(slices.Repeat([]byte{'D'}, 37)); got != want {
+		t.Fatalf("spoofed flood: %s, want %s", got, want)
+	}
+	if hits := flowHits(t, l); hits != 35 {
+		t.Fatalf("%d of the flood's refusals from the flow cache, want 35 (all but the first two)", hits)
+	}
+	allowed := udp4("198.51.100.7").bytes(t)
+	if got := letters(repeatRun(t, l, allowed, 3)); got != "PPP" {
+		t.Fatalf("an allow-listed source during the flood: %s, want PPP", got)
+	}
+	st, err := l.RuleStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every refusal is the global level's (origin 1: the aggregate).
+	if drops := st[0].LevelDrops; drops[1] != 37 || drops[0] != 0 {
+		t.Fatalf("drops by level %v, want 37 by the global level", drops)
+	}
+}
+
+// Where a rule picks packets by their source, the source may change the
+// rule: no refusal is kept without it.
+func TestFlowCacheNoSourceNotWhereRulesReadSources(t *testing.T) {
+	pinCPU(t, 0)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, `
+rules:
+  - name: r
+    match: {protocol: udp, src_cidrs: [203.0.0.0/16]}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+    aggregate:
+      - key: global
+        limit: {algorithm: token_bucket, rate: 1/m, burst: 3}
+`)
+	var v []uint32
+	for i := 0; i < 20; i++ {
+		v = append(v, run(t, l, spoofed(i).bytes(t), t0))
+	}
+	if got := letters(v); got != "PPP"+string(slices.Repeat([]byte{'D'}, 17)) {
+		t.Fatalf("spoofed flood: %s", got)
+	}
+	if hits := flowHits(t, l); hits != 0 {
+		t.Fatalf("%d refusals from the flow cache for sources never seen, want 0", hits)
+	}
+}
+
+// A random trace of new sources, repeated sources and allow-listed ones,
+// with a global level that refills now and then, gives the same verdicts
+// and the same drops by level with the caches on and off, and the flow
+// cache answered for sources it had not seen.
+func TestFlowCacheNoSourceAgreement(t *testing.T) {
+	pinCPU(t, 0)
+	const policy = `
+allow: [198.51.100.7/32]
+rules:
+  - name: r
+    match: {protocol: udp}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+    aggregate:
+      - key: global
+        limit: {algorithm: token_bucket, rate: 200/s, burst: 4}
+`
+	trace := func(off bool) (string, []uint64, uint64) {
+		l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1, NoRefusedCache: off}, policy)
+		r := rand.New(rand.NewPCG(7, 11))
+		now := uint64(t0)
+		var v []uint32
+		for i := 0; i < 3000; i++ {
+			src := spoofed(i)
+			switch r.IntN(8) {
+			case 0:
+				src = udp4("198.51.100.7") // allowed
+			case 1:
+				src = spoofed(r.IntN(i + 1)) // seen before
+			}
+			now += uint64(r.IntN(2000)) * uint64(time.Microsecond)
+			v = append(v, run(t, l, src.bytes(t), time.Duration(now)))
+		}
+		st, err := l.RuleStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return letters(v), st[0].LevelDrops, flowHits(t, l)
+	}
+	offV, offDrops, _ := trace(true)
+	onV, onDrops, hits := trace(false)
+	for i := range onV {
+		if onV[i] != offV[i] {
+			t.Fatalf("packet %d: %c with the caches, %c without", i, onV[i], offV[i])
+		}
+	}
+	if !slices.Equal(onDrops, offDrops) {
+		t.Fatalf("drops by level: %v with the caches, %v without", onDrops, offDrops)
+	}
+	if hits < 100 || offDrops[1] == 0 {
+		t.Fatalf("the trace does not test it: %d flow cache hits, drops by level %v", hits, offDrops)
+	}
+	t.Logf("drops by level %v, %d answered by the flow cache", onDrops, hits)
+}
