@@ -192,6 +192,7 @@ func (r *microResults) find(name string) *microCase {
 const (
 	mBare         = "bare XDP_DROP"
 	mParse        = "parse only (empty policy, unmatched)"
+	mParser       = "the parser alone, then XDP_DROP (a benchmark knob)"
 	mTBDrop       = "token bucket, over limit (drop)"
 	mTBPass       = "token bucket, under limit (pass)"
 	mTBDropK      = "token bucket, drop, clock: ktime"
@@ -265,6 +266,7 @@ func microBench(e *env, quick bool) (*microResults, error) {
 		}
 		return p, err
 	})
+	add(&microCase{group: "Baseline", name: mParser, want: xdpDrop}, limiter(maps.Options{Clock: maps.ClockCoarse, BenchParseOnly: true}, "rules: []\n", nil))
 	add(&microCase{group: "Baseline", name: mParse, want: xdpPass}, limiter(maps.Options{Clock: maps.ClockCoarse}, "rules: []\n", nil))
 
 	known := []struct {

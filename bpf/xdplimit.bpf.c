@@ -40,6 +40,9 @@ const struct xdpl_decision *xdpl_unused_decision __attribute__((unused));
  * two), so that the re-run buffer is a new source each time. 0 = off. */
 volatile const __u32 xdpl_bench_rotate = 0;
 volatile const __be32 xdpl_bench_base = 0;
+/* Benchmarks: parse, then drop: what the parser alone costs, the floor
+ * under every verdict. 0 = off. */
+volatile const __u32 xdpl_bench_parse_only = 0;
 /* Record every packet's decision in xdpl_last (pcap replay). */
 volatile const __u32 xdpl_record = 0;
 
@@ -204,6 +207,8 @@ int xdpl_main(struct xdp_md *ctx)
 		xdpl_bench_next_source(data, data_end);
 	int pr = xdpl_parse_counted(ctx, p);
 
+	if (xdpl_bench_parse_only)
+		return XDP_DROP;
 	if (pr == XDPL_PARSE_NOT_IP) {
 		xdpl_count(XDPL_C_NON_IP, p->len);
 		xdpl_decided(XDPL_WHY_NON_IP, XDPL_V_PASS, -1, -1, p);

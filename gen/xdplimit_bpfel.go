@@ -504,6 +504,7 @@ const (
 	XdplimitProgXdplMain           = "xdpl_main"
 	XdplimitVarXdplBanSetMask      = "xdpl_ban_set_mask"
 	XdplimitVarXdplBenchBase       = "xdpl_bench_base"
+	XdplimitVarXdplBenchParseOnly  = "xdpl_bench_parse_only"
 	XdplimitVarXdplBenchRotate     = "xdpl_bench_rotate"
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
@@ -625,6 +626,7 @@ type XdplimitMapSpecs struct {
 type XdplimitVariableSpecs struct {
 	XdplBanSetMask      *ebpf.VariableSpec `ebpf:"xdpl_ban_set_mask"`
 	XdplBenchBase       *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
+	XdplBenchParseOnly  *ebpf.VariableSpec `ebpf:"xdpl_bench_parse_only"`
 	XdplBenchRotate     *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
@@ -768,6 +770,7 @@ func (m *XdplimitMaps) Close() error {
 type XdplimitVariables struct {
 	XdplBanSetMask      *ebpf.Variable `ebpf:"xdpl_ban_set_mask"`
 	XdplBenchBase       *ebpf.Variable `ebpf:"xdpl_bench_base"`
+	XdplBenchParseOnly  *ebpf.Variable `ebpf:"xdpl_bench_parse_only"`
 	XdplBenchRotate     *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`

@@ -38,6 +38,9 @@ type Options struct {
 	// from BenchBase (a power of two; 0 = off).
 	BenchRotate uint32
 	BenchBase   netip.Addr
+	// BenchParseOnly (benchmarks only) makes the program parse each
+	// packet and drop it, nothing more: the floor under every verdict.
+	BenchParseOnly bool
 	// Record makes the program record each packet's decision, read with
 	// LastDecision (pcap replay; costs a map write per packet).
 	Record bool
@@ -217,6 +220,7 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		"xdpl_clock_mode":        uint32(opts.Clock),
 		"xdpl_bench_rotate":      opts.BenchRotate,
 		"xdpl_bench_base":        base,
+		"xdpl_bench_parse_only":  b2u(opts.BenchParseOnly),
 		"xdpl_record":            b2u(opts.Record),
 		"xdpl_ban_set_mask":      spec.Maps[banMap].MaxEntries/BanWays - 1,
 		"xdpl_refused_on":        b2u(!opts.NoRefusedCache),
