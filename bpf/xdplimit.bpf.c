@@ -286,6 +286,11 @@ int xdpl_main(struct xdp_md *ctx)
 			xdpl_count(XDPL_C_BAN_SHADOW, p->len);
 			xdpl_sample(p, XDPL_V_SHADOW, XDPL_SAMPLE_BAN, XDPL_SAMPLE_NO_LEVEL,
 				    g->sample_mask);
+			/* Nothing the rules decide for this packet goes to the
+			 * flow cache (xdpl_flow_note learns nothing under seq
+			 * 0): a hit there comes before the ban table, and would
+			 * skip this count for the source's next packets. */
+			tag.seq = 0;
 		}
 	}
 
