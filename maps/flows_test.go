@@ -198,19 +198,35 @@ rules:
       - key: global
         limit: {algorithm: token_bucket, rate: 200/s, burst: 4}
 `
+	drops, hits := cachesAgree(t, policy, 3, func(r *rand.Rand, i int) frame {
+		if r.IntN(4) == 0 {
+			// a new source: admitted by its own level, spends the global
+			return udp4(netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}).String())
+		}
+		return udp4("192.0.2.1") // the flood
+	})
+	if hits == 0 || drops[0] == 0 || drops[1] == 0 {
+		t.Fatalf("the trace does not test it: %d flow cache hits, drops by level %v", hits, drops)
+	}
+	t.Logf("drops by level %v, %d answered by the flow cache", drops, hits)
+}
+
+// cachesAgree replays a random trace of 3000 packets of rule 0 of policy
+// (pick gives packet i, the clock advances up to 2 ms between packets)
+// through the program with the refused-until and flow caches off, then on,
+// and fails unless the verdicts and the drops by level are the same. It
+// returns the drops by level and how many packets the flow cache refused.
+func cachesAgree(t *testing.T, policy string, seed uint64, pick func(r *rand.Rand, i int) frame) ([]uint64, uint64) {
+	t.Helper()
 	trace := func(off bool) (string, []uint64, uint64) {
 		l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1, NoRefusedCache: off}, policy)
-		r := rand.New(rand.NewPCG(3, 5))
+		r := rand.New(rand.NewPCG(seed, 5))
 		now := uint64(t0)
 		var v []uint32
 		for i := 0; i < 3000; i++ {
-			src := udp4("192.0.2.1") // the flood
-			if r.IntN(4) == 0 {
-				// a new source: admitted by its own level, spends the global
-				src = udp4(netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}).String())
-			}
+			f := pick(r, i)
 			now += uint64(r.IntN(2000)) * uint64(time.Microsecond)
-			v = append(v, run(t, l, src.bytes(t), time.Duration(now)))
+			v = append(v, run(t, l, f.bytes(t), time.Duration(now)))
 		}
 		st, err := l.RuleStats()
 		if err != nil {
@@ -220,18 +236,13 @@ rules:
 	}
 	offV, offDrops, _ := trace(true)
 	onV, onDrops, hits := trace(false)
-	if onV != offV {
-		for i := range onV {
-			if onV[i] != offV[i] {
-				t.Fatalf("packet %d: %c with the caches, %c without", i, onV[i], offV[i])
-			}
+	for i := range onV {
+		if onV[i] != offV[i] {
+			t.Fatalf("packet %d: %c with the caches, %c without", i, onV[i], offV[i])
 		}
 	}
 	if !slices.Equal(onDrops, offDrops) {
 		t.Fatalf("drops by level: %v with the caches, %v without", onDrops, offDrops)
 	}
-	if hits == 0 || offDrops[0] == 0 || offDrops[1] == 0 {
-		t.Fatalf("the trace does not test it: %d flow cache hits, drops by level %v", hits, offDrops)
-	}
-	t.Logf("drops by level %v, %d answered by the flow cache", onDrops, hits)
+	return onDrops, hits
 }
