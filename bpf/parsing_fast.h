@@ -138,7 +138,11 @@ static __always_inline int xdpl_fast_ipv6(void *data, void *end, __u32 len, stru
 
 	pw[0] = len | 6ULL << 32 | o.w0;
 	pw[1] = o.w1;
-	pw[2] = (sizeof(*ip6) + plen) | (__u64)ip6->hop_limit << 16 | tos << 24 | (__u64)s[0] << 32;
+	/* iplen is 16 bits wide, as the field it fills (the frame check
+	 * above already keeps 40 + plen far below 2^16). */
+	__u64 iplen = (__u16)(sizeof(*ip6) + plen);
+
+	pw[2] = iplen | (__u64)ip6->hop_limit << 16 | tos << 24 | (__u64)s[0] << 32;
 	pw[3] = s[1] | (__u64)s[2] << 32;
 	pw[4] = s[3] | (__u64)d[0] << 32;
 	pw[5] = d[1] | (__u64)d[2] << 32;
