@@ -57,7 +57,7 @@ _Static_assert(__builtin_offsetof(struct xdpl_pkt, saddr) == 20,
 #define XDPL_FLOW_NO_SOURCE 2
 
 /* Word i of the generation's mask m; without the source address when
- * nosrc (i and nosrc are constants where it is inlined). */
+ * nosrc (i is a constant where it is inlined). */
 static __always_inline __u64 xdpl_sig_mask_word(__u64 *m, int i, int nosrc)
 {
 	if (nosrc && i == 2)
@@ -222,7 +222,7 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 
 #pragma unroll
 	for (int i = 0; i < XDPL_SIG_WORDS; i++)
-		sw[i] = pw[i] & (nosrc ? xdpl_sig_mask_word(mw, i, 1) : mw[i]);
+		sw[i] = pw[i] & xdpl_sig_mask_word(mw, i, nosrc);
 	e->from = re->from;
 	e->until = re->until;
 	e->epoch = tag->epoch;
