@@ -3,7 +3,7 @@
 # on top frames per second of wall time, below frames per CPU-second (which
 # other programs on the shared CPUs do not dilute).
 # bench (go run ./bench) writes the data and calls:
-#   gnuplot -e "datafile='bench/veth.dat'; outfile='bench/veth.png'; nconf=7; subtitle='...'" bench/chart.gp
+#   gnuplot -e "datafile='bench/veth.dat'; outfile='bench/veth.png'; nconf=8; subtitle='...'" bench/chart.gp
 # The data's first line names the columns: scenario, then six per
 # configuration: its name (the wall-clock median), min, max, and the
 # per-CPU-second median, min, max.
@@ -22,8 +22,9 @@ set yrange [0:*]
 # Room above the tallest range for its label.
 set offsets 0, 0, graph 0.12, 0
 set key outside right top vertical autotitle columnhead
-# The physical limit and the stack greys, xdplimit greens, netfilter warm.
-array colours[9] = ["#9e9e9e", "#424242", "#1b5e20", "#43a047", "#a5d6a7", "#e65100", "#b71c1c", "#6a1b9a", "#0d47a1"]
+# The stack, the physical limit and the parser alone greys, xdplimit
+# greens, netfilter warm.
+array colours[9] = ["#9e9e9e", "#424242", "#757575", "#1b5e20", "#43a047", "#a5d6a7", "#e65100", "#b71c1c", "#6a1b9a"]
 # Bars of a cluster are 1/(nconf+gap) wide around the cluster's x (0, 1,
 # ...); each label sits above its bar's range.
 barw = 1.0 / (nconf + 1)

@@ -35,6 +35,8 @@ func (r *report) writeMacro(e *env, b *strings.Builder, out, chart, script strin
 	p("  finds no socket. A live frame needs an XDP program on the receiver (TRAPS.md), so this is the\n")
 	p("  cheapest way up the stack the generator can measure.\n")
 	p("- **bare XDP_DROP**: the physical limit (`pktgen.SinkDrop`).\n")
+	p("- **the parser alone**: xdplimit loaded with `xdpl_bench_parse_only` (a benchmark knob), which drops\n")
+	p("  each frame once it has read and checked its headers as the stack would: the floor under every verdict.\n")
 	p("- **xdplimit**, per algorithm, attached natively, coarse clock; the global level is an `aggregate` with\n")
 	p("  `key: global` (windows: %d and %d packets per 1 s window).\n", perSourceRate, globalRate)
 	p("- **nftables**: XDP_PASS, then in prerouting at raw priority a dynamic set with\n")
