@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/droplog"
+	"github.com/xdplimit/xdplimit/internal/attachtest"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
@@ -55,24 +55,8 @@ func TestDropLogFlood(t *testing.T) {
 		t.Fatalf("one in 16 split as %d and keep %v", datapath, keep)
 	}
 
-	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
-	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xds" + id, PeerName: "xdr" + id})
-	var a *loader.Attachment
-	err = v.PeerNS.Do(func() error {
-		var err error
-		a, err = loader.Attach(loader.Config{Interface: v.PeerName, Mode: loader.ModeNative,
-			MaxSources: 1 << 12, Policy: loader.Policy{Image: img, Path: "flood.yaml", SHA256: p.SHA256, Log: p.Log},
-			Warn: func(s string) { t.Log("attach:", s) }})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := a.Detach(); err != nil {
-			t.Errorf("detach: %v", err)
-		}
-	})
+	v, a := attachtest.Native(t, "xd", loader.Config{MaxSources: 1 << 12,
+		Policy: loader.Policy{Image: img, Path: "flood.yaml", SHA256: p.SHA256, Log: p.Log}})
 
 	var out testutil.SyncBuffer
 	l, err := droplog.New(a.Interface, a.Limiter, droplog.Settings{Keep: keep, MaxPerSecond: p.Log.RateCap()},

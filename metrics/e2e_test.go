@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/attachtest"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
@@ -49,29 +50,9 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
 	testutil.Require(t, err == nil, "prometheus not found (Debian package prometheus; run bash scripts/deps.sh)")
 
-	// Pins live under /sys/fs/bpf/xdplimit/<interface>, shared with every
-	// other test on the machine: the names must be unique.
-	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
-	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xms" + id, PeerName: "xmr" + id})
-
 	img, p := compile(t, e2ePolicy)
 	pol := loader.Policy{Image: img, Path: "e2e.yaml", SHA256: p.SHA256}
-	var a *loader.Attachment
-	err = v.PeerNS.Do(func() error {
-		var err error
-		a, err = loader.Attach(loader.Config{Interface: v.PeerName, Mode: loader.ModeNative,
-			Clock: maps.ClockKtime, MaxSources: 1 << 16, Policy: pol,
-			Warn: func(s string) { t.Log("attach:", s) }})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := a.Detach(); err != nil {
-			t.Errorf("detach: %v", err)
-		}
-	})
+	v, a := attachtest.Native(t, "xm", loader.Config{Clock: maps.ClockKtime, MaxSources: 1 << 16, Policy: pol})
 
 	e := metrics.New(nil)
 	if err := e.Add(a.Interface, a.Limiter, 0); err != nil {
