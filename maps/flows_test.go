@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/gen"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -78,6 +79,25 @@ func TestFlowCacheBanEpoch(t *testing.T) {
 	}
 	if n := counter(t, l, maps.CounterBanDrop); n != 3 {
 		t.Fatalf("ban drops %d, want 3", n)
+	}
+}
+
+// A new limiter's ban epoch is a random word of its own, never the 0 that
+// the packets of a generation without bans or fleet windows carry: what a
+// flow cache learns from those cannot pass for an entry stamped with the
+// epoch, whatever the generation's flags say.
+func TestBanEpochSeeded(t *testing.T) {
+	seen := map[uint64]bool{}
+	for range 2 {
+		l := loadWith(t, maps.Options{Clock: maps.ClockMap}, flowRule)
+		var e gen.XdplimitXdplBanEpoch
+		if err := l.Map(gen.XdplimitMapXdplBanEpoch).Lookup(uint32(0), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Datapath != 0 || e.Control == 0 || seen[e.Control] {
+			t.Fatalf("a new limiter's ban epoch: %+v (earlier: %v)", e, seen)
+		}
+		seen[e.Control] = true
 	}
 }
 

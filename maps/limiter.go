@@ -142,6 +142,14 @@ func Load(opts Options) (*Limiter, error) {
 			l.Close()
 			return nil, err
 		}
+		// The ban epoch starts at a random word, never at the 0 that
+		// packets carry when their generation reads no epoch: an entry
+		// learned that way can then never pass for one stamped with the
+		// epoch, whatever the generation's flags say (refused.h, flows.h).
+		if err := l.moveBanEpoch(); err != nil {
+			l.Close()
+			return nil, err
+		}
 	case LayoutVersion:
 	default:
 		l.Close()
