@@ -44,8 +44,7 @@ func TestBanRefuses(t *testing.T) {
 // changes, the datapath is told to look, and bad input changes nothing.
 func TestBanPinnedState(t *testing.T) {
 	testutil.Require(t, os.Geteuid() == 0, "needs root to attach")
-	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
-	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xbs" + id, PeerName: "xbr" + id})
+	v := testutil.NewUniqueVethPair(t, "xbs", "xbr")
 	p, err := policy.Parse("p.yaml", []byte(goodPolicy))
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +114,7 @@ func TestBanPinnedState(t *testing.T) {
 func TestBanRunningAttach(t *testing.T) {
 	testutil.Require(t, os.Geteuid() == 0, "needs root to attach")
 	bin := testutil.XdplimitBin(t)
-	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
-	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xbt" + id, PeerName: "xbu" + id})
+	v := testutil.NewUniqueVethPair(t, "xbt", "xbu")
 	iface := v.PeerName
 	policyPath := writeFile(t, "p.yaml", goodPolicy)
 	cmd := exec.Command("nsenter", "--net="+v.PeerNS.Path(), bin, "attach", iface, "--policy", policyPath,

@@ -6,24 +6,20 @@
 package attachtest
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 )
 
-// Native makes a veth pair named tag+"s"+id and tag+"r"+id, attaches cfg
-// natively to the second end, in its namespace, and detaches when the test
-// ends (before the pair goes). id comes from the process's PID: pins live
-// under /sys/fs/bpf/xdplimit/<interface>, shared with every other test on
-// the machine, so the names must be unique. cfg.Interface and cfg.Mode are
-// set here; a nil cfg.Warn logs to the test.
+// Native makes a veth pair named tag+"s" and tag+"r", each made unique to
+// this process (testutil.NewUniqueVethPair), attaches cfg natively to the
+// second end, in its namespace, and detaches when the test ends (before
+// the pair goes). cfg.Interface and cfg.Mode are set here; a nil cfg.Warn
+// logs to the test.
 func Native(t *testing.T, tag string, cfg loader.Config) (*testutil.Veth, *loader.Attachment) {
 	t.Helper()
-	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
-	v := testutil.NewVethPair(t, testutil.VethConfig{Name: tag + "s" + id, PeerName: tag + "r" + id})
+	v := testutil.NewUniqueVethPair(t, tag+"s", tag+"r")
 	cfg.Interface, cfg.Mode = v.PeerName, loader.ModeNative
 	if cfg.Warn == nil {
 		cfg.Warn = func(s string) { t.Log("attach:", s) }

@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -92,6 +94,17 @@ func (n *Netns) Settle(tb testing.TB) Counters {
 func NewVethPair(tb testing.TB, cfg VethConfig) *Veth {
 	tb.Helper()
 	return NewVeth(tb, NewNetns(tb), NewNetns(tb), cfg)
+}
+
+// NewUniqueVethPair is NewVethPair with name and peer each followed by
+// this process's PID in four hex digits: xdplimit pins live under
+// /sys/fs/bpf/xdplimit/<interface>, shared with every other test process on
+// the machine, so the name of an interface a test attaches to must not
+// repeat between them.
+func NewUniqueVethPair(tb testing.TB, name, peer string) *Veth {
+	tb.Helper()
+	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
+	return NewVethPair(tb, VethConfig{Name: name + id, PeerName: peer + id})
 }
 
 // NewVeth is netns.NewVeth for tests: it fails the test on error. The pair
