@@ -33,6 +33,7 @@ test-go: build
 	XDPLIMIT_BIN=$(abspath $(BIN)) $(GO) test -count=1 -p 1 -timeout 40m ./...
 
 lint:
+	bash scripts/check-no-binaries.sh
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	clang-format-19 --dry-run --Werror bpf/*.c bpf/*.h
