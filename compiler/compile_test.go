@@ -116,3 +116,16 @@ func TestCompileTooManyRules(t *testing.T) {
 		t.Errorf("err %v, want one naming big.yaml", err)
 	}
 }
+
+func TestCompileYAML(t *testing.T) {
+	img, p, err := CompileYAML("t.yaml", []byte("rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(img.Rules) != 1 || len(p.Rules) != 1 || p.Path != "t.yaml" {
+		t.Fatalf("image %d rules, policy %d rules, path %q", len(img.Rules), len(p.Rules), p.Path)
+	}
+	if _, _, err := CompileYAML("bad.yaml", []byte("rules:\n  - name: r\n    limit: {algorithm: nope}\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml:") {
+		t.Fatalf("a bad policy: %v, want an error naming bad.yaml:line", err)
+	}
+}
