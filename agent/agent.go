@@ -203,10 +203,11 @@ func (a *Agent) Adopted() bool { return a.att.Adopted }
 func (a *Agent) MetricsAddr() net.Addr { return a.metricsAddr }
 
 // Run serves until ctx ends, reloading when the watcher reports changed
-// contents of the policy's files, then stops the agent: the drop log writes
-// its last lines and the metrics server finishes the scrapes in flight, then
-// the limiter is detached and its pins removed or, with KeepOnExit, left
-// attached and pinned. It returns the error of that last step.
+// contents of the policy's files, then stops the agent: the watcher, the
+// drop log (after its last lines), the metrics server (after the scrapes in
+// flight) and the fleet sync stop while the maps are open, then the limiter
+// is detached and its pins removed or, with KeepOnExit, left attached and
+// pinned. It returns the error of that last step.
 func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	stopped := a.stopped
@@ -263,24 +264,24 @@ func (a *Agent) stop() error {
 		return ErrStopped
 	}
 	a.stopped = true
-	// The log's last lines and in-flight scrapes finish before the maps
-	// close.
+	a.stopWatch()
+	// Everything that reads or writes the maps stops before they close:
+	// the drop log writes its last lines, scrapes in flight finish, and
+	// the fleet sync releases the reserves of its fixed windows
+	// (fleet.Engine.Close), which nothing would release once this process
+	// has left the limiter behind.
 	a.dropLog.stop()
 	a.stopServing()
 	if err := <-a.served; err != nil {
 		a.log.Warn("metrics server", "err", err)
 	}
-	var err error
+	a.fleet.stop()
 	if a.cfg.KeepOnExit {
 		a.log.Info("exiting; the limiter stays attached (--keep-on-exit)", "interface", a.att.Interface)
-		err = a.att.Close()
-	} else {
-		a.log.Info("detaching", "interface", a.att.Interface)
-		err = a.att.Detach()
+		return a.att.Close()
 	}
-	a.fleet.stop()
-	a.stopWatch()
-	return err
+	a.log.Info("detaching", "interface", a.att.Interface)
+	return a.att.Detach()
 }
 
 // Detach removes the limiter of iface that no agent holds any more: one

@@ -65,10 +65,19 @@ func (r *fleetRunner) apply(f *policy.Fleet) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.conf, r.e, r.cancel, r.done = f, e, cancel, make(chan struct{})
+	// done closes once both the sync and the status writer have returned:
+	// stopLocked then closes the engine, and no sync in flight can set a
+	// reserve again after the close released them, nor touch maps that
+	// close next.
 	go func(done chan struct{}) {
 		defer close(done)
-		go e.Run(ctx)
+		synced := make(chan struct{})
+		go func() {
+			defer close(synced)
+			e.Run(ctx)
+		}()
 		writeFleetStatus(ctx, iface, e, r.log)
+		<-synced
 	}(r.done)
 	r.log.Info("fleet sync started", "interface", iface, "redis", f.Redis, "namespace", f.Namespace,
 		"sync", f.Sync, "fallback", f.Fallback)

@@ -18,6 +18,7 @@ import (
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/droplog"
 	"github.com/xdplimit/xdplimit/fleet"
+	"github.com/xdplimit/xdplimit/gen"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 )
 
@@ -158,5 +159,47 @@ func TestAgentFleetStatus(t *testing.T) {
 	}
 	if _, err := os.Stat(agent.FleetStatusPath(iface)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("status file after the stop: %v, want it removed", err)
+	}
+}
+
+// reserves counts the fleet reserves set in the pinned maps of iface.
+func reserves(t *testing.T, iface string) int {
+	t.Helper()
+	m := pinned(t, iface).Limiter.Map(gen.XdplimitMapXdplFleetReserve)
+	var k uint32
+	var v uint64
+	n := 0
+	for it := m.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	return n
+}
+
+// TestAgentKeepOnExitReleasesFleetReserves: an agent leaving the limiter
+// behind stops its fleet sync while the maps are still open, so the sync
+// releases what its fixed windows held for the other hosts: no sync runs
+// after it, and the limiter then enforces the whole limit from local state,
+// as docs/policy.md says. Two agents on two interfaces make a fleet of two.
+func TestAgentKeepOnExitReleasesFleetReserves(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireRedis(t)
+	v := newVeth(t)
+	w := testutil.NewUniqueVethPair(t, "xag2s", "xag2r")
+	r := startRedis(t, v.PeerNS)
+	pol := fleetPolicy(r.Addr())
+	dial := testutil.DialIn(v.PeerNS)
+	a := startAgent(t, v, agent.Config{Policy: policyFile(t, pol), FleetDialer: dial, KeepOnExit: true})
+	startAgent(t, w, agent.Config{Policy: policyFile(t, pol), FleetDialer: dial})
+	if !eventually(10*time.Second, func() bool { return reserves(t, v.PeerName) > 0 }) {
+		t.Fatalf("no fleet reserve on %s within 10 s: the fleet of two did not form\n%s", v.PeerName, a.logs)
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := reserves(t, v.PeerName); n != 0 {
+		t.Errorf("%d fleet reserves left in the pinned maps after the agent exited", n)
+	}
+	if err := agent.Detach(v.PeerName); err != nil {
+		t.Fatal(err)
 	}
 }
