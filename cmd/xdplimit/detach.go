@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/agent"
 )
 
 func newDetachCmd() *cobra.Command {
@@ -18,12 +17,9 @@ func newDetachCmd() *cobra.Command {
 with SIGTERM instead, which detaches.`,
 		Args: cobra.MatchAll(cobra.ExactArgs(1), ifaceNames),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := loader.Detach(args[0]); err != nil {
+			if err := agent.Detach(args[0]); err != nil {
 				return err
 			}
-			// An attach killed with a fleet sync running left its status
-			// file; the limiter it described is gone now.
-			os.Remove(fleetStatusPath(args[0]))
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: detached\n", args[0])
 			return nil
 		},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/loader"
 )
 
@@ -39,7 +40,7 @@ a policy to the pinned limiter directly.`,
 			if policyPath == "" {
 				return errors.New("no attach process runs for " + args[0] + ": give --policy FILE to apply one directly")
 			}
-			p, err := compilePolicy(policyPath, cmd.ErrOrStderr())
+			p, _, err := agent.CompilePolicy(policyPath, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

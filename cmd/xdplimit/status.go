@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 )
@@ -108,7 +109,7 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 // printFleet reports the fleet sync of a policy with fleet levels, as the
 // attach process last wrote it.
 func printFleet(w io.Writer, iface string, levels int, owner bool, lost uint64) {
-	fs, err := readFleetStatus(iface)
+	fs, err := agent.ReadFleetStatus(iface)
 	switch {
 	case !owner:
 		fmt.Fprintf(w, "  fleet: %d levels, no sync running (no attach process): enforced from local state\n", levels)

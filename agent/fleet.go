@@ -1,15 +1,11 @@
-package main
+package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,9 +20,10 @@ import (
 // stops the engine. No change here touches the datapath's state: reloads
 // keep every level's state as before.
 type fleetRunner struct {
-	a   *loader.Attachment
-	log *slog.Logger
-	reg prometheus.Registerer
+	a    *loader.Attachment
+	log  *slog.Logger
+	reg  prometheus.Registerer
+	dial dialFunc // nil: the default dialer
 
 	mu     sync.Mutex
 	conf   *policy.Fleet
@@ -35,8 +32,8 @@ type fleetRunner struct {
 	done   chan struct{}
 }
 
-func newFleetRunner(a *loader.Attachment, log *slog.Logger, reg prometheus.Registerer) *fleetRunner {
-	return &fleetRunner{a: a, log: log, reg: reg}
+func newFleetRunner(a *loader.Attachment, log *slog.Logger, reg prometheus.Registerer, dial dialFunc) *fleetRunner {
+	return &fleetRunner{a: a, log: log, reg: reg, dial: dial}
 }
 
 // apply brings the runner in line with the fleet: section in force.
@@ -55,7 +52,7 @@ func (r *fleetRunner) apply(f *policy.Fleet) error {
 		return err
 	}
 	iface := r.a.Interface
-	e, err := fleet.New(fleet.Options{Fleet: f, Password: pw, Interface: iface,
+	e, err := fleet.New(fleet.Options{Fleet: f, Password: pw, Interface: iface, Dialer: r.dial,
 		Logf: func(format string, args ...any) { r.log.Warn(fmt.Sprintf(format, args...), "interface", iface) },
 	}, r.a.Limiter)
 	if err != nil {
@@ -68,10 +65,19 @@ func (r *fleetRunner) apply(f *policy.Fleet) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.conf, r.e, r.cancel, r.done = f, e, cancel, make(chan struct{})
+	// done closes once both the sync and the status writer have returned:
+	// stopLocked then closes the engine, and no sync in flight can set a
+	// reserve again after the close released them, nor touch maps that
+	// close next.
 	go func(done chan struct{}) {
 		defer close(done)
-		go e.Run(ctx)
+		synced := make(chan struct{})
+		go func() {
+			defer close(synced)
+			e.Run(ctx)
+		}()
 		writeFleetStatus(ctx, iface, e, r.log)
+		<-synced
 	}(r.done)
 	r.log.Info("fleet sync started", "interface", iface, "redis", f.Redis, "namespace", f.Namespace,
 		"sync", f.Sync, "fallback", f.Fallback)
@@ -94,50 +100,6 @@ func (r *fleetRunner) stopLocked() {
 		r.reg.Unregister(r.e.Metrics())
 	}
 	r.e.Close()
-	os.Remove(fleetStatusPath(r.a.Interface))
+	removeFleetStatus(r.a.Interface)
 	r.e, r.conf = nil, nil
-}
-
-// fleetStatusPath is where a running attach leaves its fleet state for
-// `xdplimit status`, beside the interface's lock file.
-func fleetStatusPath(iface string) string {
-	return filepath.Join(loader.RunDir(), iface+".fleet.json")
-}
-
-// writeFleetStatus rewrites the status file every second until ctx ends.
-func writeFleetStatus(ctx context.Context, iface string, e *fleet.Engine, log *slog.Logger) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	warned := false
-	for {
-		data, _ := json.Marshal(e.Status())
-		path := fleetStatusPath(iface)
-		tmp := path + ".tmp"
-		err := os.MkdirAll(filepath.Dir(path), 0o700)
-		if err == nil {
-			err = os.WriteFile(tmp, data, 0o644)
-		}
-		if err == nil {
-			err = os.Rename(tmp, path)
-		}
-		if err != nil && !warned {
-			log.Warn("cannot write the fleet status file", "path", path, "err", err)
-			warned = true
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// readFleetStatus reads what a running attach wrote.
-func readFleetStatus(iface string) (fleet.Status, error) {
-	var s fleet.Status
-	data, err := os.ReadFile(fleetStatusPath(iface))
-	if err != nil {
-		return s, err
-	}
-	return s, json.Unmarshal(data, &s)
 }

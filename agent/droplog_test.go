@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"log/slog"
@@ -43,11 +43,7 @@ func TestDropLogReload(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
 	pol := func(log string) (*maps.Image, policy.Log) {
-		p, err := policy.Parse(dir+"/p.yaml", []byte("rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}\n"+log))
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := compiler.Compile(p)
+		img, p, err := compiler.CompileYAML(dir+"/p.yaml", []byte("rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}\n"+log))
 		if err != nil {
 			t.Fatal(err)
 		}

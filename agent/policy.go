@@ -1,0 +1,41 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/xdplimit/xdplimit/compiler"
+	"github.com/xdplimit/xdplimit/fleet"
+	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/policy"
+)
+
+// CompilePolicy reads, validates and compiles a policy file exactly as an
+// agent does at start and at every reload, so that a command checking a
+// policy ahead of time can refuse what an agent would refuse. Warnings go to
+// warnings, one "warning: " line each, as soon as the file has parsed (also
+// when compiling then fails). A policy with errors returns the
+// policy.ErrorList of policy.Load unwrapped, each error with its file, line
+// and column. The parsed policy is returned beside what the loader applies,
+// as compiler.CompileYAML does, for callers that describe it.
+func CompilePolicy(path string, warnings io.Writer) (loader.Policy, *policy.Policy, error) {
+	p, err := policy.Load(path)
+	if err != nil {
+		return loader.Policy{}, nil, err
+	}
+	for _, d := range p.Warnings {
+		fmt.Fprintln(warnings, "warning:", d)
+	}
+	img, err := compiler.Compile(p)
+	if err != nil {
+		return loader.Policy{}, nil, err
+	}
+	if p.Fleet != nil {
+		// A password that cannot be read is a bad policy: refused before
+		// anything changes, not found out at the first sync.
+		if _, err := fleet.Password(p.Fleet); err != nil {
+			return loader.Policy{}, nil, err
+		}
+	}
+	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet, Log: p.Log}, p, nil
+}
