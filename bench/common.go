@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/compiler"
-	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -125,7 +125,7 @@ func bareDrop() (*ebpf.Program, error) {
 // the thread is discarded afterwards, so the affinity cannot leak.
 // BPF_PROG_TEST_RUN ignores RunOptions.CPU for XDP, hence the affinity.
 func onPinnedThread(cpu int, fn func() error) error {
-	return try(func() error { return netns.OnCPU(cpu, fn) })
+	return try(func() error { return cpupin.OnCPU(cpu, fn) })
 }
 
 func monoNow() int64 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
@@ -32,7 +32,7 @@ func TestFleetWindowCachedRefusalsEndAtSync(t *testing.T) {
 	f.Advance(time.Duration(mark - f.Now()%mark))
 	epoch := f.Now() / mark
 
-	unpin, err := netns.Pin(0) // the caches are per CPU
+	unpin, err := cpupin.Pin(0) // the caches are per CPU
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/gen"
-	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/model"
@@ -730,7 +730,7 @@ func onBothCPUs(f func(cpu int) error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			unpin, err := netns.Pin(cpu)
+			unpin, err := cpupin.Pin(cpu)
 			if errs[cpu] = err; err != nil {
 				return
 			}
@@ -1039,7 +1039,7 @@ rules:
 // until the test ends.
 func pinCPU(t testing.TB, cpu int) {
 	t.Helper()
-	unpin, err := netns.Pin(cpu)
+	unpin, err := cpupin.Pin(cpu)
 	if err != nil {
 		t.Fatal(err)
 	}
