@@ -12,13 +12,13 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/xdplimit/xdplimit/bench/slidelog"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/model"
 )
 
 // TestSlidingLogExact replays random traces with injected time through the
-// program and through an exact log kept by the test (bench/slidelog, which
+// program and through an exact log kept by the test (model.ExactLog, which
 // shares no code with the datapath's model), for every key kind, and
 // requires the same verdict for every packet.
 func TestSlidingLogExact(t *testing.T) {
@@ -52,7 +52,7 @@ func TestSlidingLogExact(t *testing.T) {
 				w := time.Duration(1+r.IntN(200)) * time.Millisecond
 				yaml := fmt.Sprintf("rules:\n  - name: r\n    match: {protocol: udp}\n    key: %s\n    limit: {algorithm: sliding_log, packets: %d, window: %v}\n%s", c.key, n, w, c.more)
 				l := loadWith(t, maps.Options{Clock: maps.ClockMap}, yaml)
-				logs := map[string]*slidelog.Log{}
+				logs := map[string]*model.ExactLog{}
 				now := uint64(t0)
 				// From under the limit to eight times over it, per key.
 				gap := uint64(w) / uint64(1+n*(1+r.IntN(8)))
@@ -65,7 +65,7 @@ func TestSlidingLogExact(t *testing.T) {
 					src, port := srcs[r.IntN(len(srcs))], ports[r.IntN(len(ports))]
 					k := c.keyOf(src, port)
 					if logs[k] == nil {
-						logs[k] = slidelog.New(uint64(w), n)
+						logs[k] = model.NewExactLog(uint64(w), n)
 					}
 					want := uint32(xdpDrop)
 					if logs[k].Admit(now) {
