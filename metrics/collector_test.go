@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/cpupin"
+	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
 )
@@ -416,11 +416,7 @@ func unparsedSeries(name string, vals map[string]float64) map[string]float64 {
 // refused-until cache (which copies it to the flow cache), then from the
 // flow cache.
 func TestCachedRefusals(t *testing.T) {
-	unpin, err := cpupin.Pin(0) // the caches are per CPU
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unpin()
+	testutil.PinCPU(t, 0) // the caches are per CPU
 	l, _ := load(t, 1<<16, `
 rules:
   - name: dns

@@ -1,7 +1,8 @@
 // Package testutil is the plain test kit: feature gates that cannot hide a
 // test forever in CI, and testing.TB wrappers around the leaf internals
 // (named network namespaces and veth pairs deleted by the test's cleanup,
-// SNMP counter snapshots, redis-server children, a delaying TCP proxy).
+// SNMP counter snapshots, a thread pinned to a CPU until the test ends,
+// redis-server children, a delaying TCP proxy).
 // Tests only use it.
 //
 // It may import the standard library, third-party modules and the leaf
