@@ -74,13 +74,9 @@ func compilePolicy(yaml string, files map[string][]byte) (*maps.Image, *policy.P
 			return nil, nil, err
 		}
 	}
-	p, err := policy.Parse(path, []byte(yaml))
+	img, p, err := compiler.CompileYAML(path, []byte(yaml))
 	if err != nil {
 		return nil, nil, fmt.Errorf("policy: %w", err)
-	}
-	img, err := compiler.Compile(p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("compile: %w", err)
 	}
 	return img, p, nil
 }
