@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdplimit/xdplimit/bench/slidelog"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/model"
 	"github.com/xdplimit/xdplimit/pktgen"
@@ -368,8 +367,8 @@ func slidingRow(e *env, res *accuracyResults, alg string, p model.Params, window
 
 func slidingPart(p model.Params, limit uint64, window, length time.Duration, packets uint64, r *rand.Rand, rate func(*rand.Rand) float64) slidingTrace {
 	var t slidingTrace
-	shared := slidelog.New(uint64(window), int(limit)) // the window's admitted packets
-	exact := slidelog.New(uint64(window), int(limit))  // an exact limiter of its own
+	shared := model.NewExactLog(uint64(window), int(limit)) // the window's admitted packets
+	exact := model.NewExactLog(uint64(window), int(limit))  // an exact limiter of its own
 	perSec := float64(limit) / window.Seconds()
 	for t.packets < packets {
 		t.sources++

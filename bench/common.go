@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/compiler"
-	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -74,13 +74,9 @@ func compilePolicy(yaml string, files map[string][]byte) (*maps.Image, *policy.P
 			return nil, nil, err
 		}
 	}
-	p, err := policy.Parse(path, []byte(yaml))
+	img, p, err := compiler.CompileYAML(path, []byte(yaml))
 	if err != nil {
 		return nil, nil, fmt.Errorf("policy: %w", err)
-	}
-	img, err := compiler.Compile(p)
-	if err != nil {
-		return nil, nil, fmt.Errorf("compile: %w", err)
 	}
 	return img, p, nil
 }
@@ -125,7 +121,7 @@ func bareDrop() (*ebpf.Program, error) {
 // the thread is discarded afterwards, so the affinity cannot leak.
 // BPF_PROG_TEST_RUN ignores RunOptions.CPU for XDP, hence the affinity.
 func onPinnedThread(cpu int, fn func() error) error {
-	return try(func() error { return netns.OnCPU(cpu, fn) })
+	return try(func() error { return cpupin.OnCPU(cpu, fn) })
 }
 
 func monoNow() int64 {

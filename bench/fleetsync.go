@@ -19,7 +19,6 @@ import (
 	"github.com/xdplimit/xdplimit/internal/redisproc"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
-	"github.com/xdplimit/xdplimit/policy"
 )
 
 // The cost of one sync with k active keys: k sources each admitted one
@@ -110,16 +109,16 @@ func (c *syncCost) measure(e *env, srv *redisproc.Server, runs int) error {
 		"{algorithm: token_bucket, rate: 1000/s, burst: 1000, scope: fleet}")
 	base := netip.MustParseAddr("10.0.0.0")
 	// TrackAfter 1: every source gets its entry at its first packet.
-	l, err := loadLimiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: uint32(2 * rot),
-		BenchRotate: uint32(rot), BenchBase: base, TrackAfter: 1}, yaml, nil)
+	img, p, err := compilePolicy(yaml, nil)
+	if err != nil {
+		return err
+	}
+	l, err := loadImage(maps.Options{Clock: maps.ClockCoarse, MaxSources: uint32(2 * rot),
+		BenchRotate: uint32(rot), BenchBase: base, TrackAfter: 1}, img)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	p, err := policy.Parse("bench.yaml", []byte(yaml))
-	if err != nil {
-		return err
-	}
 	var bytes byteCounter
 	eng, err := fleet.New(fleet.Options{Fleet: p.Fleet, Interface: "bench", Logf: e.Logf,
 		Dialer: bytes.wrap(redisproc.DialIn(srv.NS()))}, l)

@@ -45,7 +45,7 @@ func (r *report) writeAccuracy(b *strings.Builder) {
 		p("the share of it still inside the sliding window. Poisson traces, per source, go through `model.State`\n")
 		p("(the Go mirror of the BPF code; the datapath tests hold them to identical verdicts), limit %d packets\n", a.SWLimit)
 		p("per %v, each source lasting %v at a random phase of the window grid. At every packet an exact sliding\n", a.SWWindow, a.SWTraceLength)
-		p("log of the packets the window admitted so far ([bench/slidelog](bench/slidelog)) says what an exact\n")
+		p("log of the packets the window admitted so far ([model.ExactLog](model/slidelog_exact.go)) says what an exact\n")
 		p("sliding window would decide; decided differently is the share of packets where the two disagree:\n")
 		p("admitted with the window already full, or refused with room left: the comparison Cloudflare made for\n")
 		p("the same approximation (0.003%% of 400M requests, on real traffic; but see below).\n")

@@ -14,12 +14,11 @@ import (
 
 	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/droplog"
-	"github.com/xdplimit/xdplimit/internal/attachtest"
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
-	"github.com/xdplimit/xdplimit/policy"
 )
 
 // A DNS-amplification-like flood: UDP from port 53, 512 bytes of payload,
@@ -42,20 +41,13 @@ const floodFrames = 200_000
 // standard deviations) and that every line describes the flood.
 func TestDropLogFlood(t *testing.T) {
 	testutil.RequireLiveFrames(t)
-	p, err := policy.Parse("flood.yaml", []byte(floodPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := compiler.Compile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, p := xdpltest.CompilePolicy(t, floodPolicy)
 	datapath, keep := compiler.SampleOneIn(p.Log)
 	if datapath != 16 || keep != 1 {
 		t.Fatalf("one in 16 split as %d and keep %v", datapath, keep)
 	}
 
-	v, a := attachtest.Native(t, "xd", loader.Config{MaxSources: 1 << 12,
+	v, a := xdpltest.AttachNative(t, "xd", loader.Config{MaxSources: 1 << 12,
 		Policy: loader.Policy{Image: img, Path: "flood.yaml", SHA256: p.SHA256, Log: p.Log}})
 
 	var out testutil.SyncBuffer

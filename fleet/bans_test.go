@@ -38,7 +38,7 @@ rules:
 		}
 		return ok
 	}
-	// fleetsim writes a host's injected clock when it runs a packet; the
+	// fleetlab.Sim writes a host's injected clock when it runs a packet; the
 	// ban table reads it. A packet no rule matches brings every host's
 	// clock to now before each sync, as a real clock would be.
 	tick := pktgen.UDP4(netip.MustParseAddr("192.0.2.99"), dst, 4000, 9, 10)

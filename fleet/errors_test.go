@@ -18,11 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
-	"github.com/xdplimit/xdplimit/policy"
 )
 
 // logLines collects what an engine logs.
@@ -48,22 +47,8 @@ func (l *logLines) all() []string {
 func engineFor(t *testing.T, ns *testutil.Netns, url, password string, log *logLines) *fleet.Engine {
 	t.Helper()
 	src := fmt.Sprintf("fleet: {redis: '%s', sync: 10ms}\nrules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 10/s, burst: 5, scope: fleet}\n", url)
-	p, err := policy.Parse("p.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := compiler.Compile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := maps.Load(maps.Options{Clock: maps.ClockKtime, MaxSources: 1 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	if err := l.Apply(img); err != nil {
-		t.Fatal(err)
-	}
+	img, p := xdpltest.CompilePolicy(t, src)
+	l := xdpltest.LoadImage(t, maps.Options{Clock: maps.ClockKtime, MaxSources: 1 << 10}, img)
 	e, err := fleet.New(fleet.Options{Fleet: p.Fleet, Password: password, Interface: "t", Logf: log.logf,
 		Dialer: testutil.DialIn(ns)}, l)
 	if err != nil {

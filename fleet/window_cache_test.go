@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
@@ -32,11 +31,7 @@ func TestFleetWindowCachedRefusalsEndAtSync(t *testing.T) {
 	f.Advance(time.Duration(mark - f.Now()%mark))
 	epoch := f.Now() / mark
 
-	unpin, err := netns.Pin(0) // the caches are per CPU
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unpin()
+	testutil.PinCPU(t, 0) // the caches are per CPU
 	h := f.Hosts[0]
 	pkt := pktgen.UDP4(src, dst, 4000, 53, 16)
 	send := func(n int) (admitted int) {

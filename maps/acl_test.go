@@ -3,6 +3,7 @@ package maps_test
 import (
 	"testing"
 
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -14,11 +15,11 @@ func TestACLHostsReload(t *testing.T) {
 	const rules = "rules:\n  - name: all\n    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}\n"
 	l := load(t, maps.ClockMap, rules+"deny: [192.0.2.10/32]\n")
 	apply := func(yaml string) {
-		if err := l.Apply(compileYAML(t, yaml)); err != nil {
+		if err := l.Apply(xdpltest.Compile(t, yaml)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pkt := udp4("192.0.2.10").bytes(t)
+	pkt := udp4("192.0.2.10").MustBuild()
 	flood := func(n int) string { return letters(repeatRun(t, l, pkt, n)) }
 	for _, step := range []struct{ policy, want string }{
 		{"", "PDD"}, // off the list: its own bucket, burst 1

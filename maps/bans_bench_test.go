@@ -7,6 +7,8 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -20,22 +22,14 @@ rules:
   - name: udp
     limit: {algorithm: token_bucket, rate: 100M/s, burst: 100M}
 `
-	pkt := udp4("198.51.100.9").bytes(b)
+	pkt := udp4("198.51.100.9").MustBuild()
 	for _, c := range []struct {
 		name  string
 		bans  int
 		mixed bool
 	}{{"off", 0, false}, {"on-1", 1, false}, {"on-4096", 4096, false}, {"on-4096-mixed", 4096, true}} {
 		b.Run(c.name, func(b *testing.B) {
-			requireBPF(b)
-			l, err := maps.Load(maps.Options{Clock: maps.ClockKtime, MaxSources: 1 << 16, MaxBans: 1 << 13})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			if err := l.Apply(compileYAML(b, yaml)); err != nil {
-				b.Fatal(err)
-			}
+			l := xdpltest.Load(b, maps.Options{Clock: maps.ClockKtime, MaxSources: 1 << 16, MaxBans: 1 << 13}, yaml)
 			// Straight into the maps: Ban reads the whole table per ban.
 			for i := range c.bans {
 				bits := 32
@@ -59,7 +53,7 @@ rules:
 					b.Fatal(err)
 				}
 			}
-			pinCPU(b, 0)
+			testutil.PinCPU(b, 0)
 			b.ResetTimer()
 			_, per, err := l.Program().Benchmark(pkt, b.N, nil)
 			if err != nil {

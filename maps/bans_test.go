@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -24,29 +26,16 @@ rules:
     limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}
 `
 
-func tcp4(src string) frame {
-	return frame{src: netip.MustParseAddr(src), dst: netip.MustParseAddr("10.0.0.1"), proto: "tcp", sport: 4000, dport: 80, tcpFlags: "S"}
-}
-
-func counter(t *testing.T, l *maps.Limiter, c maps.Counter) uint64 {
-	t.Helper()
-	cs, err := l.Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs[c].Packets
-}
-
 func TestBanStartsHoldsExpires(t *testing.T) {
 	// One CPU: the samples are read ring by ring (per CPU), and their order
 	// below is the order of the runs only within one ring (it failed once
 	// in the 6.1 VM with the rule's drop read after the ban's, unpinned).
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, SampleOneIn: 1}, banPolicy)
-	u, tc := udp4("198.51.100.9").bytes(t), tcp4("198.51.100.9").bytes(t)
-	other := udp4("198.51.100.10").bytes(t)
+	u, tc := udp4("198.51.100.9").MustBuild(), tcp4("198.51.100.9").MustBuild()
+	other := udp4("198.51.100.10").MustBuild()
 	for i, want := range []uint32{xdpPass, xdpPass, xdpDrop} {
-		if got := run(t, l, u, t0); got != want {
+		if got := xdpltest.Run(t, l, u, t0); got != want {
 			t.Fatalf("packet %d: verdict %d, want %d", i, got, want)
 		}
 	}
@@ -55,14 +44,14 @@ func TestBanStartsHoldsExpires(t *testing.T) {
 	}
 	// Banned: a new window would admit it, and so would the tcp rule.
 	for _, at := range []time.Duration{t0 + 2*time.Second, t0 + 9*time.Second} {
-		if got := run(t, l, u, at); got != xdpDrop {
+		if got := xdpltest.Run(t, l, u, at); got != xdpDrop {
 			t.Fatalf("udp at %v: verdict %d, want drop (banned)", at, got)
 		}
-		if got := run(t, l, tc, at); got != xdpDrop {
+		if got := xdpltest.Run(t, l, tc, at); got != xdpDrop {
 			t.Fatalf("tcp at %v: verdict %d, want drop (banned)", at, got)
 		}
 	}
-	if got := run(t, l, other, t0+2*time.Second); got != xdpPass {
+	if got := xdpltest.Run(t, l, other, t0+2*time.Second); got != xdpPass {
 		t.Fatalf("another source: verdict %d, want pass", got)
 	}
 	bans, err := l.Bans()
@@ -91,7 +80,7 @@ func TestBanStartsHoldsExpires(t *testing.T) {
 		t.Errorf("samples %+v: want the rule's drop, then 4 marked as the ban's", samples)
 	}
 	// Ended: the ban's time is over; nothing ran in between.
-	if got := run(t, l, tc, t0+10*time.Second); got != xdpPass {
+	if got := xdpltest.Run(t, l, tc, t0+10*time.Second); got != xdpPass {
 		t.Fatalf("tcp after the ban: verdict %d, want pass", got)
 	}
 	if bans, _ := l.Bans(); len(bans) != 0 {
@@ -107,16 +96,16 @@ func TestBanAllowWins(t *testing.T) {
 	if err := l.EnableBanLookup(); err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, l, tcp4("192.0.2.7").bytes(t), t0); got != xdpPass {
+	if got := xdpltest.Run(t, l, tcp4("192.0.2.7").MustBuild(), t0); got != xdpPass {
 		t.Fatalf("allowed source in a banned prefix: verdict %d, want pass", got)
 	}
-	if got := run(t, l, tcp4("192.0.2.8").bytes(t), t0); got != xdpDrop {
+	if got := xdpltest.Run(t, l, tcp4("192.0.2.8").MustBuild(), t0); got != xdpDrop {
 		t.Fatalf("banned prefix: verdict %d, want drop", got)
 	}
 	if ok, err := l.Unban(netip.MustParsePrefix("192.0.2.0/24")); err != nil || !ok {
 		t.Fatalf("unban: %v %v", ok, err)
 	}
-	if got := run(t, l, tcp4("192.0.2.8").bytes(t), t0); got != xdpPass {
+	if got := xdpltest.Run(t, l, tcp4("192.0.2.8").MustBuild(), t0); got != xdpPass {
 		t.Fatalf("after unban: verdict %d, want pass", got)
 	}
 }
@@ -136,9 +125,9 @@ rules:
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := load(t, maps.ClockMap, yaml)
-			u := udp4("198.51.100.9").bytes(t)
+			u := udp4("198.51.100.9").MustBuild()
 			for i := range 5 {
-				if got := run(t, l, u, t0); got != xdpPass {
+				if got := xdpltest.Run(t, l, u, t0); got != xdpPass {
 					t.Fatalf("packet %d: verdict %d, want pass", i, got)
 				}
 			}
@@ -169,19 +158,19 @@ func TestBanTableFull(t *testing.T) {
 	if err := l.EnableBanLookup(); err != nil {
 		t.Fatal(err)
 	}
-	u := udp4("198.51.100.9").bytes(t)
+	u := udp4("198.51.100.9").MustBuild()
 	for range 3 {
-		run(t, l, u, t0)
+		xdpltest.Run(t, l, u, t0)
 	}
 	if got := counter(t, l, maps.CounterBanReplaced); got != 1 {
 		t.Fatalf("replaced %d, want 1", got)
 	}
 	// 203.0.113.0 had the shortest ban: it is the one gone.
-	if got := run(t, l, tcp4("203.0.113.0").bytes(t), t0); got != xdpPass {
+	if got := xdpltest.Run(t, l, tcp4("203.0.113.0").MustBuild(), t0); got != xdpPass {
 		t.Fatalf("replaced ban still enforced: verdict %d", got)
 	}
 	for _, src := range []string{"203.0.113.1", "198.51.100.9"} {
-		if got := run(t, l, tcp4(src).bytes(t), t0); got != xdpDrop {
+		if got := xdpltest.Run(t, l, tcp4(src).MustBuild(), t0); got != xdpDrop {
 			t.Fatalf("%s: verdict %d, want drop (banned)", src, got)
 		}
 	}
@@ -203,15 +192,15 @@ rules:
 	if _, err := l.Ban(netip.MustParsePrefix("198.51.100.9/32"), time.Minute, ""); err != nil {
 		t.Fatal(err)
 	}
-	u := udp4("198.51.100.9").bytes(t)
-	if got := run(t, l, u, t0); got != xdpPass {
+	u := udp4("198.51.100.9").MustBuild()
+	if got := xdpltest.Run(t, l, u, t0); got != xdpPass {
 		t.Fatalf("before the flag: verdict %d, want pass (not looked up)", got)
 	}
 	// A reload sees the ban table and turns the lookup on.
-	if err := l.Apply(compileYAML(t, "rules: []\n")); err != nil {
+	if err := l.Apply(xdpltest.Compile(t, "rules: []\n")); err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, l, u, t0); got != xdpDrop {
+	if got := xdpltest.Run(t, l, u, t0); got != xdpDrop {
 		t.Fatalf("after a reload: verdict %d, want drop", got)
 	}
 }

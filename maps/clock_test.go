@@ -32,7 +32,7 @@ rules:
 `)
 		read := func(src string) time.Duration {
 			before := monotonic(t)
-			if _, err := l.Program().Run(&ebpf.RunOptions{Data: udp4(src).bytes(t), Repeat: 1}); err != nil {
+			if _, err := l.Program().Run(&ebpf.RunOptions{Data: udp4(src).MustBuild(), Repeat: 1}); err != nil {
 				t.Fatal(err)
 			}
 			after := monotonic(t)

@@ -3,6 +3,7 @@ package maps_test
 import (
 	"testing"
 
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -16,7 +17,7 @@ rules:
     limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
 `
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap}, rules+"log: {sample: 1}\n")
-	pkt := udp4("192.0.2.7").bytes(t)
+	pkt := udp4("192.0.2.7").MustBuild()
 	count := func(n int) uint64 {
 		t.Helper()
 		_, _, cursor, err := l.DropRing(nil)
@@ -30,11 +31,11 @@ rules:
 		}
 		return written
 	}
-	run(t, l, pkt, t0) // the one packet the burst admits
+	xdpltest.Run(t, l, pkt, t0) // the one packet the burst admits
 	if got := count(200); got != 200 {
 		t.Errorf("sample: 1 sampled %d of 200 drops", got)
 	}
-	if err := l.Apply(compileYAML(t, rules)); err != nil {
+	if err := l.Apply(xdpltest.Compile(t, rules)); err != nil {
 		t.Fatal(err)
 	}
 	// 6400 drops at one in 64: 100 expected, standard deviation ~10.

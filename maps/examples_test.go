@@ -5,15 +5,13 @@ import (
 	"net/netip"
 	"path/filepath"
 	"testing"
-
-	"github.com/cilium/ebpf"
+	"time"
 
 	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/examples"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
-	"github.com/xdplimit/xdplimit/policy"
 )
 
 // exampleFrames is, for each policy in examples/, a frame that its rule
@@ -67,36 +65,19 @@ func TestExamplesOnProgram(t *testing.T) {
 			if !ok {
 				t.Fatalf("no frame for %s in exampleFrames: add one its first rules match", name)
 			}
-			testutil.RequireRoot(t)
+			xdpltest.RequireBPF(t)
 			data, err := fs.ReadFile(examples.FS, path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := policy.Parse("examples/"+path, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			img, err := compiler.Compile(p)
+			img, p, err := compiler.CompileYAML("examples/"+path, data)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The replay's settings: the injected clock, decisions
 			// recorded, every source tracked from its first packet.
-			l, err := maps.Load(maps.Options{Clock: maps.ClockMap, Record: true, TrackAfter: 1, MaxSources: 1 << 12})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			if err := l.Apply(img); err != nil {
-				t.Fatalf("apply: %v", err)
-			}
-			if err := l.SetClock(uint64(10e9)); err != nil {
-				t.Fatal(err)
-			}
-			ret, err := l.Program().Run(&ebpf.RunOptions{Data: c.frame, Repeat: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := xdpltest.LoadImage(t, maps.Options{Clock: maps.ClockMap, Record: true, TrackAfter: 1, MaxSources: 1 << 12}, img)
+			ret := xdpltest.Run(t, l, c.frame, 10*time.Second)
 			d, err := l.LastDecision()
 			if err != nil {
 				t.Fatal(err)

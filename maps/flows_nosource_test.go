@@ -6,7 +6,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 // A rule whose first level is global refuses every packet it matches while
@@ -17,7 +20,7 @@ import (
 // seen before, which a key with the source could never answer.
 
 // spoofed is the i-th source of a spoofed flood: a new address each time.
-func spoofed(i int) frame {
+func spoofed(i int) pktgen.Frame {
 	return udp4(netip.AddrFrom4([4]byte{203, 0, byte(i >> 8), byte(i)}).String())
 }
 
@@ -40,11 +43,11 @@ rules:
 // cache, and every later source is refused there. An allow-listed source
 // still passes in the middle of the flood.
 func TestFlowCacheNoSource(t *testing.T) {
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, noSourcePolicy("{algorithm: token_bucket, rate: 1/m, burst: 3}"))
 	var v []uint32
 	for i := 0; i < 40; i++ {
-		v = append(v, run(t, l, spoofed(i).bytes(t), t0))
+		v = append(v, xdpltest.Run(t, l, spoofed(i).MustBuild(), t0))
 	}
 	if got, want := letters(v), "PPP"+string(slices.Repeat([]byte{'D'}, 37)); got != want {
 		t.Fatalf("spoofed flood: %s, want %s", got, want)
@@ -52,7 +55,7 @@ func TestFlowCacheNoSource(t *testing.T) {
 	if hits := flowHits(t, l); hits != 35 {
 		t.Fatalf("%d of the flood's refusals from the flow cache, want 35 (all but the first two)", hits)
 	}
-	allowed := udp4("198.51.100.7").bytes(t)
+	allowed := udp4("198.51.100.7").MustBuild()
 	if got := letters(repeatRun(t, l, allowed, 3)); got != "PPP" {
 		t.Fatalf("an allow-listed source during the flood: %s, want PPP", got)
 	}
@@ -69,7 +72,7 @@ func TestFlowCacheNoSource(t *testing.T) {
 // Where a rule picks packets by their source, the source may change the
 // rule: no refusal is kept without it.
 func TestFlowCacheNoSourceNotWhereRulesReadSources(t *testing.T) {
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, `
 rules:
   - name: r
@@ -81,7 +84,7 @@ rules:
 `)
 	var v []uint32
 	for i := 0; i < 20; i++ {
-		v = append(v, run(t, l, spoofed(i).bytes(t), t0))
+		v = append(v, xdpltest.Run(t, l, spoofed(i).MustBuild(), t0))
 	}
 	if got := letters(v); got != "PPP"+string(slices.Repeat([]byte{'D'}, 17)) {
 		t.Fatalf("spoofed flood: %s", got)
@@ -96,9 +99,9 @@ rules:
 // and the same drops by level with the caches on and off, and the flow
 // cache answered for sources it had not seen.
 func TestFlowCacheNoSourceAgreement(t *testing.T) {
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	policy := noSourcePolicy("{algorithm: token_bucket, rate: 200/s, burst: 4}")
-	drops, hits := cachesAgree(t, policy, 7, func(r *rand.Rand, i int) frame {
+	drops, hits := cachesAgree(t, policy, 7, func(r *rand.Rand, i int) pktgen.Frame {
 		switch r.IntN(8) {
 		case 0:
 			return udp4("198.51.100.7") // allowed

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 // The flow cache (bpf/flows.h) answers before the allow/deny lists, the
@@ -45,13 +48,13 @@ rules:
 // only the generation's sequence number tells the flow cache that the
 // packet is now allowed.
 func TestFlowCacheReloadAllow(t *testing.T) {
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, flowRule)
-	pkt := udp4("192.0.2.1").bytes(t)
+	pkt := udp4("192.0.2.1").MustBuild()
 	if got := cachedFlow(t, l, pkt); got != "PDDDD" {
 		t.Fatalf("flood: %s", got)
 	}
-	if err := l.Apply(compileYAML(t, "allow: [192.0.2.1/32]\n"+flowRule)); err != nil {
+	if err := l.Apply(xdpltest.Compile(t, "allow: [192.0.2.1/32]\n"+flowRule)); err != nil {
 		t.Fatal(err)
 	}
 	if got := letters(repeatRun(t, l, pkt, 3)); got != "PPP" {
@@ -62,12 +65,12 @@ func TestFlowCacheReloadAllow(t *testing.T) {
 // A ban added by hand moves the ban epoch: the flow cache's answer
 // (shadow: passed and counted under the rule) gives way to the ban's drop.
 func TestFlowCacheBanEpoch(t *testing.T) {
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, flowRule+"    action: shadow\n")
 	if err := l.EnableBanLookup(); err != nil {
 		t.Fatal(err)
 	}
-	pkt := udp4("192.0.2.1").bytes(t)
+	pkt := udp4("192.0.2.1").MustBuild()
 	if got := cachedFlow(t, l, pkt); got != "PPPPP" {
 		t.Fatalf("shadow flood: %s", got)
 	}
@@ -104,7 +107,7 @@ func TestBanEpochSeeded(t *testing.T) {
 // A ban the datapath starts moves the epoch too: rule tcp bans its source,
 // whose udp flow the flow cache was answering in shadow.
 func TestFlowCacheDatapathBan(t *testing.T) {
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, flowRule+`    action: shadow
   - name: tcp
     match: {protocol: tcp}
@@ -113,12 +116,12 @@ func TestFlowCacheDatapathBan(t *testing.T) {
     ban: {for: 1m}
 `)
 	u := udp4("192.0.2.1")
-	u.dport = 53
-	pkt := u.bytes(t)
+	u.DstPort = 53
+	pkt := u.MustBuild()
 	if got := cachedFlow(t, l, pkt); got != "PPPPP" {
 		t.Fatalf("shadow flood: %s", got)
 	}
-	if got := letters(repeatRun(t, l, tcp4("192.0.2.1").bytes(t), 2)); got != "PD" {
+	if got := letters(repeatRun(t, l, tcp4("192.0.2.1").MustBuild(), 2)); got != "PD" {
 		t.Fatalf("tcp over its limit: %s", got)
 	}
 	if got := letters(repeatRun(t, l, pkt, 2)); got != "DD" {
@@ -130,16 +133,16 @@ func TestFlowCacheDatapathBan(t *testing.T) {
 // matches and no first level keys on is not part of a flow (a SYN flood
 // from random ports is one flow), and one that a key reads is.
 func TestFlowCacheFields(t *testing.T) {
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, flowRule)
 	f := udp4("192.0.2.1")
-	f.dport = 53
-	cachedFlow(t, l, f.bytes(t))
+	f.DstPort = 53
+	cachedFlow(t, l, f.MustBuild())
 	before := flowHits(t, l)
 	for sp := range uint16(5) {
-		f.sport = 1000 + sp
-		if got := run(t, l, f.bytes(t), t0); got != xdpDrop {
-			t.Fatalf("source port %d: verdict %d, want drop", f.sport, got)
+		f.SrcPort = 1000 + sp
+		if got := xdpltest.Run(t, l, f.MustBuild(), t0); got != xdpDrop {
+			t.Fatalf("source port %d: verdict %d, want drop", f.SrcPort, got)
 		}
 	}
 	if got := flowHits(t, l) - before; got != 5 {
@@ -155,10 +158,10 @@ rules:
     key: src_ip+src_port
     limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
 `)
-	f.sport = 53
-	cachedFlow(t, l, f.bytes(t))
-	f.sport = 123
-	if got := letters(repeatRun(t, l, f.bytes(t), 3)); got != "PDD" {
+	f.SrcPort = 53
+	cachedFlow(t, l, f.MustBuild())
+	f.SrcPort = 123
+	if got := letters(repeatRun(t, l, f.MustBuild(), 3)); got != "PDD" {
 		t.Fatalf("another source port of a cached flow: %s, want PDD", got)
 	}
 }
@@ -169,7 +172,7 @@ rules:
 // it repeatedly: the flow cache, which answers before the ban table, must
 // not learn such refusals (it did, and the count stopped at 3 of 6).
 func TestShadowBanKeepsRules(t *testing.T) {
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, `
 rules:
   - name: trial
@@ -181,7 +184,7 @@ rules:
     match: {protocol: udp}
     limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
 `)
-	if got := letters(repeatRun(t, l, tcp4("192.0.2.1").bytes(t), 2)); got != "PP" {
+	if got := letters(repeatRun(t, l, tcp4("192.0.2.1").MustBuild(), 2)); got != "PP" {
 		t.Fatalf("tcp in shadow: %s", got)
 	}
 	bans, err := l.Bans()
@@ -191,7 +194,7 @@ rules:
 	if len(bans) != 1 || !bans[0].Shadow {
 		t.Fatalf("bans %+v, want one in shadow", bans)
 	}
-	if got := letters(repeatRun(t, l, udp4("192.0.2.1").bytes(t), 6)); got != "PDDDDD" {
+	if got := letters(repeatRun(t, l, udp4("192.0.2.1").MustBuild(), 6)); got != "PDDDDD" {
 		t.Fatalf("udp of a source banned in shadow: %s, want PDDDDD", got)
 	}
 	if n := counter(t, l, maps.CounterBanShadow); n != 6 {
@@ -209,7 +212,7 @@ rules:
 // caches on and off, and the flow cache must have answered some of the
 // packets the global level refused.
 func TestFlowCacheBehindGlobal(t *testing.T) {
-	pinCPU(t, 0)
+	testutil.PinCPU(t, 0)
 	const policy = `
 rules:
   - name: r
@@ -218,7 +221,7 @@ rules:
       - key: global
         limit: {algorithm: token_bucket, rate: 200/s, burst: 4}
 `
-	drops, hits := cachesAgree(t, policy, 3, func(r *rand.Rand, i int) frame {
+	drops, hits := cachesAgree(t, policy, 3, func(r *rand.Rand, i int) pktgen.Frame {
 		if r.IntN(4) == 0 {
 			// a new source: admitted by its own level, spends the global
 			return udp4(netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}).String())
@@ -236,7 +239,7 @@ rules:
 // through the program with the refused-until and flow caches off, then on,
 // and fails unless the verdicts and the drops by level are the same. It
 // returns the drops by level and how many packets the flow cache refused.
-func cachesAgree(t *testing.T, policy string, seed uint64, pick func(r *rand.Rand, i int) frame) ([]uint64, uint64) {
+func cachesAgree(t *testing.T, policy string, seed uint64, pick func(r *rand.Rand, i int) pktgen.Frame) ([]uint64, uint64) {
 	t.Helper()
 	trace := func(off bool) (string, []uint64, uint64) {
 		l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1, NoRefusedCache: off}, policy)
@@ -246,7 +249,7 @@ func cachesAgree(t *testing.T, policy string, seed uint64, pick func(r *rand.Ran
 		for i := 0; i < 3000; i++ {
 			f := pick(r, i)
 			now += uint64(r.IntN(2000)) * uint64(time.Microsecond)
-			v = append(v, run(t, l, f.bytes(t), time.Duration(now)))
+			v = append(v, xdpltest.Run(t, l, f.MustBuild(), time.Duration(now)))
 		}
 		st, err := l.RuleStats()
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -17,7 +18,7 @@ import (
 // what to do, by both Load (attach, reload) and OpenPinned (status,
 // metrics), before the kernel gets to refuse the changed sketch map.
 func TestPinnedLayoutMismatch(t *testing.T) {
-	requireBPF(t)
+	xdpltest.RequireBPF(t)
 	spec, err := gen.LoadXdplimit()
 	if err != nil {
 		t.Fatal(err)

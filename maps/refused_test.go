@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/model"
+	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 // refusedHits reads how many packets the refused-until cache and the flow
@@ -68,11 +71,11 @@ func TestRefusedCacheAgreement(t *testing.T) {
 				agg = "    aggregate:\n      - key: global\n        limit: " + gl.yaml + "\n"
 			}
 			t.Run(name, func(t *testing.T) {
-				pinCPU(t, 0) // the cache is per CPU
+				testutil.PinCPU(t, 0) // the cache is per CPU
 				yaml := "rules:\n  - name: r\n    limit: " + c.own.yaml + "\n" + agg
 				for _, off := range []bool{false, true} {
 					l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1, NoRefusedCache: off}, yaml)
-					srcs := []frame{udp4("192.0.2.1"), udp4("192.0.2.2"), udp6("2001:db8::1"), udp4("192.0.2.3")}
+					srcs := []pktgen.Frame{udp4("192.0.2.1"), udp4("192.0.2.2"), udp6("2001:db8::1"), udp4("192.0.2.3")}
 					own := make([]model.State, len(srcs))
 					var gs model.State
 					r := rand.New(rand.NewPCG(7, uint64(len(name))))
@@ -105,7 +108,7 @@ func TestRefusedCacheAgreement(t *testing.T) {
 							want = xdpPass
 							own[s], gs = o, g
 						}
-						if got := run(t, l, srcs[s].bytes(t), time.Duration(now)); got != want {
+						if got := xdpltest.Run(t, l, srcs[s].MustBuild(), time.Duration(now)); got != want {
 							t.Fatalf("cache off %v: packet %d (source %d, t=%d): program %s, model %s",
 								off, i, s, now, letters([]uint32{got}), letters([]uint32{want}))
 						}
@@ -154,12 +157,12 @@ func TestRefusedCacheReload(t *testing.T) {
 		}, "{algorithm: token_bucket, rate: 1/m, burst: 1}", "{algorithm: token_bucket, rate: 1000/s, burst: 3}", "PPPD"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pinCPU(t, 0)
+			testutil.PinCPU(t, 0)
 			l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, c.policy(c.strict))
-			pkt := udp4("192.0.2.1").bytes(t)
+			pkt := udp4("192.0.2.1").MustBuild()
 			flood := func(n int) string { return letters(repeatRun(t, l, pkt, n)) }
 			apply := func(yaml string) {
-				if err := l.Apply(compileYAML(t, yaml)); err != nil {
+				if err := l.Apply(xdpltest.Compile(t, yaml)); err != nil {
 					t.Fatal(err)
 				}
 			}

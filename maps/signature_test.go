@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -26,11 +27,10 @@ rules:
   - {name: rest, limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}}
 `)
 	const rest = 8
-	icmp := func(f frame, typ, code uint8) frame {
-		f.proto, f.icmpSet, f.icmpType, f.icmpCode = "icmp", true, typ, code
+	icmp := func(f pktgen.Frame, typ, code uint8) pktgen.Frame {
+		f.Proto, f.ICMP = pktgen.ProtoICMP, &pktgen.ICMPMessage{Type: typ, Code: code}
 		return f
 	}
-	with := func(f frame, change func(*frame)) frame { change(&f); return f }
 	v4, v6 := udp4("192.0.2.1"), udp6("2001:db8:1::1")
 	check := func(name string, rule int) {
 		t.Helper()
@@ -44,44 +44,45 @@ rules:
 	}
 	for _, tc := range []struct {
 		name string
-		f    frame
+		f    pktgen.Frame
 		rule int
 	}{
 		{"v4 echo request", icmp(v4, 8, 0), 0},
 		{"v4 echo reply", icmp(v4, 0, 0), rest},
-		{"v4 non-first fragment", with(icmp(v4, 0, 0), func(f *frame) { f.fragOff = 8 }), 0},
+		{"v4 non-first fragment", nonFirst(icmp(v4, 0, 0), 8), 0},
 		{"v6 echo request", icmp(v6, 128, 0), rest},
 		{"v6 echo reply", icmp(v6, 129, 0), 1},
 		{"v4 port unreachable", icmp(v4, 3, 3), 2},
 		{"v4 host unreachable", icmp(v4, 3, 1), rest},
 		{"v6 port unreachable", icmp(v6, 1, 4), 3},
 		{"v6 address unreachable", icmp(v6, 1, 3), rest},
-		{"v4 length 150", with(v4, func(f *frame) { f.payload = 150 - 28 }), 4},
-		{"v4 length 201", with(v4, func(f *frame) { f.payload = 201 - 28 }), rest},
-		{"v4 length 100", with(v4, func(f *frame) { f.payload = 100 - 28 }), 4},
-		{"v6 length 200", with(v6, func(f *frame) { f.payload = 200 - 48 }), 4},
-		{"v6 length 99", with(v6, func(f *frame) { f.payload = 99 - 48 }), rest},
-		{"v4 ttl 255", with(v4, func(f *frame) { f.ttl = 255 }), 5},
-		{"v4 ttl 249", with(v4, func(f *frame) { f.ttl = 249 }), rest},
-		{"v6 hop limit 250", with(v6, func(f *frame) { f.ttl = 250 }), 5},
-		{"v4 dscp 46", with(v4, func(f *frame) { f.tos = 46 << 2 }), 6},
-		{"v4 dscp 46 ecn 3", with(v4, func(f *frame) { f.tos = 46<<2 | 3 }), 6},
-		{"v4 dscp 45", with(v4, func(f *frame) { f.tos = 45 << 2 }), rest},
-		{"v6 traffic class dscp 46", with(v6, func(f *frame) { f.tos = 46<<2 | 1 }), 6},
+		{"v4 length 150", with(v4, func(f *pktgen.Frame) { f.Payload = 150 - 28 }), 4},
+		{"v4 length 201", with(v4, func(f *pktgen.Frame) { f.Payload = 201 - 28 }), rest},
+		{"v4 length 100", with(v4, func(f *pktgen.Frame) { f.Payload = 100 - 28 }), 4},
+		{"v6 length 200", with(v6, func(f *pktgen.Frame) { f.Payload = 200 - 48 }), 4},
+		{"v6 length 99", with(v6, func(f *pktgen.Frame) { f.Payload = 99 - 48 }), rest},
+		{"v4 ttl 255", with(v4, func(f *pktgen.Frame) { f.TTL = 255 }), 5},
+		{"v4 ttl 249", with(v4, func(f *pktgen.Frame) { f.TTL = 249 }), rest},
+		{"v6 hop limit 250", with(v6, func(f *pktgen.Frame) { f.TTL = 250 }), 5},
+		{"v4 dscp 46", with(v4, func(f *pktgen.Frame) { f.TOS = 46 << 2 }), 6},
+		{"v4 dscp 46 ecn 3", with(v4, func(f *pktgen.Frame) { f.TOS = 46<<2 | 3 }), 6},
+		{"v4 dscp 45", with(v4, func(f *pktgen.Frame) { f.TOS = 45 << 2 }), rest},
+		{"v6 traffic class dscp 46", with(v6, func(f *pktgen.Frame) { f.TOS = 46<<2 | 1 }), 6},
 		{"v6 traffic class dscp 0", v6, rest},
-		{"v4 tcp tos 16", with(v4, func(f *frame) { f.proto, f.tos = "tcp", 16 }), 7},
-		{"v6 tcp tos 17", with(v6, func(f *frame) { f.proto, f.tos = "tcp", 17 }), rest},
-		{"v6 tcp traffic class 16", with(v6, func(f *frame) { f.proto, f.tos = "tcp", 16 }), 7},
+		// TCP segments with no flag set: the tos rule matches on tos alone.
+		{"v4 tcp tos 16", with(v4, func(f *pktgen.Frame) { f.Proto, f.NoTCPFlags, f.TOS = pktgen.ProtoTCP, true, 16 }), 7},
+		{"v6 tcp tos 17", with(v6, func(f *pktgen.Frame) { f.Proto, f.NoTCPFlags, f.TOS = pktgen.ProtoTCP, true, 17 }), rest},
+		{"v6 tcp traffic class 16", with(v6, func(f *pktgen.Frame) { f.Proto, f.NoTCPFlags, f.TOS = pktgen.ProtoTCP, true, 16 }), 7},
 	} {
-		run(t, l, tc.f.bytes(t), t0)
+		xdpltest.Run(t, l, tc.f.MustBuild(), t0)
 		check(tc.name, tc.rule)
 	}
 	// An echo reply whose IP length ends after one byte of ICMP: type and
 	// code unknown, so it matches the icmp rules (the stack drops it).
-	cut := icmp(v4, 0, 0).bytes(t)
+	cut := icmp(v4, 0, 0).MustBuild()
 	binary.BigEndian.PutUint16(cut[14+2:], 21)
 	pktgen.FixIPv4Checksum(cut)
-	run(t, l, cut, t0)
+	xdpltest.Run(t, l, cut, t0)
 	check("v4 icmp cut short", 0)
 }
 
@@ -96,14 +97,14 @@ rules:
     limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
 `)
 	dns, ntp := udp4("192.0.2.7"), udp4("192.0.2.7")
-	dns.sport, ntp.sport = 53, 123
+	dns.SrcPort, ntp.SrcPort = 53, 123
 	otherDst := dns
-	otherDst.dport = 9999
+	otherDst.DstPort = 9999
 	six := udp6("2001:db8::7")
-	six.sport = 53
+	six.SrcPort = 53
 	var got []uint32
-	for _, f := range []frame{dns, ntp, dns, otherDst, six, six} {
-		got = append(got, run(t, l, f.bytes(t), t0))
+	for _, f := range []pktgen.Frame{dns, ntp, dns, otherDst, six, six} {
+		got = append(got, xdpltest.Run(t, l, f.MustBuild(), t0))
 	}
 	if want := verdicts("PPDDPD"); !slices.Equal(got, want) {
 		t.Fatalf("verdicts %s, want PPDDPD", letters(got))

@@ -12,13 +12,14 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/xdplimit/xdplimit/bench/slidelog"
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/model"
 )
 
 // TestSlidingLogExact replays random traces with injected time through the
-// program and through an exact log kept by the test (bench/slidelog, which
+// program and through an exact log kept by the test (model.ExactLog, which
 // shares no code with the datapath's model), for every key kind, and
 // requires the same verdict for every packet.
 func TestSlidingLogExact(t *testing.T) {
@@ -52,7 +53,7 @@ func TestSlidingLogExact(t *testing.T) {
 				w := time.Duration(1+r.IntN(200)) * time.Millisecond
 				yaml := fmt.Sprintf("rules:\n  - name: r\n    match: {protocol: udp}\n    key: %s\n    limit: {algorithm: sliding_log, packets: %d, window: %v}\n%s", c.key, n, w, c.more)
 				l := loadWith(t, maps.Options{Clock: maps.ClockMap}, yaml)
-				logs := map[string]*slidelog.Log{}
+				logs := map[string]*model.ExactLog{}
 				now := uint64(t0)
 				// From under the limit to eight times over it, per key.
 				gap := uint64(w) / uint64(1+n*(1+r.IntN(8)))
@@ -65,7 +66,7 @@ func TestSlidingLogExact(t *testing.T) {
 					src, port := srcs[r.IntN(len(srcs))], ports[r.IntN(len(ports))]
 					k := c.keyOf(src, port)
 					if logs[k] == nil {
-						logs[k] = slidelog.New(uint64(w), n)
+						logs[k] = model.NewExactLog(uint64(w), n)
 					}
 					want := uint32(xdpDrop)
 					if logs[k].Admit(now) {
@@ -76,8 +77,8 @@ func TestSlidingLogExact(t *testing.T) {
 					if src.Is6() {
 						f = udp6(src.String())
 					}
-					f.dport = port
-					if got := run(t, l, f.bytes(t), time.Duration(now)); got != want {
+					f.DstPort = port
+					if got := xdpltest.Run(t, l, f.MustBuild(), time.Duration(now)); got != want {
 						t.Fatalf("%d per %v: packet %d (%v port %d, t=%d): program %s, exact log %s",
 							n, w, i, src, port, now, letters([]uint32{got}), letters([]uint32{want}))
 					}
@@ -95,7 +96,7 @@ func TestSlidingLogReload(t *testing.T) {
 		return fmt.Sprintf("rules:\n  - name: r\n    limit: {algorithm: sliding_log, packets: %d, window: 1m}\n", n)
 	}
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap}, policyWith(3))
-	pkt := udp4("192.0.2.1").bytes(t)
+	pkt := udp4("192.0.2.1").MustBuild()
 	if got := letters(repeatRun(t, l, pkt, 5)); got != "PPPDD" {
 		t.Errorf("first policy: %s, want 3 admitted", got)
 	}
@@ -103,7 +104,7 @@ func TestSlidingLogReload(t *testing.T) {
 		n    int
 		want string
 	}{{3, "DD"}, {4, "PPPPD"}} {
-		if err := l.Apply(compileYAML(t, policyWith(c.n))); err != nil {
+		if err := l.Apply(xdpltest.Compile(t, policyWith(c.n))); err != nil {
 			t.Fatal(err)
 		}
 		if got := letters(repeatRun(t, l, pkt, len(c.want))); got != c.want {
@@ -116,7 +117,7 @@ func TestSlidingLogReload(t *testing.T) {
 // the log's limit are counted as would-drops and not logged.
 func TestSlidingLogShadow(t *testing.T) {
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap}, "mode: shadow\nrules:\n  - name: r\n    limit: {algorithm: sliding_log, packets: 2, window: 1s}\n")
-	pkt := udp4("192.0.2.1").bytes(t)
+	pkt := udp4("192.0.2.1").MustBuild()
 	if got := letters(repeatRun(t, l, pkt, 5)); got != "PPPPP" {
 		t.Errorf("shadow mode: %s, want every packet passed", got)
 	}
@@ -140,7 +141,7 @@ func TestSlidingLogAcrossCPUs(t *testing.T) {
 	testutil.Require(t, runtime.NumCPU() >= 2, "needs 2 CPUs, have %d", runtime.NumCPU())
 	const n, window = 8, 2 * time.Millisecond
 	l := load(t, maps.ClockKtime, fmt.Sprintf("rules:\n  - name: r\n    limit: {algorithm: sliding_log, packets: %d, window: %v}\n", n, window))
-	pkt := udp4("192.0.2.1").bytes(t)
+	pkt := udp4("192.0.2.1").MustBuild()
 	type span struct{ begin, end int64 }
 	var mu sync.Mutex
 	var spans []span

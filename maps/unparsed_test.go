@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -70,7 +71,7 @@ rules:
 `)
 	want := make([]uint64, maps.UnparsedKinds)
 	for _, c := range unparsedFrames() {
-		if v := run(t, l, c.frame, t0); v != xdpPass {
+		if v := xdpltest.Run(t, l, c.frame, t0); v != xdpPass {
 			t.Errorf("%v frame %x: verdict %d, want pass", c.kind, c.frame, v)
 		}
 		p, err := l.LastParse()
@@ -92,7 +93,7 @@ rules:
 		}
 	}
 	// The source's budget is untouched: its first deliverable packet passes.
-	if v := run(t, l, pktgen.UDP4(upSrc4, upDst4, 4000, 53, 18), t0); v != xdpPass {
+	if v := xdpltest.Run(t, l, pktgen.UDP4(upSrc4, upDst4, 4000, 53, 18), t0); v != xdpPass {
 		t.Errorf("a deliverable packet after the unparsed ones: verdict %d, want pass", v)
 	}
 }
@@ -109,7 +110,7 @@ func TestUnparsedPolicy(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			l := load(t, maps.ClockMap, c.yaml)
 			for i, w := range verdicts(c.want) {
-				if v := run(t, l, frame, t0); v != w {
+				if v := xdpltest.Run(t, l, frame, t0); v != w {
 					t.Fatalf("packet %d: verdict %d, want %d", i, v, w)
 				}
 			}
@@ -157,10 +158,10 @@ rules:
 			Ext: slices.Repeat([]pktgen.ExtHeader{pktgen.ExtRouting}, 32)}.MustBuild()},
 		{"tiny first TCP fragment", tinyFrag},
 	} {
-		if v := run(t, l, c.frame, t0); v != xdpPass {
+		if v := xdpltest.Run(t, l, c.frame, t0); v != xdpPass {
 			t.Errorf("%s: first packet %d, want pass", c.name, v)
 		}
-		if v := run(t, l, c.frame, t0); v != xdpDrop {
+		if v := xdpltest.Run(t, l, c.frame, t0); v != xdpDrop {
 			p, _ := l.LastParse()
 			t.Errorf("%s: second packet %d, want drop (judged by the rule); parsed %+v\n%x", c.name, v, p, c.frame)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/metrics"
 )
 
@@ -23,7 +24,7 @@ func TestBanMetrics(t *testing.T) {
 	l, _ := load(t, 1<<16, banMetricsPolicy)
 	dns := udp4("203.0.113.1", 53)
 	for i, want := range []uint32{xdpPass, xdpDrop, xdpDrop, xdpDrop} {
-		if got := run(t, l, dns); got != want {
+		if got := xdpltest.Run(t, l, dns, t0); got != want {
 			t.Fatalf("packet %d: verdict %d, want %d", i, got, want)
 		}
 	}

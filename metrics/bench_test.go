@@ -14,7 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
 	"github.com/xdplimit/xdplimit/pktgen"
@@ -48,7 +48,7 @@ func fillSources(tb testing.TB, l *maps.Limiter, n int) {
 		go func() {
 			defer wg.Done()
 			// Best effort, never unpinned: the thread ends with us.
-			_, _ = netns.Pin(c)
+			_, _ = cpupin.Pin(c)
 			frame := udp4("100.64.0.0", 53)
 			opts := ebpf.RunOptions{Data: frame, Repeat: 1}
 			for i := c; i < n; i += cpus {

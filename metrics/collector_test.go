@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
 )
@@ -64,7 +65,7 @@ func TestCollector(t *testing.T) {
 		{malformed, []uint32{xdpPass}},
 	} {
 		for i, want := range c.want {
-			if got := run(t, l, c.frame); got != want {
+			if got := xdpltest.Run(t, l, c.frame, t0); got != want {
 				t.Fatalf("frame %x packet %d: verdict %d, want %d", c.frame[:4], i, got, want)
 			}
 		}
@@ -221,9 +222,9 @@ func TestCollector(t *testing.T) {
 func TestReloadKeepsCounters(t *testing.T) {
 	l, _ := load(t, 1<<16, collectorPolicy)
 	for range 3 {
-		run(t, l, udp4("203.0.113.1", 53))
+		xdpltest.Run(t, l, udp4("203.0.113.1", 53), t0)
 	}
-	img, _ := compile(t, `
+	img := xdpltest.Compile(t, `
 rules:
   - name: dns
     match: {protocol: udp, dst_ports: [53]}
@@ -272,7 +273,7 @@ rules:
     limit: {algorithm: token_bucket, rate: 1/s, burst: 5}
 `)
 	for i := range sources {
-		run(t, l, udp4(fmt.Sprintf("203.0.%d.%d", 113+i/256, i%256), 53))
+		xdpltest.Run(t, l, udp4(fmt.Sprintf("203.0.%d.%d", 113+i/256, i%256), 53), t0)
 	}
 	e := metrics.New(nil)
 	if err := e.Add("test0", l, 0); err != nil {
@@ -416,11 +417,7 @@ func unparsedSeries(name string, vals map[string]float64) map[string]float64 {
 // refused-until cache (which copies it to the flow cache), then from the
 // flow cache.
 func TestCachedRefusals(t *testing.T) {
-	unpin, err := netns.Pin(0) // the caches are per CPU
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unpin()
+	testutil.PinCPU(t, 0) // the caches are per CPU
 	l, _ := load(t, 1<<16, `
 rules:
   - name: dns
@@ -428,7 +425,7 @@ rules:
     limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
 `)
 	for range 6 {
-		run(t, l, udp4("192.0.2.1", 53))
+		xdpltest.Run(t, l, udp4("192.0.2.1", 53), t0)
 	}
 	e := metrics.New(nil)
 	if err := e.Add("test0", l, 0); err != nil {

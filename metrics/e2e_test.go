@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/attachtest"
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
@@ -50,9 +50,9 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
 	testutil.Require(t, err == nil, "prometheus not found (Debian package prometheus; run bash scripts/deps.sh)")
 
-	img, p := compile(t, e2ePolicy)
+	img, p := xdpltest.CompilePolicy(t, e2ePolicy)
 	pol := loader.Policy{Image: img, Path: "e2e.yaml", SHA256: p.SHA256}
-	v, a := attachtest.Native(t, "xm", loader.Config{Clock: maps.ClockKtime, MaxSources: 1 << 16, Policy: pol})
+	v, a := xdpltest.AttachNative(t, "xm", loader.Config{Clock: maps.ClockKtime, MaxSources: 1 << 16, Policy: pol})
 
 	e := metrics.New(nil)
 	if err := e.Add(a.Interface, a.Limiter, 0); err != nil {

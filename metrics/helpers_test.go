@@ -3,18 +3,15 @@ package metrics_test
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/xdplimit/xdplimit/compiler"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 	"github.com/xdplimit/xdplimit/policy"
@@ -26,39 +23,13 @@ const (
 	t0      = 10 * time.Second // injected time of every packet
 )
 
-// requireBPF: loading the program needs root (CAP_BPF); missing, the test
-// fails in CI and skips elsewhere.
-func requireBPF(tb testing.TB) {
-	tb.Helper()
-	testutil.Require(tb, os.Geteuid() == 0, "needs root (CAP_BPF) to load the XDP program")
-}
-
-func compile(tb testing.TB, yaml string) (*maps.Image, *policy.Policy) {
-	tb.Helper()
-	p, err := policy.Parse("test.yaml", []byte(yaml))
-	if err != nil {
-		tb.Fatalf("policy: %v", err)
-	}
-	img, err := compiler.Compile(p)
-	if err != nil {
-		tb.Fatalf("compile: %v", err)
-	}
-	return img, p
-}
-
-// load loads the limiter with the injected clock and installs the policy.
+// load loads the limiter with the injected clock, installs the policy and
+// its provenance (what xdplimit_policy_info reports), and sets the clock
+// to t0.
 func load(tb testing.TB, maxSources uint32, yaml string) (*maps.Limiter, *policy.Policy) {
 	tb.Helper()
-	requireBPF(tb)
-	img, p := compile(tb, yaml)
-	l, err := maps.Load(maps.Options{Clock: maps.ClockMap, MaxSources: maxSources})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { l.Close() })
-	if err := l.Apply(img); err != nil {
-		tb.Fatalf("apply: %v", err)
-	}
+	img, p := xdpltest.CompilePolicy(tb, yaml)
+	l := xdpltest.LoadImage(tb, maps.Options{Clock: maps.ClockMap, MaxSources: maxSources}, img)
 	if err := l.SetPolicyInfo(p.Path, p.SHA256); err != nil {
 		tb.Fatal(err)
 	}
@@ -66,16 +37,6 @@ func load(tb testing.TB, maxSources uint32, yaml string) (*maps.Limiter, *policy
 		tb.Fatal(err)
 	}
 	return l, p
-}
-
-// run runs the program once on frame and returns its verdict.
-func run(tb testing.TB, l *maps.Limiter, frame []byte) uint32 {
-	tb.Helper()
-	ret, err := l.Program().Run(&ebpf.RunOptions{Data: frame, Repeat: 1})
-	if err != nil {
-		tb.Fatalf("test run: %v", err)
-	}
-	return ret
 }
 
 var dst4 = netip.MustParseAddr("10.0.0.1")

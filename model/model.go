@@ -4,6 +4,9 @@
 // the BPF program (with injected time) yields the same verdicts. They also
 // own the conversion from human limits (rate, burst, window) to the
 // parameters the datapath stores, so the compiler and the tests share it.
+// ExactLog mirrors nothing: it is the exact sliding window the datapath's
+// approximations are measured against. Production (the compiler, replay),
+// the benchmark program and the tests use this package.
 package model
 
 import (

@@ -85,8 +85,11 @@ type Frame struct {
 	Proto          Proto // ProtoUDP
 	SrcPort        uint16
 	DstPort        uint16
-	TCPFlags       TCPFlags     // TCPSyn when Proto is ProtoTCP and this is 0
-	ICMP           *ICMPMessage // with ProtoICMP; nil: an echo request
+	TCPFlags       TCPFlags // TCPSyn when Proto is ProtoTCP and this is 0
+	// NoTCPFlags builds a TCP segment with no flag set (a null scan), which
+	// a zero TCPFlags cannot say; TCPFlags must then be 0.
+	NoTCPFlags bool
+	ICMP       *ICMPMessage // with ProtoICMP; nil: an echo request
 	// IPv4Options adds that many 4-byte words of NOP options (0..10), for
 	// parsers that must honour the IHL.
 	IPv4Options int
@@ -123,6 +126,9 @@ func (f Frame) Build() ([]byte, error) {
 	}
 	if f.Frag != nil && f.Frag.Offset%8 != 0 {
 		return nil, fmt.Errorf("pktgen: fragment offset %d is not a multiple of 8", f.Frag.Offset)
+	}
+	if f.NoTCPFlags && f.TCPFlags != 0 {
+		return nil, fmt.Errorf("pktgen: NoTCPFlags with TCPFlags %#x", uint8(f.TCPFlags))
 	}
 	if src.Is4() && len(f.Ext) > 0 {
 		return nil, errors.New("pktgen: extension headers on an IPv4 frame")
@@ -264,7 +270,7 @@ func transport(f Frame, proto layers.IPProtocol, ip gopacket.NetworkLayer) ([]go
 		return []gopacket.SerializableLayer{udp}, nil
 	case layers.IPProtocolTCP:
 		flags := f.TCPFlags
-		if flags == 0 {
+		if flags == 0 && !f.NoTCPFlags {
 			flags = TCPSyn
 		}
 		tcp := &layers.TCP{

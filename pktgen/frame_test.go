@@ -148,6 +148,22 @@ func TestFrameDetails(t *testing.T) {
 		t.Errorf("TCP flags byte %#x", tcp[14+20+13])
 	}
 
+	for _, src := range []netip.Addr{src4, src6} {
+		dst := dst4
+		if src.Is6() {
+			dst = dst6
+		}
+		null := Frame{Src: src, Dst: dst, Proto: ProtoTCP, NoTCPFlags: true}.MustBuild()
+		l4 := 14 + 40
+		if src.Is4() {
+			l4 = 14 + 20
+		}
+		if null[l4+13] != 0 {
+			t.Errorf("NoTCPFlags from %v: flags byte %#x, want 0", src, null[l4+13])
+		}
+		checkChecksums(t, null)
+	}
+
 	frag := Frame{Src: src4, Dst: dst4, Frag: &Fragment{Offset: 1480, More: true, ID: 0x1234}}.MustBuild()
 	if ff := binary.BigEndian.Uint16(frag[14+6:]); ff != 0x2000|1480/8 {
 		t.Errorf("IPv4 flags/offset %#x", ff)
@@ -182,6 +198,7 @@ func TestFrameDetails(t *testing.T) {
 		{Src: src6, Dst: dst6, Ext: []ExtHeader{ExtDestOpts, ExtHopByHop}},
 		{Src: src4, Dst: dst4, Frag: &Fragment{Offset: 3}},
 		{Src: src4, Dst: dst4, Payload: -1},
+		{Src: src4, Dst: dst4, Proto: ProtoTCP, TCPFlags: TCPSyn, NoTCPFlags: true},
 	} {
 		if _, err := bad.Build(); err == nil {
 			t.Errorf("%+v built without error", bad)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 )
 
@@ -94,7 +94,7 @@ func TestProgramRewrite(t *testing.T) {
 				}
 				checkChecksums(t, tmpl)
 
-				err = netns.OnCPU(cpu, func() error {
+				err = cpupin.OnCPU(cpu, func() error {
 					for i := 0; i < 9; i++ {
 						out := make([]byte, len(tmpl)+256)
 						opts := ebpf.RunOptions{Data: tmpl, DataOut: out, Repeat: 1}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
@@ -114,7 +115,7 @@ func (g *Generator) Send(ctx context.Context, netnsPath, ifname string, frame []
 	defer cancel()
 
 	// Every worker runs on a thread of its own, in the namespace.
-	onThread := netns.Locked
+	onThread := cpupin.Locked
 	if netnsPath != "" {
 		ns, err := netns.Open(netnsPath)
 		if err != nil {
@@ -238,7 +239,7 @@ type xdpMD struct {
 // never leaks to other goroutines either.
 func (g *Generator) worker(ctx context.Context, ifname string, frame []byte, count uint64, cpu int) (cpuTime time.Duration, err error) {
 	if cpu >= 0 {
-		if _, err := netns.Pin(cpu); err != nil {
+		if _, err := cpupin.Pin(cpu); err != nil {
 			return 0, fmt.Errorf("pktgen: %w", err)
 		}
 	}

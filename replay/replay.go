@@ -19,7 +19,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xdplimit/xdplimit/compiler"
-	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -160,12 +160,12 @@ func Run(p *policy.Policy, c *Capture, opts Options) (*Report, error) {
 	// thread that wanders between CPUs the verdicts would depend on the
 	// scheduler. One pinned thread makes a replay reproducible; OnCPU
 	// discards it afterwards, so the affinity never leaks.
-	cpu, err := netns.FirstCPU()
+	cpu, err := cpupin.FirstCPU()
 	if err != nil {
 		return nil, err
 	}
 	var r *Report
-	err = netns.OnCPU(cpu, func() (err error) {
+	err = cpupin.OnCPU(cpu, func() (err error) {
 		r, err = run(p, img, c, opts)
 		return err
 	})

@@ -1,5 +1,6 @@
-// Package command runs external programs with a hard time limit, for the
-// tests and the benchmark program alike.
+// Package command runs external programs with a hard time limit. The tests
+// (through internal/testutil) and the benchmark program use it; production
+// does not.
 package command
 
 import (

@@ -1,5 +1,7 @@
-// Package fileutil reads configuration files defensively: the policy loader
-// and the policy watcher both read files an operator names.
+// Package fileutil reads configuration files defensively. Production uses
+// it for every file an operator names: the policy and its list files
+// (policy), the Redis password file (fleet) and the files the policy watcher
+// compares (internal/watch).
 package fileutil
 
 import (

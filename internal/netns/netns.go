@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 )
 
 // Dir is where named namespaces are bind-mounted, the directory `ip netns`
@@ -97,7 +99,7 @@ func Open(path string) (*Netns, error) {
 // that nothing outside the process needs to find.
 func NewAnonymous() (*Netns, error) {
 	n := &Netns{name: "anonymous network namespace"}
-	err := Locked(func() error {
+	err := cpupin.Locked(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("unshare: %w", err)
 		}
@@ -128,8 +130,8 @@ func create(name string) (*Netns, error) {
 	registry.live[name] = n
 	registry.Unlock()
 
-	err = Locked(func() error {
-		// Locked discards this thread afterwards, so it never runs other
+	err = cpupin.Locked(func() error {
+		// cpupin.Locked discards this thread afterwards, so it never runs other
 		// goroutines in the new namespace.
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("unshare: %w", err)
@@ -197,7 +199,7 @@ func (n *Netns) unmount() error {
 	return errors.Join(errs...)
 }
 
-// Do runs fn on an OS thread that is in the namespace, with Locked: only
+// Do runs fn on an OS thread that is in the namespace, with cpupin.Locked: only
 // fn's own goroutine is in the namespace, goroutines fn starts run
 // elsewhere, and the thread is discarded afterwards. Sockets, netlink
 // handles and BPF links fn creates stay bound to the namespace after Do
@@ -206,7 +208,7 @@ func (n *Netns) Do(fn func() error) error {
 	if n.f == nil {
 		return fmt.Errorf("netns %s: already closed", n.name)
 	}
-	return Locked(func() error {
+	return cpupin.Locked(func() error {
 		if err := unix.Setns(int(n.f.Fd()), unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("setns %s: %w", n.name, err)
 		}
@@ -218,7 +220,7 @@ func (n *Netns) Do(fn func() error) error {
 // namespace when path is "".
 func DoAt(path string, fn func() error) error {
 	if path == "" {
-		return Locked(fn)
+		return cpupin.Locked(fn)
 	}
 	n, err := Open(path)
 	if err != nil {

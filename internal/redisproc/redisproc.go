@@ -1,7 +1,7 @@
 // Package redisproc runs redis-server child processes inside network
 // namespaces, for the fleet tests (through internal/testutil, which adds
-// testing.TB cleanup) and for the benchmark program. It does not import
-// package testing: every failure is an error.
+// testing.TB cleanup) and for the benchmark program; production does not
+// use it. It does not import package testing: every failure is an error.
 package redisproc
 
 import (

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/xdplimit/xdplimit/internal/command"
 )
 
 // RedisClusterConfig describes a Redis Cluster of masters without
@@ -69,7 +71,7 @@ func StartRedisCluster(tb testing.TB, ns *Netns, cfg RedisClusterConfig) *RedisC
 	var out []byte
 	err := ns.Do(func() error {
 		var err error
-		out, err = RunTimeout(cfg.Timeout, "redis-cli", args...)
+		out, err = command.Run(cfg.Timeout, "redis-cli", args...)
 		return err
 	})
 	if err != nil {

@@ -1,5 +1,6 @@
 // Package watch tells a long-running process when a configuration file, or
-// a file it names, has changed content.
+// a file it names, has changed content. Production uses it: attach reloads
+// its policy when the policy or a list file changes.
 //
 // Editors and deployment tools rarely write a file in place: they write a
 // temporary file and rename it over the original (most editors, vim with its

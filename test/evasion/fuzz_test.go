@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -54,7 +55,7 @@ var (
 func fuzzLimiter(t *testing.T) *maps.Limiter {
 	fuzzOnce.Do(func() {
 		// Not t.Cleanup: the limiter outlives this test's first caller.
-		fuzzLim = loadPolicyNoCleanup(t, maps.Options{Clock: maps.ClockMap, Record: true}, "rules: []\n")
+		fuzzLim = xdpltest.LoadShared(t, maps.Options{Clock: maps.ClockMap, Record: true}, "rules: []\n")
 	})
 	return fuzzLim
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -71,7 +72,7 @@ func noEvasion(t *testing.T, policy string, maxTags, total int) {
 	t.Logf("seed %d (XDPL_EVASION_SEED=%d to replay)", s, s)
 
 	v := testutil.NewVethPair(t, testutil.VethConfig{})
-	l := loadPolicy(t, maps.Options{Clock: maps.ClockKtime}, policy)
+	l := xdpltest.Load(t, maps.Options{Clock: maps.ClockKtime}, policy)
 	if err := v.PeerNS.Do(func() error { return routesBack(v) }); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 package fleet
 
-// Accuracy of fleet limits end to end (issue 16): real attach processes on
+// Accuracy of fleet limits end to end: real attach processes on
 // the lab's hosts, real veth floods, a real redis-server (or a 3-shard
 // Redis Cluster). One source floods the fleet at ten times the fleet limit.
 
@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/fleetlab"
 	"github.com/xdplimit/xdplimit/internal/testutil"
-	"github.com/xdplimit/xdplimit/internal/testutil/fleetlab"
 )
 
 // The fleet limit and the flood, ten times it: 10k frames/s in all, which
@@ -167,10 +167,11 @@ type tbCase struct {
 	sources uint32
 }
 
-// The issue's checks: one source flooding all three hosts evenly, and the
-// same source on one host only, which must get the whole fleet limit (no
-// static 1/N split); the same two with a global key, flooded from 16
-// addresses so that a per-source limit would let 16 times through.
+// The checks fleet limits exist to pass: one source flooding all three
+// hosts evenly, and the same source on one host only, which must get the
+// whole fleet limit (no static 1/N split); the same two with a global key,
+// flooded from 16 addresses so that a per-source limit would let 16 times
+// through.
 var tbCases = []tbCase{
 	{"per-source/three hosts", "", allHosts, 1},
 	{"per-source/one host", "", oneHost, 1},
@@ -193,7 +194,7 @@ func runTB(t *testing.T, l *fleetlab.Lab, fleetSection string, c tbCase) {
 // One redis-server, sync 100ms.
 func TestFleetTokenBucket(t *testing.T) {
 	testutil.RequireRedis(t)
-	l := fleetlab.New(t, 3)
+	l := fleetlab.NewLab(t, 3)
 	l.StartRedis(t, "")
 	for _, c := range tbCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -201,7 +202,8 @@ func TestFleetTokenBucket(t *testing.T) {
 		})
 	}
 	// The control: the same limit at host scope lets each host admit it
-	// in full, about three times the limit in all (the issue's "today").
+	// in full, about three times the limit in all (what host-scope limits
+	// give a fleet).
 	// It shows that the checks above measure the fleet's sharing.
 	t.Run("host scope control", func(t *testing.T) {
 		startFleet(t, l, tbPolicy(fleetYAML("100ms", false, redisURL(l)), "host", ""), fleetOptions{})
@@ -215,7 +217,7 @@ func TestFleetTokenBucket(t *testing.T) {
 // The first check again with the fleet's keys on a 3-shard Redis Cluster.
 func TestFleetTokenBucketCluster(t *testing.T) {
 	testutil.RequireRedis(t)
-	l := fleetlab.New(t, 3)
+	l := fleetlab.NewLab(t, 3)
 	c := l.StartCluster(t, testutil.RedisClusterConfig{Shards: 3})
 	runTB(t, l, fleetYAML("100ms", true, clusterURLs(c)...), tbCases[0])
 }

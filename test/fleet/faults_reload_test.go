@@ -1,6 +1,6 @@
 package fleet
 
-// Reloads under a fleet policy (issue 16, "Faults"): a reload that changes
+// Reloads under a fleet policy: a reload that changes
 // the fleet: section or a level's scope keeps every level's state.
 
 import (
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/fleetlab"
 	"github.com/xdplimit/xdplimit/internal/testutil"
-	"github.com/xdplimit/xdplimit/internal/testutil/fleetlab"
 )
 
 // 5. Reloads that change fleet: (sync, namespace) or a level's scope keep
@@ -21,7 +21,7 @@ import (
 // fresh burst.
 func TestFleetFaultReloadKeepsState(t *testing.T) {
 	testutil.RequireRedis(t)
-	l := fleetlab.New(t, 1)
+	l := fleetlab.NewLab(t, 1)
 	l.StartRedis(t, "")
 	// A slow refill and a burst far above it: a reset bucket admits a
 	// burst of 100 at once, a kept one only what 10/s refilled.

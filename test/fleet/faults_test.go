@@ -1,6 +1,6 @@
 package fleet
 
-// Faults of the fleet sync end to end (issue 16, "Faults"): real attach
+// Faults of the fleet sync end to end: real attach
 // processes on the lab's hosts, real floods, a real redis-server that the
 // tests kill, restart, slow down and cut off. None of these faults may stop
 // enforcement, and none may grow the processes without bound. The fleet
@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/fleetlab"
 	"github.com/xdplimit/xdplimit/internal/testutil"
-	"github.com/xdplimit/xdplimit/internal/testutil/fleetlab"
 )
 
 const faultSync = 100 * time.Millisecond
@@ -48,7 +48,7 @@ func maxAttempts(d time.Duration) int {
 // often; once Redis is started, it says so and the fleet limit holds.
 func TestFleetFaultRedisAbsentAtAttach(t *testing.T) {
 	testutil.RequireRedis(t)
-	l := fleetlab.New(t, 3)
+	l := fleetlab.NewLab(t, 3)
 	hosts := allHosts(l)
 	begin := time.Now()
 	// Nothing listens at the Redis address yet: connection refused.
@@ -106,7 +106,7 @@ func TestFleetFaultRedisAbsentAtAttach(t *testing.T) {
 // follow the outage, and the processes do not grow.
 func TestFleetFaultRedisKilledMidFlood(t *testing.T) {
 	testutil.RequireRedis(t)
-	l := fleetlab.New(t, 3)
+	l := fleetlab.NewLab(t, 3)
 	hosts := allHosts(l)
 	srv := l.StartRedis(t, "")
 	f := startFleet(t, l, tbPolicy(fleetYAML(faultSync.String(), false, redisURL(l)), "fleet", ""), fleetOptions{WaitUp: true})
@@ -244,7 +244,7 @@ func samples(t *testing.T, l *fleetlab.Lab) []sample {
 // limit between them; after Heal the fleet limit holds for all three.
 func TestFleetFaultSlowAndPartitioned(t *testing.T) {
 	testutil.RequireRedis(t)
-	l := fleetlab.New(t, 3)
+	l := fleetlab.NewLab(t, 3)
 	hosts := allHosts(l)
 	srv := l.StartRedis(t, "")
 	proxy := testutil.StartDelayProxy(t, l.RedisNS, net.JoinHostPort(fleetlab.RedisIP.String(), "6380"), srv.Addr(), 0)
@@ -324,7 +324,7 @@ const shareTolerance = 0.05
 // by the live hosts Redis reported before the outage.
 func TestFleetFaultFallbackShare(t *testing.T) {
 	testutil.RequireRedis(t)
-	l := fleetlab.New(t, 3)
+	l := fleetlab.NewLab(t, 3)
 	hosts := allHosts(l)
 	srv := l.StartRedis(t, "")
 	fy := fleetYAML(faultSync.String(), false, redisURL(l)) + "  fallback: share\n"

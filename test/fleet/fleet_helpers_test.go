@@ -27,8 +27,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/internal/fleetlab"
 	"github.com/xdplimit/xdplimit/internal/testutil"
-	"github.com/xdplimit/xdplimit/internal/testutil/fleetlab"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"

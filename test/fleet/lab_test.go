@@ -1,5 +1,5 @@
-// Package fleet holds the end-to-end tests of fleet-wide limits (issue 16),
-// run in the lab of internal/testutil/fleetlab. TestLab proves the lab
+// Package fleet holds the end-to-end tests of fleet-wide limits, run in
+// internal/fleetlab's Lab. TestLab proves the lab
 // itself: every host reaches Redis (single and cluster) through its own
 // link, faults can be injected per host or per server, floods reach the
 // host they are aimed at, and nothing outlives the test.
@@ -18,8 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/xdplimit/xdplimit/internal/fleetlab"
 	"github.com/xdplimit/xdplimit/internal/testutil"
-	"github.com/xdplimit/xdplimit/internal/testutil/fleetlab"
 )
 
 func TestLab(t *testing.T) {
@@ -27,7 +27,7 @@ func TestLab(t *testing.T) {
 	testutil.RequireRedis(t)
 	var namespaces []string
 	newLab := func(t *testing.T) *fleetlab.Lab {
-		l := fleetlab.New(t, 3)
+		l := fleetlab.NewLab(t, 3)
 		for _, ns := range l.Namespaces() {
 			namespaces = append(namespaces, ns.Name())
 		}

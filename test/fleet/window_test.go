@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/fleetlab"
 	"github.com/xdplimit/xdplimit/internal/testutil"
-	"github.com/xdplimit/xdplimit/internal/testutil/fleetlab"
 )
 
 // Fixed windows at fleet scope: the windows of every host are aligned to
@@ -46,7 +46,7 @@ func fwPolicy(fleet string) string {
 // the window's first two syncs only.
 func TestFleetFixedWindow(t *testing.T) {
 	testutil.RequireRedis(t)
-	l := fleetlab.New(t, fwHosts)
+	l := fleetlab.NewLab(t, fwHosts)
 	l.StartRedis(t, "")
 	t.Run("three hosts", func(t *testing.T) { runFW(t, l, allHosts(l)) })
 	t.Run("one host", func(t *testing.T) { runFW(t, l, []int{1}) })

@@ -1,15 +1,3 @@
-// Package fleetlab builds the test lab of fleet-wide limits (issue 16) on
-// one machine: several "hosts", each a network namespace with a traffic
-// interface fed by the live-frames generator and a link to a Redis
-// namespace that every host reaches at the same address.
-//
-//	generator ns                 host i ns                 Redis ns
-//	g<i> 10.80.i.1 ── veth ── Eth0 10.80.i.2
-//	                             Eth1 10.79.0.(10+i) ── veth ── p<i> ─ br0 10.79.0.1
-//
-// Eth0 and Eth1 are named xf<lab id>e<i> and xf<lab id>r<i> (see Host).
-// It lives apart from testutil because it floods with pktgen, whose own
-// tests import testutil.
 package fleetlab
 
 import (
@@ -65,6 +53,15 @@ type Host struct {
 
 // Lab is a fleet of hosts, a generator and a Redis namespace, all created
 // by one test and deleted in its cleanup, which runs even when it fails.
+// Each host is a network namespace with a traffic interface fed by the
+// live-frames generator and a link to the Redis namespace, which every host
+// reaches at the same address:
+//
+//	generator ns                 host i ns                 Redis ns
+//	g<i> 10.80.i.1 ── veth ── Eth0 10.80.i.2
+//	                             Eth1 10.79.0.(10+i) ── veth ── p<i> ─ br0 10.79.0.1
+//
+// Eth0 and Eth1 are named xf<lab id>e<i> and xf<lab id>r<i> (see Host).
 type Lab struct {
 	// ID is random per lab and part of every interface name.
 	ID        string
@@ -76,9 +73,9 @@ type Lab struct {
 	gen   *pktgen.Generator
 }
 
-// New builds a lab of n hosts (1 to 200). It requires root and XDP
+// NewLab builds a lab of n hosts (1 to 200). It requires root and XDP
 // live-frames test runs, which the flood uses.
-func New(tb testing.TB, n int) *Lab {
+func NewLab(tb testing.TB, n int) *Lab {
 	tb.Helper()
 	testutil.RequireRoot(tb)
 	testutil.RequireLiveFrames(tb)

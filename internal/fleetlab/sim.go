@@ -1,10 +1,4 @@
-// Package fleetsim simulates a fleet of hosts on one machine, for the fleet
-// tests and for `make bench`: each host is the real XDP program, loaded
-// with an injected clock (maps.ClockMap) and run with BPF_PROG_TEST_RUN, and
-// its real sync engine talking to a real Redis. One clock drives them all,
-// so a simulated 10 s flood is deterministic and takes far less than 10 s,
-// whatever else the machine runs.
-package fleetsim
+package fleetlab
 
 import (
 	"context"
@@ -21,8 +15,8 @@ import (
 	"github.com/xdplimit/xdplimit/policy"
 )
 
-// Config describes a simulated fleet.
-type Config struct {
+// SimConfig describes a simulated fleet.
+type SimConfig struct {
 	// Hosts is the number of hosts.
 	Hosts int
 	// Policy is the YAML every host runs; it needs a fleet: section.
@@ -35,38 +29,34 @@ type Config struct {
 	MaxSources uint32
 }
 
-// WallBase is the injected wall clock (and Redis clock) at simulated time
+// SimWallBase is the injected wall clock (and Redis clock) at simulated time
 // zero, in ns since 1970.
-const WallBase = int64(1_800_000_000) * 1e9
+const SimWallBase = int64(1_800_000_000) * 1e9
 
-// Fleet is the simulated hosts and their shared clock.
-type Fleet struct {
-	Hosts  []*Host
+// Sim is a simulated fleet: its hosts and their shared clock.
+type Sim struct {
+	Hosts  []*SimHost
 	Policy *policy.Policy
 	now    uint64 // the datapath clock of every host, ns
 }
 
-// Host is one simulated member: its program and maps, and its engine.
-type Host struct {
+// SimHost is one simulated member: its program and maps, and its engine.
+type SimHost struct {
 	L     *maps.Limiter
 	E     *fleet.Engine
-	f     *Fleet
+	f     *Sim
 	clock uint64 // the clock last written into this host's clock map
 }
 
-// New loads cfg.Hosts limiters with the policy and an engine for each.
+// NewSim loads cfg.Hosts limiters with the policy and an engine for each.
 // The engines connect to Redis at their first sync.
-func New(cfg Config) (*Fleet, error) {
-	p, err := policy.Parse("fleet.yaml", []byte(cfg.Policy))
+func NewSim(cfg SimConfig) (*Sim, error) {
+	img, p, err := compiler.CompileYAML("fleet.yaml", []byte(cfg.Policy))
 	if err != nil {
 		return nil, err
 	}
 	if p.Fleet == nil {
-		return nil, errors.New("fleetsim: the policy has no fleet: section")
-	}
-	img, err := compiler.Compile(p)
-	if err != nil {
-		return nil, err
+		return nil, errors.New("fleetlab: the policy has no fleet: section")
 	}
 	if cfg.MaxSources == 0 {
 		cfg.MaxSources = 1 << 12
@@ -74,7 +64,7 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	f := &Fleet{Policy: p, now: 1e9}
+	f := &Sim{Policy: p, now: 1e9}
 	for i := range cfg.Hosts {
 		h, err := f.newHost(cfg, img, i)
 		if err != nil {
@@ -86,7 +76,7 @@ func New(cfg Config) (*Fleet, error) {
 	return f, nil
 }
 
-func (f *Fleet) newHost(cfg Config, img *maps.Image, i int) (*Host, error) {
+func (f *Sim) newHost(cfg SimConfig, img *maps.Image, i int) (*SimHost, error) {
 	l, err := maps.Load(maps.Options{Clock: maps.ClockMap, MaxSources: cfg.MaxSources})
 	if err != nil {
 		return nil, err
@@ -98,19 +88,19 @@ func (f *Fleet) newHost(cfg Config, img *maps.Image, i int) (*Host, error) {
 	e, err := fleet.New(fleet.Options{
 		Fleet: f.Policy.Fleet, Interface: fmt.Sprintf("h%d", i), Logf: cfg.Logf,
 		Now:     f.Now,
-		Wall:    func() int64 { return WallBase + int64(f.now) },
-		RedisUs: func() float64 { return float64(WallBase+int64(f.now)) / 1e3 },
+		Wall:    func() int64 { return SimWallBase + int64(f.now) },
+		RedisUs: func() float64 { return float64(SimWallBase+int64(f.now)) / 1e3 },
 		Dialer:  cfg.Dial,
 	}, l)
 	if err != nil {
 		l.Close()
 		return nil, err
 	}
-	return &Host{L: l, E: e, f: f}, nil
+	return &SimHost{L: l, E: e, f: f}, nil
 }
 
 // Close closes every engine and limiter.
-func (f *Fleet) Close() error {
+func (f *Sim) Close() error {
 	var errs []error
 	for _, h := range f.Hosts {
 		errs = append(errs, h.E.Close(), h.L.Close())
@@ -120,14 +110,14 @@ func (f *Fleet) Close() error {
 }
 
 // Now is the simulated datapath clock, ns.
-func (f *Fleet) Now() uint64 { return f.now }
+func (f *Sim) Now() uint64 { return f.now }
 
 // Advance moves the shared clock forward by d.
-func (f *Fleet) Advance(d time.Duration) { f.now += uint64(d) }
+func (f *Sim) Advance(d time.Duration) { f.now += uint64(d) }
 
 // Send runs one packet through the host's program at the shared clock and
 // reports whether it was admitted (XDP_PASS).
-func (h *Host) Send(pkt []byte) (bool, error) {
+func (h *SimHost) Send(pkt []byte) (bool, error) {
 	if h.clock != h.f.now {
 		if err := h.L.SetClock(h.f.now); err != nil {
 			return false, err
@@ -142,7 +132,7 @@ func (h *Host) Send(pkt []byte) (bool, error) {
 }
 
 // SyncAll runs one sync on every host, in order, at the shared clock.
-func (f *Fleet) SyncAll(ctx context.Context) error {
+func (f *Sim) SyncAll(ctx context.Context) error {
 	for i, h := range f.Hosts {
 		if r := h.E.Sync(ctx); r.Err != nil {
 			return fmt.Errorf("host %d: sync: %w", i, r.Err)
@@ -151,8 +141,8 @@ func (f *Fleet) SyncAll(ctx context.Context) error {
 	return nil
 }
 
-// Flood is one source's traffic over a simulated span.
-type Flood struct {
+// SimFlood is one source's traffic over a simulated span.
+type SimFlood struct {
 	// Senders are the hosts the source's packets reach, evenly: the
 	// packets of each millisecond go to them in turn.
 	Senders []int
@@ -168,9 +158,9 @@ type Flood struct {
 // Run advances the clock over fl.Duration in 1 ms steps, sending each
 // step's packets at its start and syncing every fl.Sync. It returns the
 // packets each host admitted.
-func (f *Fleet) Run(ctx context.Context, fl Flood) ([]int, error) {
+func (f *Sim) Run(ctx context.Context, fl SimFlood) ([]int, error) {
 	if len(fl.Senders) == 0 || fl.Sync < time.Millisecond {
-		return nil, errors.New("fleetsim: a flood needs senders and a sync of at least 1 ms")
+		return nil, errors.New("fleetlab: a flood needs senders and a sync of at least 1 ms")
 	}
 	admitted := make([]int, len(f.Hosts))
 	syncEvery := int64(fl.Sync / time.Millisecond)

@@ -1,4 +1,4 @@
-package netns_test
+package cpupin_test
 
 import (
 	"runtime"
@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 )
 
 func affinity(t *testing.T) unix.CPUSet {
@@ -23,7 +23,7 @@ func affinity(t *testing.T) unix.CPUSet {
 func lockedFirstCPU(t *testing.T) (unix.CPUSet, int) {
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread)
-	cpu, err := netns.FirstCPU()
+	cpu, err := cpupin.FirstCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func lockedFirstCPU(t *testing.T) (unix.CPUSet, int) {
 func TestOnCPU(t *testing.T) {
 	before, cpu := lockedFirstCPU(t)
 	var inside unix.CPUSet
-	if err := netns.OnCPU(cpu, func() error { return unix.SchedGetaffinity(0, &inside) }); err != nil {
+	if err := cpupin.OnCPU(cpu, func() error { return unix.SchedGetaffinity(0, &inside) }); err != nil {
 		t.Fatal(err)
 	}
 	if inside.Count() != 1 || !inside.IsSet(cpu) {
@@ -49,7 +49,7 @@ func TestOnCPU(t *testing.T) {
 // TestPinUnpin pins the test's own thread and restores it.
 func TestPinUnpin(t *testing.T) {
 	before, cpu := lockedFirstCPU(t)
-	unpin, err := netns.Pin(cpu)
+	unpin, err := cpupin.Pin(cpu)
 	if err != nil {
 		t.Fatal(err)
 	}

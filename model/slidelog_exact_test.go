@@ -1,17 +1,17 @@
-package slidelog
+package model
 
 import (
 	"math/rand/v2"
 	"testing"
 )
 
-// TestAgainstBruteForce compares Log with a scan of every admitted time.
-func TestAgainstBruteForce(t *testing.T) {
+// TestExactLogAgainstBruteForce compares ExactLog with a scan of every admitted time.
+func TestExactLogAgainstBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for trial := 0; trial < 50; trial++ {
 		window := 1 + r.Uint64N(1000)
 		limit := 1 + r.IntN(20)
-		l := New(window, limit)
+		l := NewExactLog(window, limit)
 		var admitted []uint64
 		now := uint64(0)
 		for i := 0; i < 2000; i++ {
@@ -33,8 +33,8 @@ func TestAgainstBruteForce(t *testing.T) {
 	}
 }
 
-func TestExactBoundary(t *testing.T) {
-	l := New(100, 2)
+func TestExactLogBoundary(t *testing.T) {
+	l := NewExactLog(100, 2)
 	for _, c := range []struct {
 		at   uint64
 		want bool
@@ -45,10 +45,10 @@ func TestExactBoundary(t *testing.T) {
 	}
 }
 
-// TestCountOverLimit: a log fed by another decider may hold more than the
+// TestExactLogCountOverLimit: a log fed by another decider may hold more than the
 // limit; Count stays exact.
-func TestCountOverLimit(t *testing.T) {
-	l := New(100, 2)
+func TestExactLogCountOverLimit(t *testing.T) {
+	l := NewExactLog(100, 2)
 	for i := uint64(0); i < 10; i++ {
 		l.Add(i * 10)
 	}

@@ -1,4 +1,16 @@
-package netns
+// Package cpupin runs code on an OS thread of its own, pinned to a CPU or
+// not: BPF_PROG_TEST_RUN ignores RunOptions.CPU for XDP, and the datapath's
+// per-CPU state (the admission sketch, the flow and refused caches) makes a
+// run's verdicts depend on the CPU it lands on. Production uses it (replay
+// pins `policy test --pcap` to one CPU so a replay is reproducible; the
+// traffic generator pins its workers), and so do the benchmark program and
+// the tests. internal/netns enters namespaces on Locked threads too.
+//
+// Affinity belongs to OS threads, not goroutines: every function here that
+// changes it runs on a thread that is never handed back to the Go scheduler
+// unrestored, so no other goroutine inherits the change. It imports no other
+// xdplimit package and not package testing.
+package cpupin
 
 import (
 	"errors"
