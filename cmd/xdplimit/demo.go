@@ -25,7 +25,6 @@ import (
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
 	"github.com/xdplimit/xdplimit/pktgen"
-	"github.com/xdplimit/xdplimit/policy"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -94,11 +93,7 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 	if err != nil {
 		return err
 	}
-	pol, err := policy.Parse("examples/"+examples.Demo, data)
-	if err != nil {
-		return err
-	}
-	img, err := compiler.Compile(pol)
+	img, pol, err := compiler.CompileYAML("examples/"+examples.Demo, data)
 	if err != nil {
 		return err
 	}
