@@ -69,6 +69,7 @@ type Server struct {
 	dir     string
 	port    int
 	timeout time.Duration
+	started bool // once: the port is fixed from then on
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -195,14 +196,18 @@ func (s *Server) PID() int {
 }
 
 // Start starts the server and waits until /health answers. When the
-// server exits before that (its port was taken meanwhile), it retries on
-// another free port, at most three times.
+// first start's server exits before that (its port was taken meanwhile),
+// it retries on another free port, at most three times. A restart keeps
+// the port: clients hold the URL.
 func (s *Server) Start() error {
 	var err error
 	for range 3 {
 		var exited bool
 		exited, err = s.startOnce()
-		if err == nil || !exited {
+		if err == nil {
+			s.started = true
+		}
+		if err == nil || !exited || s.started {
 			return err
 		}
 		if perr := s.pickPort(); perr != nil {
