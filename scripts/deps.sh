@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the build, the tests and the benchmarks need, from Debian's packages.
 # Idempotent: `apt-get update` runs once per machine (a stamp file records it), then one
-# `apt-get install` that is a no-op when all packages are present.
+# `apt-get install` that is a no-op when all packages are present. Packages that must not be
+# installed (see fetch_crowdsec) are unpacked into a cache directory instead.
 set -euo pipefail
 
 PKGS=(
@@ -15,6 +16,7 @@ PKGS=(
   prometheus
   gnuplot-nox
   redis-server redis-tools
+  libsqlite3-0
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -23,16 +25,54 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 stamp=/var/lib/apt/.xdplimit-updated
+apt_update_once() {
+  if [ ! -e "$stamp" ]; then
+    apt-get update
+    touch "$stamp"
+  fi
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#PKGS[@]} packages present"
-  exit 0
+else
+  apt_update_once
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 fi
-if [ ! -e "$stamp" ]; then
-  apt-get update
-  touch "$stamp"
-fi
-DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+
+# crowdsec: the crowdsec package tests run a real Local API from Debian's binaries
+# (internal/crowdsecproc). Installing the package is not an option: its postinst registers
+# with the online API, fails offline and leaves dpkg half-configured, which breaks every later
+# apt-get install. So it is downloaded and unpacked with dpkg-deb -x into a fixed directory;
+# its binaries need only libc and libsqlite3 (in PKGS). The stamp holds the unpacked version:
+# a later run with the stamp and both binaries present does nothing.
+CROWDSEC_DIR=${XDPLIMIT_CROWDSEC_DIR:-/var/cache/xdplimit-deps/crowdsec}
+fetch_crowdsec() {
+  local cs_stamp=$CROWDSEC_DIR/.xdplimit-stamp
+  if [ -s "$cs_stamp" ] && [ -x "$CROWDSEC_DIR/usr/bin/crowdsec" ] && [ -x "$CROWDSEC_DIR/usr/bin/cscli" ]; then
+    echo "deps: crowdsec $(cat "$cs_stamp") unpacked in $CROWDSEC_DIR"
+    return
+  fi
+  apt_update_once
+  tmp=$(mktemp -d "$(dirname "$CROWDSEC_DIR")/.crowdsec.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  # Downloading as root into a directory _apt cannot write makes apt warn; it is harmless,
+  # and running the download as root avoids it.
+  (cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download crowdsec)
+  local deb
+  deb=$(ls "$tmp"/crowdsec_*.deb)
+  mkdir "$tmp/root"
+  dpkg-deb -x "$deb" "$tmp/root"
+  dpkg-deb -f "$deb" Version >"$tmp/root/.xdplimit-stamp"
+  # Replace the directory whole (rename), so an interrupted run never leaves a half-unpacked
+  # tree behind a stamp.
+  rm -rf "$CROWDSEC_DIR"
+  mv "$tmp/root" "$CROWDSEC_DIR"
+  rm -rf "$tmp"
+  echo "deps: crowdsec $(cat "$cs_stamp") unpacked in $CROWDSEC_DIR"
+}
+mkdir -p "$(dirname "$CROWDSEC_DIR")"
+fetch_crowdsec

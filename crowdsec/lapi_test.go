@@ -1,0 +1,313 @@
+package crowdsec
+
+// Tests against a real CrowdSec Local API (Debian's crowdsec 1.4.6, as
+// make deps unpacks it; internal/crowdsecproc runs it). They fail in CI
+// and skip elsewhere when the binaries are missing.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/internal/crowdsecproc"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+)
+
+var (
+	bg       = context.Background()
+	bouncers atomic.Int64
+)
+
+func lapiBouncer(t *testing.T, s *crowdsecproc.Server, tgt *fakeTarget, mod func(*Config)) (*Bouncer, *logBuffer) {
+	t.Helper()
+	key, err := s.AddBouncer(bg, fmt.Sprintf("xdplimit-%d", bouncers.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newTestBouncer(t, s.URL(), tgt, func(c *Config) {
+		c.APIKey = key
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+func add(t *testing.T, s *crowdsecproc.Server, ds ...crowdsecproc.Decision) {
+	t.Helper()
+	for _, d := range ds {
+		if d.Duration == 0 {
+			d.Duration = time.Hour
+		}
+		if err := s.Add(bg, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func ip(v string) crowdsecproc.Decision   { return crowdsecproc.Decision{Value: v} }
+func cidr(v string) crowdsecproc.Decision { return crowdsecproc.Decision{Value: v, Range: true} }
+
+func expectHeld(t *testing.T, tgt *fakeTarget, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	if got := tgt.held(); !slices.Equal(got, want) {
+		t.Fatalf("held %v, want %v", got, want)
+	}
+}
+
+func TestLAPIStartupStream(t *testing.T) {
+	s := testutil.StartLAPI(t)
+	add(t, s, crowdsecproc.Decision{Value: "198.51.100.7", Duration: 2 * time.Minute, Reason: "why"},
+		ip("2001:db8::1"), cidr("203.0.113.0/24"),
+		crowdsecproc.Decision{Value: "192.0.2.1", Type: "captcha"})
+	tgt := newFakeTarget(t)
+	b, _ := lapiBouncer(t, s, tgt, nil)
+	res := mustPoll(t, b)
+	if !res.Startup || res.Applied != 3 {
+		t.Fatalf("%+v", res)
+	}
+	expectHeld(t, tgt, "198.51.100.7/32", "2001:db8::1/128", "203.0.113.0/24")
+	ban, _ := tgt.ban("198.51.100.7/32")
+	if ban.origin != "crowdsec/cscli/why" || ban.d > 2*time.Minute || ban.d < time.Minute {
+		t.Errorf("ban %+v", ban)
+	}
+	// The LAPI filters by type itself when one is configured: the captcha
+	// never came.
+	if res.New != 3 || res.Skipped[SkipType] != 0 {
+		t.Errorf("%+v", res)
+	}
+	// Nothing new: an empty delta.
+	if res := mustPoll(t, b); res.Startup || res.New+res.Deleted != 0 {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestLAPIDeltas(t *testing.T) {
+	s := testutil.StartLAPI(t)
+	tgt := newFakeTarget(t)
+	b, _ := lapiBouncer(t, s, tgt, nil)
+	mustPoll(t, b)
+	add(t, s, ip("198.51.100.7"), cidr("203.0.113.0/24"))
+	if res := mustPoll(t, b); res.Startup || res.Applied != 2 {
+		t.Fatalf("%+v", res)
+	}
+	expectHeld(t, tgt, "198.51.100.7/32", "203.0.113.0/24")
+
+	// The operator bans the range by hand meanwhile: the LAPI's deletion
+	// of its decision must leave that ban alone.
+	tgt.set("203.0.113.0/24", fakeBan{time.Hour, "manual", "by hand"})
+	if err := s.DeleteIP(bg, "198.51.100.7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(bg, "203.0.113.0/24"); err != nil {
+		t.Fatal(err)
+	}
+	res := mustPoll(t, b)
+	if res.Deleted != 2 || res.Unbanned != 1 || res.NotHeld != 1 {
+		t.Fatalf("%+v", res)
+	}
+	expectHeld(t, tgt, "203.0.113.0/24")
+	// The LAPI reports deletions again in the next poll (it looks back
+	// 2 s): nothing left to end, nothing breaks.
+	res = mustPoll(t, b)
+	if res.Unbanned != 0 {
+		t.Fatalf("%+v", res)
+	}
+	t.Logf("deleted list of the poll after: %d", res.Deleted)
+	expectHeld(t, tgt, "203.0.113.0/24")
+}
+
+func TestLAPIRanges(t *testing.T) {
+	s := testutil.StartLAPI(t)
+	add(t, s, cidr("0.0.0.0/0"), cidr("::/0"), cidr("::ffff:0.0.0.0/96"), cidr("10.0.0.0/7"),
+		cidr("2001:db8::/31"), cidr("::ffff:10.0.0.0/104"), cidr("192.0.2.77/24"), cidr("2001:db8::/32"),
+		ip("::ffff:198.51.100.10"))
+	tgt := newFakeTarget(t)
+	b, logs := lapiBouncer(t, s, tgt, nil)
+	res := mustPoll(t, b)
+	if res.Skipped[SkipTooWide] != 5 || res.Applied != 4 {
+		t.Fatalf("%+v\n%s", res, logs)
+	}
+	expectHeld(t, tgt, "10.0.0.0/8", "192.0.2.0/24", "2001:db8::/32", "198.51.100.10/32")
+
+	// Wider minimums, set by the operator.
+	tgt2 := newFakeTarget(t)
+	b2, _ := lapiBouncer(t, s, tgt2, func(c *Config) { c.MinPrefix4, c.MinPrefix6 = 24, 48 })
+	mustPoll(t, b2)
+	expectHeld(t, tgt2, "192.0.2.0/24", "198.51.100.10/32")
+}
+
+func TestLAPIFilters(t *testing.T) {
+	s := testutil.StartLAPI(t)
+	add(t, s, crowdsecproc.Decision{Value: "192.0.2.1", Reason: "crowdsecurity/ssh-bf"},
+		crowdsecproc.Decision{Value: "192.0.2.2", Reason: "crowdsecurity/ssh-test"},
+		crowdsecproc.Decision{Value: "192.0.2.3", Reason: "crowdsecurity/http-probing"},
+		crowdsecproc.Decision{Value: "192.0.2.4", Reason: "crowdsecurity/ssh-bf", Type: "captcha"},
+		crowdsecproc.Decision{Value: "192.0.2.0/24", Range: true, Reason: "crowdsecurity/ssh-bf"})
+	if err := s.Import(bg, "Ip", []crowdsecproc.Decision{{Value: "192.0.2.5", Duration: time.Hour, Reason: "crowdsecurity/ssh-bf"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		mod  func(*Config)
+		want []string
+	}{
+		{"all", nil, []string{"192.0.2.0/24", "192.0.2.1/32", "192.0.2.2/32", "192.0.2.3/32", "192.0.2.5/32"}},
+		{"origins", func(c *Config) { c.Origins = []string{"cscli-import"} }, []string{"192.0.2.5/32"}},
+		{"containing", func(c *Config) { c.ScenariosContaining = []string{"SSH"} },
+			[]string{"192.0.2.0/24", "192.0.2.1/32", "192.0.2.2/32", "192.0.2.5/32"}},
+		{"not containing", func(c *Config) {
+			c.ScenariosContaining = []string{"ssh"}
+			c.ScenariosNotContaining = []string{"test", "http"}
+		}, []string{"192.0.2.0/24", "192.0.2.1/32", "192.0.2.5/32"}},
+		{"types", func(c *Config) { c.Types = []string{"ban", "captcha"}; c.Origins = []string{"cscli"} },
+			[]string{"192.0.2.0/24", "192.0.2.1/32", "192.0.2.2/32", "192.0.2.3/32", "192.0.2.4/32"}},
+		{"scopes", func(c *Config) { c.Scopes = []string{"Range"} }, []string{"192.0.2.0/24"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tgt := newFakeTarget(t)
+			b, _ := lapiBouncer(t, s, tgt, c.mod)
+			res := mustPoll(t, b)
+			expectHeld(t, tgt, c.want...)
+			// The LAPI filtered: nothing reached the client-side filters.
+			if res.Skipped[SkipFiltered]+res.Skipped[SkipType] != 0 {
+				t.Errorf("%+v", res)
+			}
+		})
+	}
+}
+
+func TestLAPIBadKey(t *testing.T) {
+	s := testutil.StartLAPI(t)
+	add(t, s, ip("192.0.2.1"))
+	tgt := newFakeTarget(t)
+	b, _ := newTestBouncer(t, s.URL(), tgt, func(c *Config) { c.APIKey = "0123456789abcdef0123456789abcdef" })
+	_, err := b.Poll(bg)
+	if k := pollKind(t, b); k != KindAuth {
+		t.Fatalf("kind %s, want auth", k)
+	}
+	t.Logf("bad key: %v", err)
+	if st := b.Stats(); st.PollErrors[KindAuth] != 2 || tgt.calls != 0 {
+		t.Fatalf("stats %+v, %d target calls", st, tgt.calls)
+	}
+
+	// A key deleted while in use: refused from then on, bans kept.
+	tgt2 := newFakeTarget(t)
+	b2, _ := lapiBouncer(t, s, tgt2, nil)
+	mustPoll(t, b2)
+	if err := s.DeleteBouncer(bg, fmt.Sprintf("xdplimit-%d", bouncers.Load())); err != nil {
+		t.Fatal(err)
+	}
+	if k := pollKind(t, b2); k != KindAuth {
+		t.Fatalf("kind %s, want auth", k)
+	}
+	expectHeld(t, tgt2, "192.0.2.1/32")
+}
+
+// The LAPI crashes and comes back: polls fail meanwhile, the first one
+// after resynchronises, bans already held stay (also those the LAPI no
+// longer lists), and what was deleted meanwhile is unbanned.
+func TestLAPIRestart(t *testing.T) {
+	s := testutil.StartLAPI(t)
+	add(t, s, ip("192.0.2.1"), ip("192.0.2.2"), cidr("203.0.113.0/24"))
+	tgt := newFakeTarget(t)
+	b, _ := lapiBouncer(t, s, tgt, nil)
+	mustPoll(t, b)
+	// A ban this origin set in an earlier life, which the LAPI forgot.
+	tgt.set("198.51.100.99/32", fakeBan{time.Hour, Origin("cscli", "gone"), "ban decision 1"})
+
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if k := pollKind(t, b); k != KindConnect {
+		t.Fatalf("kind %s, want connect", k)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteIP(bg, "192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	add(t, s, ip("192.0.2.3"))
+	res := mustPoll(t, b)
+	// After a restart, startup=true lists every live decision as new and
+	// every expired or deleted one as deleted.
+	if !res.Startup || res.New != 3 || res.Deleted != 1 || res.Unbanned != 1 {
+		t.Fatalf("%+v", res)
+	}
+	expectHeld(t, tgt, "192.0.2.2/32", "192.0.2.3/32", "203.0.113.0/24", "198.51.100.99/32")
+
+	// A restart between two polls goes unnoticed, and needs nothing: the
+	// LAPI keeps each key's last poll time in its database.
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	add(t, s, ip("192.0.2.4"))
+	if res := mustPoll(t, b); res.Startup || res.New != 1 || res.Applied != 1 {
+		t.Fatalf("%+v", res)
+	}
+
+	// Run through a crash: it backs off while the LAPI is down and
+	// resynchronises when it is back.
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error)
+	go func() { done <- b.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	resyncs := b.Stats().Resyncs
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return b.Stats().PollErrors[KindConnect] >= 4 })
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	add(t, s, ip("192.0.2.5"))
+	waitFor(t, func() bool { _, ok := tgt.ban("192.0.2.5/32"); return ok })
+	if st := b.Stats(); st.Resyncs != resyncs+1 {
+		t.Fatalf("resyncs %d, want %d", st.Resyncs, resyncs+1)
+	}
+	expectHeld(t, tgt, "192.0.2.2/32", "192.0.2.3/32", "192.0.2.4/32", "192.0.2.5/32", "203.0.113.0/24", "198.51.100.99/32")
+}
+
+// 10k decisions, imported in bulk (cscli decisions import), reach the
+// Target within 2 s of the poll's start: at startup and as one delta.
+func TestLAPI10kDecisions(t *testing.T) {
+	s := testutil.StartLAPI(t)
+	batch := func(second byte) []crowdsecproc.Decision {
+		ds := make([]crowdsecproc.Decision, 10000)
+		for i := range ds {
+			ds[i] = crowdsecproc.Decision{Value: fmt.Sprintf("10.%d.%d.%d", second, i>>8, i&255), Duration: time.Hour, Reason: "bulk"}
+		}
+		return ds
+	}
+	start := time.Now()
+	if err := s.Import(bg, "Ip", batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cscli decisions import of 10k: %v", time.Since(start).Round(time.Millisecond))
+	tgt := newFakeTarget(t)
+	b, _ := lapiBouncer(t, s, tgt, nil)
+	for i, name := range []string{"startup", "delta"} {
+		if i == 1 {
+			if err := s.Import(bg, "Ip", batch(2)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		res := mustPoll(t, b)
+		took := time.Since(start)
+		t.Logf("%s poll: %d decisions applied in %v", name, res.Applied, took.Round(time.Millisecond))
+		if res.Applied != 10000 || len(tgt.held()) != 10000*(i+1) {
+			t.Fatalf("%s: %+v, %d held", name, res, len(tgt.held()))
+		}
+		if took > 2*time.Second && !raceDetector {
+			t.Errorf("%s: 10k decisions took %v, want under 2 s", name, took)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package crowdsec
+
+const raceDetector = false

@@ -1,0 +1,69 @@
+package geoip
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// Merge returns the smallest sorted list of prefixes that covers exactly
+// the addresses of ps (one family, masked): prefixes inside another are
+// dropped, two halves of one prefix become that prefix, again and again.
+// It reuses ps's array. Linear when ps is sorted, as a database walk
+// yields it; otherwise it sorts first.
+func Merge(ps []netip.Prefix) []netip.Prefix {
+	if !slices.IsSortedFunc(ps, comparePrefix) {
+		slices.SortFunc(ps, comparePrefix)
+	}
+	out := ps[:0]
+	for _, p := range ps {
+		// Sorted by address, then length: a prefix that holds p is the
+		// last kept one, if any (kept prefixes are disjoint and ascending).
+		if n := len(out); n > 0 && out[n-1].Overlaps(p) {
+			continue
+		}
+		out = append(out, p)
+		// Join halves while the last two are siblings.
+		for n := len(out); n >= 2; n = len(out) {
+			a, b := out[n-2], out[n-1]
+			if a.Bits() != b.Bits() || a.Bits() == 0 {
+				break
+			}
+			pa, _ := a.Addr().Prefix(a.Bits() - 1)
+			pb, _ := b.Addr().Prefix(b.Bits() - 1)
+			if pa != pb {
+				break
+			}
+			out = append(out[:n-2], pa)
+		}
+	}
+	return slices.Clip(out)
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
+
+// Estimated kernel memory of one prefix in an allow/deny trie of the
+// datapath (bpf/xdplimit_maps.h: BPF_MAP_TYPE_LPM_TRIE, key struct
+// xdpl_lpm4/xdpl_lpm6 of 12/24 bytes, value __u32). A trie node is a
+// 40-byte header (rcu_head, two child pointers, prefixlen, flags), the
+// key without its prefixlen word (8/20 bytes) and the value, plus an
+// 8-byte allocator header on kernels whose trie uses bpf_mem_alloc; the
+// kernel rounds that up to its size classes (64, 96, 128, 192, ...). A
+// prefix costs its node and at most one intermediate node (no value):
+// IPv4 64+64, IPv6 96+96. A test recomputes these from gen's key structs.
+// While the datapath switches generations, both hold their entries: peak
+// memory is twice this.
+const (
+	EntryBytes4 = 128
+	EntryBytes6 = 192
+)
+
+// MemoryBytes estimates the kernel memory of the set in an allow/deny
+// trie, for policy check (EntryBytes4 and EntryBytes6 per prefix).
+func (s Set) MemoryBytes() uint64 {
+	return uint64(len(s.V4))*EntryBytes4 + uint64(len(s.V6))*EntryBytes6
+}
