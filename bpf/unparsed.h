@@ -15,30 +15,6 @@
 #include "clock.h"
 #include "limiters.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XDPL_UP_KINDS);
-	__type(key, __u32);
-	__type(value, struct xdpl_unparsed_stats);
-} xdpl_unparsed_counts SEC(".maps");
-
-/* Written by the control plane with the generation it belongs to. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_GENS);
-	__type(key, __u32);
-	__type(value, struct xdpl_unparsed_cfg);
-} xdpl_unparsed_cfgs SEC(".maps");
-
-/* The unparsed limit's state: one global bucket, reset by the control plane
- * when the limit changes. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xdpl_state);
-} xdpl_unparsed_state SEC(".maps");
-
 static __always_inline void xdpl_unparsed_count(__u32 kind, struct xdpl_pkt *p, int dropped)
 {
 	struct xdpl_unparsed_stats *st = bpf_map_lookup_elem(&xdpl_unparsed_counts, &kind);
