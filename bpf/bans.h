@@ -16,7 +16,7 @@
 #include "clock.h"
 #include "counters.h"
 #include "hash.h"
-#include "refused.h"
+#include "ban_epoch.h"
 
 /* Sets in xdpl_bans minus one; set by the loader from the map's size. */
 volatile const __u32 xdpl_ban_set_mask = (XDPL_MAX_BANS / XDPL_BAN_WAYS) - 1;

@@ -18,9 +18,11 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
-#include "limiters.h"
+#include "atomics.h"
 #include "counters.h"
 
+/* A fleet fixed window's reserve: the units held back for the other hosts
+ * when a window opens (xdpl_fixed_window in limiters.h). */
 static __always_inline __u64 xdpl_window_reserve(struct xdpl_level *l)
 {
 	__u32 id = l->state_id;
