@@ -11,6 +11,7 @@
 #ifndef XDPLIMIT_BANS_H
 #define XDPLIMIT_BANS_H
 
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
 #include "clock.h"

@@ -5,10 +5,11 @@
 #ifndef XDPLIMIT_LEVELS_H
 #define XDPLIMIT_LEVELS_H
 
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <linux/errno.h>
 #include "xdplimit_maps.h"
-#include "parsing.h"
+#include "parsing_defs.h"
 #include "clock.h"
 #include "limiters.h"
 #include "counters.h"

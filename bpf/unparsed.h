@@ -11,33 +11,9 @@
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_structs.h"
 #include "xdplimit_maps.h"
-#include "parsing_fast.h"
+#include "counters.h"
 #include "clock.h"
 #include "limiters.h"
-
-static __always_inline void xdpl_unparsed_count(__u32 kind, struct xdpl_pkt *p, int dropped)
-{
-	struct xdpl_unparsed_stats *st = bpf_map_lookup_elem(&xdpl_unparsed_counts, &kind);
-
-	if (!st)
-		return;
-	st->packets++;
-	st->bytes += p->len;
-	if (dropped) {
-		st->dropped++;
-		st->dropped_bytes += p->len;
-	}
-}
-
-/* xdpl_parse, with long IPv6 chains counted (they go on to the rules). */
-static __always_inline int xdpl_parse_counted(struct xdp_md *ctx, struct xdpl_pkt *p)
-{
-	int r = xdpl_parse(ctx, p);
-
-	if (r == XDPL_PARSE_OK && p->long_chain)
-		xdpl_unparsed_count(XDPL_UP_TOO_MANY_HEADERS, p, 0);
-	return r;
-}
 
 /* The verdict (XDPL_V_*) for a frame the parser gave up on: the policy's
  * unparsed action, then its limit; shadow mode turns a drop into SHADOW. */
