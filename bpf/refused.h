@@ -44,7 +44,7 @@ static __always_inline int xdpl_refused_applies(struct xdpl_level *l)
 
 /* Whether level l's entries hold only under the ban epoch they were noted
  * in: a fleet fixed window (a fleet token bucket's sync only moves tat
- * later, bpf/fleet_apply.h). */
+ * later, bpf/fleet_apply.bpf.c). */
 static __always_inline int xdpl_refused_stamped(struct xdpl_level *l)
 {
 	return (l->flags & XDPL_LF_FLEET) && l->algorithm != XDPL_ALG_TOKEN_BUCKET;

@@ -20,7 +20,6 @@
 #include "levels.h"
 #include "flows.h"
 #include "bans.h"
-#include "fleet_apply.h"
 #include "unparsed.h"
 #include "csum.h"
 

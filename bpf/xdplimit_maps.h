@@ -268,9 +268,9 @@ struct {
 XDPL_HOST_MAP(xdpl_acl4_hosts, struct xdpl_host4);
 XDPL_HOST_MAP(xdpl_acl6_hosts, struct xdpl_host6);
 
-/* Fleet levels (fleet.h). Keys reported to the control plane: 16 MiB hold
- * 524k reports (32 bytes each), and the control plane drains it several
- * times per sync. */
+/* Fleet levels (fleet.h, fleet_apply.bpf.c). Keys reported to the control
+ * plane: 16 MiB hold 524k reports (32 bytes each), and the control plane
+ * drains it several times per sync. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 24);

@@ -59,6 +59,7 @@ type Options struct {
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
 type Limiter struct {
 	objs        gen.XdplimitObjects
+	fleetApply  *ebpf.Program   // bpf/fleet_apply.bpf.c; nil for OpenPinned
 	fleetKeys   *ringbuf.Reader // opened by DrainFleetKeys
 	clock       Clock
 	tickNs      uint64
@@ -96,6 +97,10 @@ func Load(opts Options) (*Limiter, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("loading the program: %w", err)
+	}
+	if l.fleetApply, err = loadFleetApply(l.mapsByName(), ebpf.ProgramOptions{}); err != nil {
+		l.Close()
+		return nil, err
 	}
 	meta, err := l.Meta()
 	if err != nil {
@@ -318,6 +323,9 @@ func (l *Limiter) Clock() Clock { return l.clock }
 func (l *Limiter) Close() error {
 	if l.fleetKeys != nil {
 		l.fleetKeys.Close()
+	}
+	if l.fleetApply != nil {
+		l.fleetApply.Close()
 	}
 	return l.objs.Close()
 }

@@ -2,6 +2,7 @@ package maps
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"os"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/gen"
 )
 
 // verifierBudget is the most processed instructions a program may cost the
@@ -88,8 +91,19 @@ func verifierCounts(opts Options) (map[string]int, error) {
 		return nil, err
 	}
 	defer coll.Close()
+	byName := map[string]*ebpf.Map{}
+	for _, name := range MapNames {
+		byName[name] = coll.Maps[name]
+	}
+	fleetApply, err := loadFleetApply(byName, ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats})
+	if err != nil {
+		return nil, err
+	}
+	defer fleetApply.Close()
+	progs := maps.Clone(coll.Programs)
+	progs[gen.FleetApplyProgXdplFleetApply] = fleetApply
 	counts := map[string]int{}
-	for name, p := range coll.Programs {
+	for name, p := range progs {
 		m := processedRe.FindAllStringSubmatch(p.VerifierLog, -1)
 		if m == nil {
 			return nil, errors.New(name + ": no processed-instruction count in the verifier's log: " + p.VerifierLog)
