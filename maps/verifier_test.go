@@ -45,6 +45,7 @@ func TestVerifierBudget(t *testing.T) {
 		{"ktime+record", Options{Clock: ClockKtime, Record: true}},
 		{"coarse+record", Options{Clock: ClockCoarse, Record: true}},
 		{"map+record", Options{Clock: ClockMap, Record: true}},
+		{"coarse+no-refused-cache", Options{Clock: ClockCoarse, NoRefusedCache: true}},
 		// The benchmarks' knobs: they must load too.
 		{"coarse+bench-rotate", Options{Clock: ClockCoarse, BenchRotate: 1 << 20,
 			BenchBase: netip.MustParseAddr("10.0.0.0"), NoRefusedCache: true}},
