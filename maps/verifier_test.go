@@ -2,6 +2,7 @@ package maps
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net/netip"
 	"os"
@@ -21,7 +22,16 @@ import (
 // by tens of thousands with unrelated changes: docs/design.md, Verifier).
 const verifierBudget = 900_000
 
-var processedRe = regexp.MustCompile(`processed (\d+) insns`)
+var (
+	processedRe = regexp.MustCompile(`processed (\d+) insns`)
+	stackRe     = regexp.MustCompile(`stack depth ([0-9+]+)`)
+)
+
+// verifierStat is what the verifier's statistics say of one program.
+type verifierStat struct {
+	insns int    // processed instructions
+	stack string // stack depth of each function, the program's first
+}
 
 // TestVerifierBudget loads the programs as Load does, in every
 // configuration whose load-time constants change what the verifier walks
@@ -52,18 +62,18 @@ func TestVerifierBudget(t *testing.T) {
 		{"coarse+bench-parse-only", Options{Clock: ClockCoarse, BenchParseOnly: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			counts, err := verifierCounts(c.opts)
+			stats, err := verifierStats(c.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			names := make([]string, 0, len(counts))
-			for name := range counts {
+			names := make([]string, 0, len(stats))
+			for name := range stats {
 				names = append(names, name)
 			}
 			sort.Strings(names)
 			for _, name := range names {
-				n := counts[name]
-				t.Logf("%s: processed %d insns", name, n)
+				n := stats[name].insns
+				t.Logf("%s: processed %d insns, stack depth %s", name, n, stats[name].stack)
 				if n > verifierBudget {
 					t.Errorf("%s: the verifier processed %d instructions, over the budget of %d (the kernel's limit is 1M)",
 						name, n, verifierBudget)
@@ -73,10 +83,9 @@ func TestVerifierBudget(t *testing.T) {
 	}
 }
 
-// verifierCounts loads every program of the limiter for opts with the
-// verifier's statistics on and returns each one's processed-instruction
-// count, by program name.
-func verifierCounts(opts Options) (map[string]int, error) {
+// verifierStats loads every program of the limiter for opts with the
+// verifier's statistics on and returns each one's, by program name.
+func verifierStats(opts Options) (map[string]verifierStat, error) {
 	spec, err := loadSpec(opts)
 	if err != nil {
 		return nil, err
@@ -86,7 +95,7 @@ func verifierCounts(opts Options) (map[string]int, error) {
 	})
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
-		return nil, errors.New("the verifier rejected the program: " + ve.Error())
+		return nil, fmt.Errorf("the verifier rejected the program: %+v", ve)
 	}
 	if err != nil {
 		return nil, err
@@ -103,17 +112,21 @@ func verifierCounts(opts Options) (map[string]int, error) {
 	defer fleetApply.Close()
 	progs := maps.Clone(coll.Programs)
 	progs[gen.FleetApplyProgXdplFleetApply] = fleetApply
-	counts := map[string]int{}
+	stats := map[string]verifierStat{}
 	for name, p := range progs {
 		m := processedRe.FindAllStringSubmatch(p.VerifierLog, -1)
 		if m == nil {
-			return nil, errors.New(name + ": no processed-instruction count in the verifier's log: " + p.VerifierLog)
+			return nil, fmt.Errorf("%s: no processed-instruction count in the verifier's log: %s", name, p.VerifierLog)
 		}
 		n, err := strconv.Atoi(m[len(m)-1][1])
 		if err != nil {
 			return nil, err
 		}
-		counts[name] = n
+		st := verifierStat{insns: n}
+		if m := stackRe.FindStringSubmatch(p.VerifierLog); m != nil {
+			st.stack = m[1]
+		}
+		stats[name] = st
 	}
-	return counts, nil
+	return stats, nil
 }
