@@ -37,6 +37,7 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	clang-format-19 --dry-run --Werror bpf/*.c bpf/*.h
+	CLANG=$(CLANG) bash scripts/check-bpf-headers.sh
 
 # ---- test-vm: the kernel-facing tests inside Debian's 6.1 LTS cloud kernel (qemu) ----
 # VM_TEST_PKGS: packages whose tests run in the VM, each as a static test

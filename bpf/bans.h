@@ -11,12 +11,13 @@
 #ifndef XDPLIMIT_BANS_H
 #define XDPLIMIT_BANS_H
 
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
 #include "clock.h"
 #include "counters.h"
 #include "hash.h"
-#include "refused.h"
+#include "ban_epoch.h"
 
 /* Sets in xdpl_bans minus one; set by the loader from the map's size. */
 volatile const __u32 xdpl_ban_set_mask = (XDPL_MAX_BANS / XDPL_BAN_WAYS) - 1;

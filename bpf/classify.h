@@ -8,7 +8,7 @@
 #define XDPLIMIT_CLASSIFY_H
 
 #include "xdplimit_maps.h"
-#include "parsing.h"
+#include "parsing_defs.h"
 
 struct xdpl_acc {
 	__u64 w[XDPL_BITMAP_WORDS];

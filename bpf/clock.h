@@ -7,6 +7,7 @@
 #ifndef XDPLIMIT_CLOCK_H
 #define XDPLIMIT_CLOCK_H
 
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
 

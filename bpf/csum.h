@@ -5,7 +5,8 @@
 #ifndef XDPL_CSUM_H
 #define XDPL_CSUM_H
 
-#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
 
 /* RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') for a 32-bit field changing from
  * 'from' to 'to'. The one's-complement sum is byte-order independent, so the

@@ -18,40 +18,11 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
-#include "limiters.h"
+#include "atomics.h"
 #include "counters.h"
 
-/* Keys reported to the control plane: 16 MiB hold 524k reports (32 bytes
- * each), and the control plane drains it several times per sync. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 24);
-} xdpl_fleet_keys SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xdpl_fleet_sync);
-} xdpl_fleet_ctl SEC(".maps");
-
-/* The batch xdpl_fleet_apply works on: written, run, read back. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_FLEET_BATCH);
-	__type(key, __u32);
-	__type(value, struct xdpl_fleet_op);
-} xdpl_fleet_batch SEC(".maps");
-
-/* Per fleet fixed-window level (by state id): the reserve its windows
- * open with. Written by the control plane from the live host count. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, XDPL_GENS *XDPL_MAX_RULES *XDPL_MAX_LEVELS);
-	__type(key, __u32);
-	__type(value, __u64);
-} xdpl_fleet_reserve SEC(".maps");
-
+/* A fleet fixed window's reserve: the units held back for the other hosts
+ * when a window opens (xdpl_fixed_window in limiters.h). */
 static __always_inline __u64 xdpl_window_reserve(struct xdpl_level *l)
 {
 	__u32 id = l->state_id;

@@ -39,6 +39,7 @@
 #ifndef XDPLIMIT_FLOWS_H
 #define XDPLIMIT_FLOWS_H
 
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
 #include "clock.h"

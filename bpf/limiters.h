@@ -19,10 +19,12 @@
 #ifndef XDPLIMIT_LIMITERS_H
 #define XDPLIMIT_LIMITERS_H
 
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
 #include "xdplimit_structs.h"
-
-#define XDPL_READ_ONCE(x)     (*(volatile __u64 *)&(x))
-#define XDPL_WRITE_ONCE(x, v) (*(volatile __u64 *)&(x) = (v))
+#include "atomics.h"
+#include "fleet.h"
+#include "slidelog.h"
 
 /* token_bucket as GCRA: one theoretical arrival time (tat) per source. A
  * packet is admitted if, after charging it, tat runs at most the tolerance
@@ -48,21 +50,6 @@ static __always_inline int xdpl_token_bucket(struct xdpl_state *s, struct xdpl_l
 			return 1;
 	}
 	return -1;
-}
-
-/* A fleet fixed window's reserve: the units held back for the other hosts
- * when a window opens (bpf/fleet.h). */
-static __always_inline __u64 xdpl_window_reserve(struct xdpl_level *l);
-
-/* Counts of one window packed with the low bits of the window's index. */
-static __always_inline __u64 xdpl_win_seq(__u64 word)
-{
-	return word >> XDPL_WIN_COUNT_BITS;
-}
-
-static __always_inline __u64 xdpl_win_count(__u64 word)
-{
-	return word & XDPL_WIN_COUNT_MASK;
 }
 
 /* fixed_window: at most limit units per aligned window (p3 shifts the
@@ -99,7 +86,8 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
 			open = 1;
 		}
 		/* A fleet level opens its window with the other hosts' share
-		 * reserved, until the first sync says what they used. */
+		 * reserved, until the first sync says what they used
+		 * (fleet.h). */
 		if (open && (l->flags & XDPL_LF_FLEET))
 			cnt = xdpl_window_reserve(l);
 		if (cnt + cost > limit)
@@ -160,8 +148,6 @@ static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl
 	}
 	return -1;
 }
-
-#include "slidelog.h"
 
 /* Inlined into each level function (xdpl_check_level, xdpl_commit_level,
  * xdpl_single_level), which are global functions the verifier checks once

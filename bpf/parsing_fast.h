@@ -1,17 +1,25 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* The parser's entry point, and its fast path: the common frame (untagged,
- * IPv4 without options or IPv6 without extension headers, an unfragmented
- * TCP or UDP packet) in one straight line, with one bounds check against
- * the frame for every header the checks read. It makes the checks the
- * general walk in parsing.h makes, in the same terms; anything it does not
- * take to the end (another shape, or a check that fails) goes to that walk
- * from the start, which then says what is wrong. A failing check therefore
+/* The parser's fast path: the common frame (untagged, IPv4 without options
+ * or IPv6 without extension headers, an unfragmented TCP or UDP packet) in
+ * one straight line, with one bounds check against the frame for every
+ * header the checks read. It makes the checks the general walk (parsing.h)
+ * makes, in the same terms; anything it does not take to the end (another
+ * shape, or a check that fails) goes to that walk from the start, which
+ * then says what is wrong. A failing check therefore
  * costs twice, a passing one once: floods of well-formed packets are the
  * ones to be cheap. */
 #ifndef XDPLIMIT_PARSING_FAST_H
 #define XDPLIMIT_PARSING_FAST_H
 
-#include "parsing.h"
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_endian.h>
+#include "parsing_defs.h"
+#include "csum.h"
 
 /* The fast path writes the parsed packet as the seven 64-bit words of
  * struct xdpl_pkt, each assembled in registers, instead of zeroing it and
@@ -148,27 +156,6 @@ static __always_inline int xdpl_fast_ipv6(void *data, void *end, __u32 len, stru
 	pw[5] = d[1] | (__u64)d[2] << 32;
 	pw[6] = d[3];
 	return 1;
-}
-
-/* Parses the frame into p: XDPL_PARSE_OK, NOT_IP, or UNPARSED (p->unparsed
- * says why). The fast path writes every word of p, and only once every
- * check has passed; the walk starts from a zeroed p, as if the fast path
- * had not run. */
-static __always_inline int xdpl_parse(struct xdp_md *ctx, struct xdpl_pkt *p)
-{
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	__u32 len = end - data;
-
-	if ((void *)(eth + 1) <= end) {
-		if (eth->h_proto == bpf_htons(ETH_P_IP) && xdpl_fast_ipv4(data, end, len, p))
-			return XDPL_PARSE_OK;
-		if (eth->h_proto == bpf_htons(ETH_P_IPV6) && xdpl_fast_ipv6(data, end, len, p))
-			return XDPL_PARSE_OK;
-	}
-	__builtin_memset(p, 0, sizeof(*p));
-	return xdpl_parse_walk(ctx, p);
 }
 
 #endif

@@ -27,10 +27,12 @@
 #ifndef XDPLIMIT_REFUSED_H
 #define XDPLIMIT_REFUSED_H
 
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
+#include "atomics.h"
+#include "ban_epoch.h"
 #include "counters.h"
-#include "limiters.h"
 
 /* 0 turns the cache off (benchmarks compare both in one run). */
 volatile const __u32 xdpl_refused_on = 1;
@@ -40,39 +42,9 @@ static __always_inline int xdpl_refused_applies(struct xdpl_level *l)
 	return xdpl_refused_on && !(l->flags & XDPL_LF_BYTES);
 }
 
-/* The ban epoch in one word: distinct for every datapath count under one
- * control value (an odd multiplier is a bijection), and a fresh random
- * control value gives a fresh word. */
-static __always_inline __u64 xdpl_ban_epoch_word(__u64 datapath, __u64 control)
-{
-	return datapath * 0x9e3779b97f4a7c15ULL ^ control;
-}
-
-static __always_inline __u64 xdpl_ban_epoch_of(struct xdpl_ban_epoch *e)
-{
-	return xdpl_ban_epoch_word(e->datapath, e->control);
-}
-
-static __always_inline struct xdpl_ban_epoch *xdpl_ban_epoch_ptr(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&xdpl_ban_epoch, &zero);
-}
-
-/* Moves the ban epoch: every CPU's cached refusals learned before are void.
- * Called after the change they must not outlive is in place. */
-static __always_inline void xdpl_ban_epoch_move(void)
-{
-	struct xdpl_ban_epoch *ep = xdpl_ban_epoch_ptr();
-
-	if (ep)
-		__sync_fetch_and_add(&ep->datapath, 1);
-}
-
 /* Whether level l's entries hold only under the ban epoch they were noted
  * in: a fleet fixed window (a fleet token bucket's sync only moves tat
- * later, bpf/fleet_apply.h). */
+ * later, bpf/fleet_apply.bpf.c). */
 static __always_inline int xdpl_refused_stamped(struct xdpl_level *l)
 {
 	return (l->flags & XDPL_LF_FLEET) && l->algorithm != XDPL_ALG_TOKEN_BUCKET;

@@ -6,6 +6,7 @@
 #ifndef XDPLIMIT_SKETCH_H
 #define XDPLIMIT_SKETCH_H
 
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
 #include "hash.h"

@@ -26,8 +26,11 @@
 #ifndef XDPLIMIT_SLIDELOG_H
 #define XDPLIMIT_SLIDELOG_H
 
+#include <linux/bpf.h>
 #include <linux/errno.h>
+#include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
+#include "atomics.h"
 #include "counters.h"
 
 /* Where admission i's time is in a log of limit n. The mask is a no-op

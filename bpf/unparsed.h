@@ -11,57 +11,9 @@
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_structs.h"
 #include "xdplimit_maps.h"
-#include "parsing_fast.h"
+#include "counters.h"
 #include "clock.h"
 #include "limiters.h"
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XDPL_UP_KINDS);
-	__type(key, __u32);
-	__type(value, struct xdpl_unparsed_stats);
-} xdpl_unparsed_counts SEC(".maps");
-
-/* Written by the control plane with the generation it belongs to. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_GENS);
-	__type(key, __u32);
-	__type(value, struct xdpl_unparsed_cfg);
-} xdpl_unparsed_cfgs SEC(".maps");
-
-/* The unparsed limit's state: one global bucket, reset by the control plane
- * when the limit changes. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xdpl_state);
-} xdpl_unparsed_state SEC(".maps");
-
-static __always_inline void xdpl_unparsed_count(__u32 kind, struct xdpl_pkt *p, int dropped)
-{
-	struct xdpl_unparsed_stats *st = bpf_map_lookup_elem(&xdpl_unparsed_counts, &kind);
-
-	if (!st)
-		return;
-	st->packets++;
-	st->bytes += p->len;
-	if (dropped) {
-		st->dropped++;
-		st->dropped_bytes += p->len;
-	}
-}
-
-/* xdpl_parse, with long IPv6 chains counted (they go on to the rules). */
-static __always_inline int xdpl_parse_counted(struct xdp_md *ctx, struct xdpl_pkt *p)
-{
-	int r = xdpl_parse(ctx, p);
-
-	if (r == XDPL_PARSE_OK && p->long_chain)
-		xdpl_unparsed_count(XDPL_UP_TOO_MANY_HEADERS, p, 0);
-	return r;
-}
 
 /* The verdict (XDPL_V_*) for a frame the parser gave up on: the policy's
  * unparsed action, then its limit; shadow mode turns a drop into SHADOW. */

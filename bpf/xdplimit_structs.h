@@ -304,7 +304,7 @@ struct xdpl_refused {
 /* Bans change without a new generation: each one added moves this, so that
  * the per-CPU flow cache (flows.h), which answers before the ban table,
  * forgets what it learned before the ban. A fleet sync that lowers a fixed
- * window's count moves it too (fleet_apply.h): the caches' refusals of
+ * window's count moves it too (fleet_apply.bpf.c): the caches' refusals of
  * fleet windows hold only while it stays put (refused.h). */
 struct xdpl_ban_epoch {
 	__u64 datapath; /* bans the datapath started, fleet windows lowered (atomic add) */
@@ -320,7 +320,7 @@ struct xdpl_flow {
 	struct xdpl_pkt sig;
 	__u64 from;
 	__u64 until;
-	__u64 epoch; /* the ban epoch then (flows.h: xdpl_ban_epoch_of) */
+	__u64 epoch; /* the ban epoch then (ban_epoch.h: xdpl_ban_epoch_of) */
 	__u32 seq;
 	__u32 rk;    /* the rule's key in xdpl_rules */
 	__u16 slot;  /* the rule's counter slot */

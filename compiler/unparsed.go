@@ -6,7 +6,7 @@ import (
 )
 
 // ipv6ExtHeaders are the protocol numbers the parser walks as IPv6
-// extension headers (bpf/parsing.h, xdpl_ipv6_ext). A packet is classified
+// extension headers (bpf/parsing_l3.h, xdpl_ipv6_ext). A packet is classified
 // with one of them as its protocol only when its transport protocol is
 // unknown: a chain longer than the parser's bound, or a fragment whose
 // headers continue in the next fragment.

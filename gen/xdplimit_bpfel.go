@@ -500,7 +500,6 @@ const (
 	XdplimitMapXdplUnparsedCounts  = "xdpl_unparsed_counts"
 	XdplimitMapXdplUnparsedState   = "xdpl_unparsed_state"
 	XdplimitMapXdplVlan            = "xdpl_vlan"
-	XdplimitProgXdplFleetApply     = "xdpl_fleet_apply"
 	XdplimitProgXdplMain           = "xdpl_main"
 	XdplimitVarXdplBanSetMask      = "xdpl_ban_set_mask"
 	XdplimitVarXdplBenchBase       = "xdpl_bench_base"
@@ -563,8 +562,7 @@ type XdplimitSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdplimitProgramSpecs struct {
-	XdplFleetApply *ebpf.ProgramSpec `ebpf:"xdpl_fleet_apply"`
-	XdplMain       *ebpf.ProgramSpec `ebpf:"xdpl_main"`
+	XdplMain *ebpf.ProgramSpec `ebpf:"xdpl_main"`
 }
 
 // XdplimitMapSpecs contains maps before they are loaded into the kernel.
@@ -791,13 +789,11 @@ type XdplimitVariables struct {
 //
 // It can be passed to LoadXdplimitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdplimitPrograms struct {
-	XdplFleetApply *ebpf.Program `ebpf:"xdpl_fleet_apply"`
-	XdplMain       *ebpf.Program `ebpf:"xdpl_main"`
+	XdplMain *ebpf.Program `ebpf:"xdpl_main"`
 }
 
 func (p *XdplimitPrograms) Close() error {
 	return _XdplimitClose(
-		p.XdplFleetApply,
 		p.XdplMain,
 	)
 }

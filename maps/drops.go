@@ -102,5 +102,5 @@ func dropSample(s *gen.XdplimitXdplDropSample) DropSample {
 	return d
 }
 
-// portsOK is enum xdpl_ports' XDPL_PORTS_OK (parsing.h, not in BTF).
+// portsOK is enum xdpl_ports' XDPL_PORTS_OK (parsing_defs.h, not in BTF).
 const portsOK = 1

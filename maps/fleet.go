@@ -16,7 +16,8 @@ import (
 )
 
 // The datapath's side of fleet levels (bpf/fleet.h): the keys it reports,
-// the sync epoch, and the apply program that takes and folds consumption.
+// the sync epoch, and the apply program that takes and folds consumption
+// (bpf/fleet_apply.bpf.c).
 
 const (
 	AlgTokenBucket = uint8(gen.XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET)
@@ -138,10 +139,41 @@ func (l *Limiter) SetFleetEpoch(e uint32) error {
 	return l.objs.XdplFleetCtl.Update(uint32(0), &gen.XdplimitXdplFleetSync{Epoch: e}, ebpf.UpdateAny)
 }
 
+// loadFleetApply loads the fleet apply program onto the limiter's maps,
+// given by name. The program is an object of its own (bpf2go builds one
+// object per source file) that declares every map of xdplimit_maps.h, as
+// xdpl_main's does; each map it uses is replaced by the limiter's, so that
+// it works on the state the packet path uses. Load may have sized those
+// maps from its options, or adopted pinned ones, and a replacement must
+// match its spec: each spec takes its map's size first.
+func loadFleetApply(byName map[string]*ebpf.Map, progs ebpf.ProgramOptions) (*ebpf.Program, error) {
+	spec, err := gen.LoadFleetApply()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded fleet apply program: %w", err)
+	}
+	repl := make(map[string]*ebpf.Map, len(byName))
+	for name, m := range byName {
+		if ms, ok := spec.Maps[name]; ok {
+			ms.MaxEntries = m.MaxEntries()
+			repl[name] = m
+		}
+	}
+	var objs gen.FleetApplyPrograms
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: repl, Programs: progs})
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return nil, fmt.Errorf("the kernel's verifier rejected the fleet apply program: %+v", ve)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the fleet apply program: %w", err)
+	}
+	return objs.XdplFleetApply, nil
+}
+
 // FleetRun runs the apply program over ops, in batches, and writes its
 // answers back into ops.
 func (l *Limiter) FleetRun(ops []FleetOp) error {
-	if l.objs.XdplFleetApply == nil {
+	if l.fleetApply == nil {
 		return errors.New("the fleet apply program is not loaded (pinned maps opened read-only)")
 	}
 	buf := make([]gen.XdplimitXdplFleetOp, 0, min(len(ops), fleetBatch))
@@ -166,7 +198,7 @@ func (l *Limiter) FleetRun(ops []FleetOp) error {
 		// Ethernet header size test-run asks of XDP).
 		run := make([]byte, 64)
 		binary.NativeEndian.PutUint32(run, uint32(len(batch)))
-		ret, err := l.objs.XdplFleetApply.Run(&ebpf.RunOptions{Data: run})
+		ret, err := l.fleetApply.Run(&ebpf.RunOptions{Data: run})
 		if err != nil {
 			return fmt.Errorf("running the fleet apply program: %w", err)
 		}

@@ -59,6 +59,7 @@ type Options struct {
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
 type Limiter struct {
 	objs        gen.XdplimitObjects
+	fleetApply  *ebpf.Program   // bpf/fleet_apply.bpf.c; nil for OpenPinned
 	fleetKeys   *ringbuf.Reader // opened by DrainFleetKeys
 	clock       Clock
 	tickNs      uint64
@@ -81,34 +82,8 @@ func CoarseTick() uint64 {
 
 // Load loads the program and creates (or adopts) its maps.
 func Load(opts Options) (*Limiter, error) {
-	spec, err := gen.LoadXdplimit()
+	spec, err := loadSpec(opts)
 	if err != nil {
-		return nil, fmt.Errorf("reading the embedded program: %w", err)
-	}
-	if opts.MaxSources > 0 {
-		spec.Maps[Sources4Map].MaxEntries = opts.MaxSources
-		spec.Maps[SourcesMap].MaxEntries = max(opts.MaxSources/4, 1)
-		spec.Maps[LogsMap].MaxEntries = max(opts.MaxSources/16, 1)
-	}
-	if opts.MaxOtherSources > 0 {
-		spec.Maps[SourcesMap].MaxEntries = opts.MaxOtherSources
-	}
-	if opts.MaxLogs > 0 {
-		spec.Maps[LogsMap].MaxEntries = opts.MaxLogs
-	}
-	spec.Maps[sketchMap].MaxEntries = sketchCells()
-	if opts.MaxBans == 0 {
-		opts.MaxBans = DefaultMaxBans
-	}
-	if err := CheckMaxBans(opts.MaxBans); err != nil {
-		return nil, err
-	}
-	sizeBans(spec, opts.MaxBans)
-	if err := checkPinnedLayout(opts.Pinned); err != nil {
-		return nil, err
-	}
-	sizeFromPinned(spec, opts.Pinned)
-	if err := setConstants(spec, opts); err != nil {
 		return nil, err
 	}
 	l := &Limiter{clock: opts.Clock, tickNs: CoarseTick(), trackAfter: opts.TrackAfter, sampleOneIn: opts.SampleOneIn}
@@ -122,6 +97,10 @@ func Load(opts Options) (*Limiter, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("loading the program: %w", err)
+	}
+	if l.fleetApply, err = loadFleetApply(l.mapsByName(), ebpf.ProgramOptions{}); err != nil {
+		l.Close()
+		return nil, err
 	}
 	meta, err := l.Meta()
 	if err != nil {
@@ -157,6 +136,43 @@ func Load(opts Options) (*Limiter, error) {
 			meta.LayoutVersion, LayoutVersion)
 	}
 	return l, nil
+}
+
+// loadSpec is the program as Load loads it for opts: maps sized, load-time
+// constants set (TestVerifierBudget loads the same spec with the
+// verifier's statistics on).
+func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
+	spec, err := gen.LoadXdplimit()
+	if err != nil {
+		return nil, fmt.Errorf("reading the embedded program: %w", err)
+	}
+	if opts.MaxSources > 0 {
+		spec.Maps[Sources4Map].MaxEntries = opts.MaxSources
+		spec.Maps[SourcesMap].MaxEntries = max(opts.MaxSources/4, 1)
+		spec.Maps[LogsMap].MaxEntries = max(opts.MaxSources/16, 1)
+	}
+	if opts.MaxOtherSources > 0 {
+		spec.Maps[SourcesMap].MaxEntries = opts.MaxOtherSources
+	}
+	if opts.MaxLogs > 0 {
+		spec.Maps[LogsMap].MaxEntries = opts.MaxLogs
+	}
+	spec.Maps[sketchMap].MaxEntries = sketchCells()
+	if opts.MaxBans == 0 {
+		opts.MaxBans = DefaultMaxBans
+	}
+	if err := CheckMaxBans(opts.MaxBans); err != nil {
+		return nil, err
+	}
+	sizeBans(spec, opts.MaxBans)
+	if err := checkPinnedLayout(opts.Pinned); err != nil {
+		return nil, err
+	}
+	sizeFromPinned(spec, opts.Pinned)
+	if err := setConstants(spec, opts); err != nil {
+		return nil, err
+	}
+	return spec, nil
 }
 
 // checkPinnedLayout refuses pinned maps of another layout before anything
@@ -307,6 +323,9 @@ func (l *Limiter) Clock() Clock { return l.clock }
 func (l *Limiter) Close() error {
 	if l.fleetKeys != nil {
 		l.fleetKeys.Close()
+	}
+	if l.fleetApply != nil {
+		l.fleetApply.Close()
 	}
 	return l.objs.Close()
 }

@@ -80,6 +80,15 @@ const (
 	LogsMap = gen.XdplimitMapXdplLogs
 )
 
+// mapsByName is every map of the limiter, by name.
+func (l *Limiter) mapsByName() map[string]*ebpf.Map {
+	m := make(map[string]*ebpf.Map, len(mapList))
+	for _, e := range mapList {
+		m[e.name] = e.of(&l.objs.XdplimitMaps)
+	}
+	return m
+}
+
 // Map returns one map by name (for pinning and adoption); nil for a name
 // that is not the limiter's.
 func (l *Limiter) Map(name string) *ebpf.Map {

@@ -1,6 +1,7 @@
 package maps
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -61,4 +62,34 @@ func TestMapList(t *testing.T) {
 	if l.Map("no_such_map") != nil {
 		t.Error("Map of an unknown name is not nil")
 	}
+}
+
+// TestFleetApplyMaps: every map the fleet apply program uses is one of the
+// limiter's, which Load passes it by name. A map of its object that no
+// limiter map replaced would be created empty at its load, and the program
+// would take and fold consumption in a table the packet path never reads.
+func TestFleetApplyMaps(t *testing.T) {
+	spec, err := gen.LoadFleetApply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := spec.Programs[gen.FleetApplyProgXdplFleetApply]
+	if prog == nil {
+		t.Fatal("no xdpl_fleet_apply in the object")
+	}
+	used := map[string]bool{}
+	for _, ins := range prog.Instructions {
+		if ins.IsLoadFromMap() && ins.Reference() != "" {
+			used[ins.Reference()] = true
+		}
+	}
+	if len(used) == 0 {
+		t.Fatal("the fleet apply program uses no map")
+	}
+	for name := range used {
+		if !slices.Contains(MapNames, name) {
+			t.Errorf("the fleet apply program uses map %q, which is not the limiter's", name)
+		}
+	}
+	t.Logf("maps used: %v", slices.Sorted(maps.Keys(used)))
 }

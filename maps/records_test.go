@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
@@ -169,6 +171,64 @@ deny: [198.51.100.0/24]
 		}
 		if got != c.want {
 			t.Errorf("decision %+v, want %+v", got, c.want)
+		}
+	}
+}
+
+// TestBenchParseOnly: the parse-only benchmark parses each frame and drops
+// it before anything judges it: no rule or global counter moves, and an
+// unparsed frame's action is not taken (the default would pass it).
+func TestBenchParseOnly(t *testing.T) {
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, BenchParseOnly: true}, `
+rules:
+  - name: r
+    limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}
+`)
+	arp := make([]byte, 60)
+	arp[12], arp[13] = 0x08, 0x06
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"udp", udp4("192.0.2.1").MustBuild()},
+		{"non-ip", arp},
+		{"truncated", udp4("192.0.2.1").MustBuild()[:14+12]},
+	} {
+		v, err := l.Program().Run(&ebpf.RunOptions{Data: c.data, Repeat: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != xdpDrop {
+			t.Errorf("%s: verdict %d, want XDP_DROP", c.name, v)
+		}
+	}
+	cs, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cs {
+		if c.Packets != 0 {
+			t.Errorf("counter %d counted %d packets", i, c.Packets)
+		}
+	}
+	ups, err := l.UnparsedCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, c := range ups {
+		if c.Packets != 0 {
+			t.Errorf("unparsed kind %v counted %d frames", maps.UnparsedKind(k), c.Packets)
+		}
+	}
+	stats, err := l.RuleStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stats {
+		for v, c := range st.Verdicts {
+			if c.Packets != 0 {
+				t.Errorf("rule %s counted %d packets under verdict %d", st.Name, c.Packets, v)
+			}
 		}
 	}
 }

@@ -1,15 +1,26 @@
-/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* xdpl_fleet_apply: the control plane's side of fleet levels (bpf/fleet.h).
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//go:build ignore
+
+/* xdpl_fleet_apply: the control plane's side of fleet levels (fleet.h).
  * It runs this program with BPF_PROG_TEST_RUN over a batch of entries in
  * xdpl_fleet_batch, to take what the packet path admitted and to fold in
  * what other hosts admitted with the same compare-and-swap discipline as
  * the packet path: a write from user space would replace a whole value and
- * lose the admissions made meanwhile. */
-#ifndef XDPLIMIT_FLEET_APPLY_H
-#define XDPLIMIT_FLEET_APPLY_H
+ * lose the admissions made meanwhile. Never attached. Its own object
+ * (gen.LoadFleetApply), loaded onto the maps of the limiter's (maps/fleet.go):
+ * it shares xdplimit_maps.h with xdplimit.bpf.c, so it names the same maps. */
 
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "xdplimit_consts.h"
+#include "xdplimit_structs.h"
+#include "xdplimit_maps.h"
+#include "atomics.h"
+#include "ban_epoch.h"
 #include "fleet.h"
-#include "levels.h"
+#include "state.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 static __always_inline struct xdpl_state *xdpl_fleet_state(struct xdpl_fleet_op *op)
 {
@@ -90,7 +101,8 @@ static __always_inline void xdpl_fleet_add(struct xdpl_state *s, struct xdpl_fle
 			cnt = XDPL_WIN_COUNT_MASK;
 		if (__sync_val_compare_and_swap(&s->a, cur, (cur & ~XDPL_WIN_COUNT_MASK) | cnt) ==
 		    cur) {
-			/* Lowered: refusals cached before are void (refused.h). */
+			/* Lowered: refusals cached before are void (refused.h,
+			 * ban_epoch.h). */
 			if ((__u64)cnt < xdpl_win_count(cur))
 				xdpl_ban_epoch_move();
 			op->flags |= XDPL_FOP_DONE;
@@ -150,5 +162,3 @@ int xdpl_fleet_apply(struct xdp_md *ctx)
 	bpf_loop(n, xdpl_fleet_one, NULL, 0);
 	return XDP_PASS;
 }
-
-#endif

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The benchmarks' knobs: load-time constants, set from Go before load and
+ * 0 in production, where the verifier prunes the one stage that reads them
+ * (xdpl_bench, the first of xdpl_main's). */
+#ifndef XDPLIMIT_BENCH_H
+#define XDPLIMIT_BENCH_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <bpf/bpf_endian.h>
+#include "csum.h"
+#include "parsing.h"
+
+/* Rewrite the IPv4 source of each test-run buffer to the next step of a
+ * full-period walk over xdpl_bench_base + [0, N) (N a power of two), so
+ * that the re-run buffer is a new source each time. 0 = off. */
+volatile const __u32 xdpl_bench_rotate = 0;
+volatile const __be32 xdpl_bench_base = 0;
+/* Parse, then drop: what the parser alone costs, the floor under every
+ * verdict. 0 = off. */
+volatile const __u32 xdpl_bench_parse_only = 0;
+
+static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
+{
+	struct ethhdr *eth = data;
+	struct iphdr *iph = (void *)(eth + 1);
+
+	if ((void *)(iph + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return;
+	__u32 base = bpf_ntohl(xdpl_bench_base);
+	__u32 x = bpf_ntohl(iph->saddr) - base;
+
+	/* An LCG modulo a power of two with a = 1 (mod 4) and odd c has full
+	 * period: every source once per N packets, in scrambled order. */
+	x = (x * 1103515245u + 12345u) & (xdpl_bench_rotate - 1);
+	__be32 next = bpf_htonl(base + x);
+
+	/* The parser checks the header checksum, as the stack does. */
+	iph->check = csum_replace4(iph->check, iph->saddr, next);
+	iph->saddr = next;
+}
+
+/* The benchmarks' stage, before the packet is parsed: rotates its source,
+ * or parses it into p and ends it there (1: drop it). */
+static __always_inline int xdpl_bench(struct xdp_md *ctx, struct xdpl_pkt *p)
+{
+	if (xdpl_bench_rotate)
+		xdpl_bench_next_source((void *)(long)ctx->data, (void *)(long)ctx->data_end);
+	if (!xdpl_bench_parse_only)
+		return 0;
+	xdpl_parse_counted(ctx, p);
+	return 1;
+}
+
+#endif

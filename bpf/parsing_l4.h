@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The transport header within the IP packet: ports, TCP flags, ICMP type
+ * and code (parsing.h). */
+#ifndef XDPLIMIT_PARSING_L4_H
+#define XDPLIMIT_PARSING_L4_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <linux/in.h>
+#include <bpf/bpf_endian.h>
+#include "parsing_defs.h"
+
+/* Transport header within the IP packet, checked as tcp_v4_rcv, udp_rcv and
+ * their IPv6 twins check it. A fragment's transport header may be cut short
+ * (the stack reassembles first): its ports are then unknown, as a non-first
+ * fragment's, and its length fields are not checked. */
+static __always_inline int xdpl_l4_short(struct xdpl_cursor *c, struct xdpl_pkt *p)
+{
+	if (c->frag) {
+		p->ports = XDPL_PORTS_FRAG;
+		return XDPL_PARSE_OK;
+	}
+	return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
+}
+
+static __always_inline int xdpl_parse_l4(struct xdpl_cursor *c, struct xdpl_pkt *p)
+{
+	__be16 *ports;
+
+	if (p->ports == XDPL_PORTS_FRAG)
+		return XDPL_PARSE_OK;
+	switch (p->proto) {
+	case IPPROTO_TCP: {
+		__u8 *h = xdpl_at(c, 20);
+
+		if (!h)
+			return xdpl_l4_short(c, p);
+		ports = (__be16 *)h;
+		p->tcp_flags = h[13];
+		if (c->frag)
+			break;
+		__u32 doff = (h[12] >> 4) * 4;
+
+		if (doff < 20)
+			return xdpl_unparsed_kind(p, XDPL_UP_BAD_HEADER);
+		if (c->off + doff > c->lim)
+			return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
+		break;
+	}
+	case IPPROTO_UDP: {
+		ports = xdpl_at(c, 8);
+		if (!ports)
+			return xdpl_l4_short(c, p);
+		if (c->frag)
+			break;
+		__u32 left = c->lim - c->off;
+		__u32 ulen = bpf_ntohs(ports[2]);
+
+		/* IPv6 jumbograms carry 0: the IP length counts. */
+		if (ulen == 0 && p->family == 6)
+			ulen = left;
+		if (ulen < 8 || ulen > left)
+			return xdpl_unparsed_kind(p, XDPL_UP_BAD_LENGTH);
+		break;
+	}
+	case XDPL_IPPROTO_UDPLITE:
+		ports = xdpl_at(c, 8);
+		if (!ports)
+			return xdpl_l4_short(c, p);
+		break;
+	case XDPL_IPPROTO_SCTP:
+		ports = xdpl_at(c, 12);
+		if (!ports)
+			return xdpl_l4_short(c, p);
+		break;
+	case IPPROTO_ICMP:
+	case XDPL_IPPROTO_ICMPV6: {
+		/* Type and code, for the icmp match; a header cut short is
+		 * judged as matching every icmp rule (the stack drops it). */
+		__u8 *h = xdpl_at(c, 2);
+
+		p->ports = XDPL_PORTS_NONE;
+		p->icmp = XDPL_ICMP_UNKNOWN;
+		if (h) {
+			p->icmp = XDPL_ICMP_OK;
+			p->icmp_type = h[0];
+			p->icmp_code = h[1];
+		}
+		return XDPL_PARSE_OK;
+	}
+	default:
+		p->ports = XDPL_PORTS_NONE;
+		return XDPL_PARSE_OK;
+	}
+	p->sport = bpf_ntohs(ports[0]);
+	p->dport = bpf_ntohs(ports[1]);
+	p->ports = XDPL_PORTS_OK;
+	return XDPL_PARSE_OK;
+}
+
+#endif
