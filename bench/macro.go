@@ -306,7 +306,7 @@ func macroBench(e *env, quick bool) (*macroResults, error) {
 	}
 	// The floor under every verdict on veth, as in the micro benchmark:
 	// the program reads and checks each frame's headers as the stack would
-	// (issue 12), then drops it.
+	// (so that no packet the stack delivers escapes the rules), then drops it.
 	res.Configs = append(res.Configs, limiterConfig(macroParser, "the parser alone, then XDP_DROP",
 		maps.Options{Clock: maps.ClockCoarse, BenchParseOnly: true}, xdplimitPolicy("token_bucket")))
 	for _, alg := range []struct{ id, name string }{

@@ -10,7 +10,7 @@ import (
 	"github.com/xdplimit/xdplimit/maps"
 )
 
-// Issue 14's cases: the drop path against bare XDP_DROP, with the per-CPU
+// The drop path's cases: against bare XDP_DROP, with the per-CPU
 // refused-until cache on and off in the same run, the spoofed flood with a
 // per-source and a global level, and two CPUs on one key against one.
 
@@ -33,7 +33,7 @@ func perSourceAndGlobal(own, global string) string {
 	return oneRule(own) + "    aggregate:\n      - key: global\n        limit: " + global + "\n"
 }
 
-// addDropPathCases adds issue 14's cases to the micro benchmark.
+// addDropPathCases adds the drop path's cases to the micro benchmark.
 func addDropPathCases(add func(*microCase, func(*microCase) (*ebpf.Program, error)),
 	limiter func(maps.Options, string, map[string][]byte) func(*microCase) (*ebpf.Program, error), base uint32) {
 	group := "Drop path (issue 14): the refused-until cache off, and spoofed floods with a global level"
@@ -158,7 +158,7 @@ func (r *microResults) writeTwoCPU(b *strings.Builder) {
 	p("\n")
 }
 
-// dropPathTargets are issue 14's per-packet targets.
+// dropPathTargets are the drop path's per-packet targets.
 func (m *microResults) dropPathTargets() []target {
 	base := m.baseline()
 	ratio := func(n string) (float64, bool) {

@@ -13,8 +13,8 @@ import (
 
 // The limits every configuration of the veth comparison enforces, in its
 // own terms: a per-source token bucket, then one global bucket for what the
-// per-source level admitted (issue 4: a spoofed flood passes any per-source
-// limit, one packet per source, and only an aggregate stops it).
+// per-source level admitted (a spoofed flood passes any per-source limit,
+// one packet per source, and only an aggregate stops it).
 const (
 	perSourceRate  = 10      // packets per second per source
 	perSourceBurst = 10      // packets
@@ -22,8 +22,8 @@ const (
 
 	// All sources together: far below every configuration's flood rate on
 	// this machine, so that what a configuration passes up the stack
-	// costs little next to what it drops. With issue 4's production
-	// example (100k/s) the stack's share dominated the slower runs here.
+	// costs little next to what it drops. With the production example's
+	// global rate (100k/s) the stack's share dominated the slower runs here.
 	globalRate  = 10000 // packets per second
 	globalBurst = 10000 // packets
 )
