@@ -39,8 +39,9 @@ func TestStatusOfAgent(t *testing.T) {
 	var logs testutil.SyncBuffer
 	var a *agent.Agent
 	err := v.PeerNS.Do(func() (err error) {
-		a, err = agent.Start(agent.Config{Interface: iface, Policy: policy, Mode: loader.ModeNative, MaxSources: 1 << 12,
-			FleetDialer: testutil.DialIn(v.PeerNS), Log: slog.New(slog.NewTextHandler(&logs, nil))})
+		a, err = agent.Start(context.Background(), agent.Config{Interface: iface, Policy: policy, Mode: loader.ModeNative,
+			MaxSources: 1 << 12, DetachOnExit: true, FleetDialer: testutil.DialIn(v.PeerNS),
+			Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		return err
 	})
 	if err != nil {

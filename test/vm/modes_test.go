@@ -77,7 +77,7 @@ func TestGenericFallback(t *testing.T) {
 		t.Fatalf("creating a bridge: %v", err)
 	}
 	path := writePolicy(t, "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 10/s, burst: 10}\n")
-	p := l.start(t, "attach", name, "--policy", path)
+	p := l.start(t, "attach", name, "--policy", path, "--detach-on-exit")
 	t.Cleanup(func() { removePins(name) })
 	p.waitFor(t, "attached", 30*time.Second)
 	p.waitFor(t, "mode=generic", time.Second)
