@@ -70,8 +70,14 @@ func (a *Agent) claimMetrics() (*metricsServer, error) {
 }
 
 // listenMetrics binds the metrics address in the agent's namespace, from
-// whichever goroutine asks.
+// whichever goroutine asks. A thread already there binds it directly: the
+// systemd unit forbids setns (RestrictNamespaces=), and an attach process
+// has one namespace; only an agent started in another namespace than its
+// process's (tests) enters it.
 func (a *Agent) listenMetrics() (ln net.Listener, err error) {
+	if ino, _ := loader.NetnsInode(); ino == a.nsIno {
+		return net.Listen("tcp", a.cfg.MetricsAddr)
+	}
 	err = a.ns.Do(func() error {
 		ln, err = net.Listen("tcp", a.cfg.MetricsAddr)
 		return err
