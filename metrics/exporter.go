@@ -157,13 +157,22 @@ func (e *Exporter) listPeers(ctx context.Context) []Peer {
 const peerTimeout = 3 * time.Second
 
 // Gather returns the exporter's own metric families. With one interface
-// registered, series without an interface label (the Go runtime's and the
-// process's) get that interface, so that the series of several processes
-// merged on one address stay apart.
+// registered (or pending), series without an interface label (the Go
+// runtime's and the process's) get that interface, so that the series of
+// several processes merged on one address stay apart.
 func (e *Exporter) Gather() ([]*dto.MetricFamily, error) {
 	fams, err := e.reg.Gather()
-	if ts := e.coll.list(); len(ts) == 1 {
-		labelInterface(fams, ts[0].iface)
+	var ifaces []string
+	for _, t := range e.coll.list() {
+		ifaces = append(ifaces, t.iface)
+	}
+	e.mu.Lock()
+	for iface := range e.pending {
+		ifaces = append(ifaces, iface)
+	}
+	e.mu.Unlock()
+	if len(ifaces) == 1 {
+		labelInterface(fams, ifaces[0])
 	}
 	return fams, err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -34,24 +33,7 @@ func TestReloadAsksAgent(t *testing.T) {
 	v := testutil.NewUniqueVethPair(t, "xrls", "xrlr")
 	iface := v.PeerName
 	path := writeFile(t, "p.yaml", goodPolicy)
-	var a *agent.Agent
-	err := v.PeerNS.Do(func() (err error) {
-		a, err = agent.Start(context.Background(), agent.Config{Interface: iface, Policy: path, Mode: loader.ModeNative,
-			MaxSources: 1 << 12, DetachOnExit: true})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	startAgent(t, v, agent.Config{Policy: path})
 	sha := func() [32]byte {
 		s, err := loader.Open(iface)
 		if err != nil {

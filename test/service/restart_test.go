@@ -139,13 +139,43 @@ func restartUnderFlood(t *testing.T, l *floodLab, p *instance, bin, etc string, 
 	return p
 }
 
-// checkStack compares what reached the receiver's stack during the flood
-// with what the limit admits over its length: bursts full buckets (a
-// migration starts the sources' state afresh), the rate over elapsed with
-// 5% for the clock, and 50 packets of the namespaces' own background
-// (neighbour discovery, MLD).
-func checkStack(t *testing.T, reached uint64, elapsed time.Duration, bursts int, sent uint64) {
+// measurement is a flood with the XDP program and the receiver's stack
+// watched while it runs.
+type measurement struct {
+	l      *floodLab
+	f      *flood
+	watch  *xdpWatch
+	before testutil.Counters
+	begin  time.Time
+}
+
+// measure starts watching the program and the stack, and the flood, which
+// then runs for a second against the process attached now.
+func (l *floodLab) measure(t *testing.T) *measurement {
 	t.Helper()
+	m := &measurement{l: l, watch: watchXDP(t, l.PeerNS, l.PeerName), before: l.PeerNS.Snapshot(t), begin: time.Now()}
+	m.f = l.startFlood(t)
+	time.Sleep(time.Second)
+	return m
+}
+
+// check lets the flood run a second more, stops it, and checks: the
+// interface never lost its program; what reached the stack is within what
+// the limit admits over the flood's length, that is bursts full buckets (a
+// migration starts the sources' state afresh), the rate over the length
+// with 5% for the clock, and 50 packets of the namespaces' own background
+// (neighbour discovery, MLD); the ban held and dropped.
+func (m *measurement) check(t *testing.T, bin string, bursts int) {
+	t.Helper()
+	time.Sleep(time.Second)
+	sent := m.f.end(t)
+	elapsed := time.Since(m.begin)
+	reached := m.l.PeerNS.Settle(t).Delta(m.before).IPReceives()
+	polls, missing, programs := m.watch.end(t)
+	t.Logf("XDP program checked %d times, missing %d times; %d program ids seen", polls, missing, programs)
+	if missing > 0 {
+		t.Errorf("the interface had no XDP program at %d of %d checks", missing, polls)
+	}
 	allowed := float64(bursts*floodBurst) + floodRate*elapsed.Seconds()*1.05 + 50
 	t.Logf("flood: %d frames sent in %v; %d reached the stack, the limit allows %.0f", sent, elapsed.Round(time.Millisecond), reached, allowed)
 	if float64(reached) > allowed {
@@ -153,6 +183,9 @@ func checkStack(t *testing.T, reached uint64, elapsed time.Duration, bursts int,
 	}
 	if sent < 1_000_000 {
 		t.Errorf("the flood sent %d frames only: too few to see a gap", sent)
+	}
+	if b := bans(t, bin, m.l.PeerName); len(b) != 1 || b[0].Dropped == 0 {
+		t.Errorf("bans at the end: %+v, want the ban, having dropped the banned source's frames", b)
 	}
 }
 
@@ -172,25 +205,9 @@ func TestRestartUnderFlood(t *testing.T) {
 	if out, err := run(t, bin, "ban", l.PeerName, bannedPrefix, "--for", "1h", "--reason", "restart test"); err != nil {
 		t.Fatalf("ban: %v\n%s", err, out)
 	}
-	watch := watchXDP(t, l.PeerNS, l.PeerName)
-	before := l.PeerNS.Snapshot(t)
-	begin := time.Now()
-	f := l.startFlood(t)
-	time.Sleep(time.Second) // the flood runs against the first process too
+	m := l.measure(t)
 	p = restartUnderFlood(t, l, p, bin, etc, 3)
-	time.Sleep(time.Second)
-	sent := f.end(t)
-	elapsed := time.Since(begin)
-	reached := l.PeerNS.Settle(t).Delta(before).IPReceives()
-	polls, missing, programs := watch.end(t)
-	t.Logf("XDP program checked %d times, missing %d times; %d program ids seen", polls, missing, programs)
-	if missing > 0 {
-		t.Errorf("the interface had no XDP program at %d of %d checks", missing, polls)
-	}
-	checkStack(t, reached, elapsed, 1, sent)
-	if b := bans(t, bin, l.PeerName); len(b) != 1 || b[0].Dropped == 0 {
-		t.Errorf("bans at the end: %+v, want the ban, having dropped the banned source's frames", b)
-	}
+	m.check(t, bin, 1)
 }
 
 // previousLayoutCommit is the last commit of this repository with map
@@ -246,11 +263,7 @@ func TestUpgradeUnderFlood(t *testing.T) {
 	if out, err := run(t, old, "ban", l.PeerName, bannedPrefix, "--for", "1h", "--reason", "before the upgrade"); err != nil {
 		t.Fatalf("ban with the previous binary: %v\n%s", err, out)
 	}
-	watch := watchXDP(t, l.PeerNS, l.PeerName)
-	before := l.PeerNS.Snapshot(t)
-	begin := time.Now()
-	f := l.startFlood(t)
-	time.Sleep(time.Second)
+	m := l.measure(t)
 	if err := p.stop(t); err != nil {
 		t.Fatalf("the previous attach exited with %v:\n%s", err, p.out)
 	}
@@ -265,17 +278,5 @@ func TestUpgradeUnderFlood(t *testing.T) {
 		t.Fatalf("bans after the upgrade: %+v", b)
 	}
 	p = restartUnderFlood(t, l, p, bin, etc, 1)
-	time.Sleep(time.Second)
-	sent := f.end(t)
-	elapsed := time.Since(begin)
-	reached := l.PeerNS.Settle(t).Delta(before).IPReceives()
-	polls, missing, programs := watch.end(t)
-	t.Logf("XDP program checked %d times, missing %d times; %d program ids seen", polls, missing, programs)
-	if missing > 0 {
-		t.Errorf("the interface had no XDP program at %d of %d checks", missing, polls)
-	}
-	checkStack(t, reached, elapsed, 2, sent)
-	if b := bans(t, bin, l.PeerName); len(b) != 1 || b[0].Dropped == 0 {
-		t.Errorf("bans at the end: %+v, want the ban, having dropped the banned source's frames", b)
-	}
+	m.check(t, bin, 2)
 }
