@@ -43,10 +43,12 @@ type Info struct {
 }
 
 // ReloadResult is what POST /reload answers: OK, or the error for which the
-// policy was refused (the previous one stays in force); the policy's
+// policy was refused (Refused: the previous one stays in force) or no
+// reload could run (the agent is starting or stopping); the policy's
 // warnings either way.
 type ReloadResult struct {
 	OK       bool     `json:"ok"`
+	Refused  bool     `json:"refused,omitempty"`
 	Error    string   `json:"error,omitempty"`
 	Policy   string   `json:"policy"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -96,6 +98,8 @@ func (a *Agent) serveControl() (*controlServer, error) {
 		}
 		if errors.Is(err, errNotAttached) || errors.Is(err, ErrStopped) {
 			code = http.StatusServiceUnavailable
+		} else if err != nil {
+			res.Refused = true
 		}
 		writeJSON(w, code, res)
 	})

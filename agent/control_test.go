@@ -61,7 +61,7 @@ func TestAgentControlSocket(t *testing.T) {
 
 	writePolicy(t, path, badPolicy)
 	res, err = agent.AskReload(ctx, iface)
-	if err != nil || res.OK || res.Error != badError(path) {
+	if err != nil || res.OK || !res.Refused || res.Error != badError(path) {
 		t.Fatalf("reload of a broken policy: %+v, %v; want refused with %q", res, err, badError(path))
 	}
 	if s := pinned(t, iface); s.Meta.PolicySHA256 != sha256.Sum256([]byte(warnPolicy)) {

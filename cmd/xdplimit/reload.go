@@ -50,8 +50,11 @@ applies a policy to the pinned limiter directly.`,
 			for _, w := range res.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
-			if !res.OK {
+			switch {
+			case res.Refused:
 				return fmt.Errorf("%s (the previous policy stays in force)", res.Error)
+			case !res.OK:
+				return fmt.Errorf("%s: %s", iface, res.Error)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: policy %s reloaded\n", iface, res.Policy)
 			return nil
