@@ -1,24 +1,30 @@
 // Package agent is the attach lifecycle of xdplimit, what `xdplimit attach`
-// runs in the foreground: it listens for metrics scrapes, watches the policy
-// file, compiles the policy and attaches the limiter (or adopts the pinned
-// state an earlier agent left), runs the fleet sync and the drop log beside
-// it, reloads the policy on request or when its files change, and at the end
-// detaches, or with KeepOnExit leaves the limiter attached and pinned.
+// runs in the foreground: it takes the interface's lock and serves its
+// control socket, claims the metrics address (or finds the attach process
+// that serves it for every interface), compiles the policy, waits for the
+// interface if it is missing, attaches the limiter (or adopts the pinned
+// state an earlier agent left, migrating it from another map layout), runs
+// the fleet sync and the drop log beside it, reloads the policy on request
+// (or, with Watch, when its files change and have settled), and at the end
+// leaves the limiter attached and pinned, or with DetachOnExit detaches it.
 //
 // cmd/xdplimit turns flags into a Config and process signals into calls;
 // tests drive an Agent in-process the same way.
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
@@ -27,15 +33,20 @@ import (
 // dialFunc opens a network connection (net.Dialer's DialContext).
 type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
 
+// WaitForever is Config.WaitForInterface for no time limit.
+const WaitForever time.Duration = -1
+
 // Config is everything `xdplimit attach` decides from its flags. The flags
 // are checked by the command; Start refuses only what it cannot run.
 type Config struct {
 	// Interface is attached to in the network namespace of the thread that
 	// calls Start.
 	Interface string
-	// Policy is the policy file. It is read at Start and at every reload,
-	// and watched, together with the list files it names.
+	// Policy is the policy file, read at Start and at every reload.
 	Policy string
+	// Watch reloads the policy when it, or a list file it names, changes
+	// and has then stayed the same for a settle interval.
+	Watch bool
 
 	// Mode, Force, MaxSources, MaxOtherSources, MaxBans and Clock go to
 	// loader.Attach (see loader.Config). A limiter adopted from pins keeps
@@ -48,14 +59,21 @@ type Config struct {
 	Clock           maps.Clock
 
 	// MetricsAddr is where /metrics and /healthz are served ("" for
-	// nowhere). Port 0 picks a free port: see Agent.MetricsAddr.
+	// nowhere) for this interface and for every other agent of the same
+	// network namespace configured with the same address: whichever holds
+	// it serves them all. Port 0 picks a free port: see Agent.MetricsAddr.
 	MetricsAddr string
 	// LogDrops is --log-drops: "" leaves the drop log to the policy's log:
 	// section; "-" turns it on, writing to the policy's file or stdout; a
 	// path turns it on and wins over the policy's file.
 	LogDrops string
-	// KeepOnExit leaves the limiter attached and pinned when Run returns.
-	KeepOnExit bool
+	// WaitForInterface is how long Start waits for a missing interface to
+	// appear: 0 fails at once, WaitForever waits until its context ends.
+	WaitForInterface time.Duration
+	// DetachOnExit detaches the limiter and removes its pins when Run
+	// returns. Without it the limiter stays attached and pinned, enforcing
+	// the last policy, until `xdplimit detach` or the next agent.
+	DetachOnExit bool
 
 	// Log receives what the agent does and what goes wrong beside the
 	// datapath (nil: discarded).
@@ -78,7 +96,10 @@ type Agent struct {
 	log      *slog.Logger
 	warnings io.Writer
 	path     string // the policy file, absolute
+	ns       *netns.Netns
+	nsIno    uint64
 
+	lock      *loader.Lock // until att holds it
 	att       *loader.Attachment
 	exp       *metrics.Exporter
 	fleet     *fleetRunner
@@ -86,23 +107,27 @@ type Agent struct {
 	changes   <-chan struct{} // the policy's files changed; nil when not watched
 	stopWatch func()
 
-	metricsAddr net.Addr
-	stopServing context.CancelFunc
-	served      chan error // the metrics server's result, once stopped
+	ctl     *controlServer
+	metrics *metricsServer // nil without a metrics address
 
-	// mu serialises reloads with each other and with the stop.
-	mu      sync.Mutex
-	stopped bool
+	// mu serialises reloads with each other, with the end of Start and
+	// with the stop.
+	mu       sync.Mutex
+	attached bool
+	stopped  bool
 }
 
-// Start attaches the limiter with the policy and starts what runs beside
-// it: the metrics server, the policy file's watcher, the fleet sync and the
-// drop log. On error nothing is left behind: the interface is as it was and
-// the metrics port is released. A fleet sync or drop log that cannot start
-// is logged, and the limiter enforces without it, as after a reload.
+// Start takes the interface's lock, serves the control socket, claims the
+// metrics address, compiles the policy, waits for the interface as
+// Config.WaitForInterface says (until ctx ends), and attaches the limiter
+// with the policy; then it starts what runs beside it: the policy's
+// watcher, the fleet sync and the drop log. On error nothing is left
+// behind: the interface is as it was, the socket and the metrics port are
+// released. A fleet sync or drop log that cannot start is logged, and the
+// limiter enforces without it, as after a reload.
 //
 // The caller must then call Run, which alone stops the agent.
-func Start(cfg Config) (*Agent, error) {
+func Start(ctx context.Context, cfg Config) (_ *Agent, err error) {
 	if cfg.Policy == "" {
 		return nil, errors.New("no policy file")
 	}
@@ -110,33 +135,56 @@ func Start(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log, warnings: cfg.Warnings, path: path}
+	a := &Agent{cfg: cfg, log: cfg.Log, warnings: cfg.Warnings, path: path, stopWatch: func() {}}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	if a.warnings == nil {
 		a.warnings = io.Discard
 	}
-	// Listen before attaching: a taken port fails before the interface is
-	// touched. The error names the flag that sets the address.
-	var ln net.Listener
-	if cfg.MetricsAddr != "" {
-		if ln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			return nil, fmt.Errorf("--metrics-addr: %w", err)
-		}
-	}
-	// Watch before attach reads the policy: an edit made while attaching
-	// is then not missed.
-	a.changes, a.stopWatch = watchPolicy(path, a.log)
-	pol, err := a.attach()
-	if err != nil {
-		a.stopWatch()
-		if ln != nil {
-			ln.Close()
-		}
+	if a.lock, err = loader.LockInterface(cfg.Interface); err != nil {
 		return nil, err
 	}
+	// The network namespace of the calling thread: the metrics address is
+	// bound there, also when a later goroutine takes it over.
+	if a.ns, err = netns.Open("/proc/thread-self/ns/net"); err != nil {
+		a.lock.Unlock()
+		return nil, err
+	}
+	a.nsIno, _ = loader.NetnsInode()
+	defer func() {
+		if err != nil {
+			a.release()
+		}
+	}()
 	a.exp = metrics.New(a.log)
+	a.exp.SetPending(cfg.Interface, "not attached yet")
+	a.exp.SetPeers(a.peers)
+	if a.ctl, err = a.serveControl(); err != nil {
+		return nil, err
+	}
+	// The metrics address before the interface: an address in use by
+	// another program fails before anything is touched.
+	if cfg.MetricsAddr != "" {
+		if a.metrics, err = a.claimMetrics(); err != nil {
+			return nil, err
+		}
+	}
+	// Watch before the policy is read: an edit made while attaching is
+	// then not missed.
+	if cfg.Watch {
+		a.changes, a.stopWatch = watchPolicy(path, a.log)
+	}
+	pol, _, err := CompilePolicy(path, a.warnings)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitForInterface(ctx, cfg.Interface, cfg.WaitForInterface, a.log, a.exp); err != nil {
+		return nil, err
+	}
+	if err := a.attach(pol); err != nil {
+		return nil, err
+	}
 	a.fleet = newFleetRunner(a.att, a.log, a.exp.Registry(), cfg.FleetDialer)
 	if err := a.fleet.apply(pol.Fleet); err != nil {
 		// Only a password file that vanished since the policy was read
@@ -148,44 +196,56 @@ func Start(cfg Config) (*Agent, error) {
 		// A file that cannot be opened: enforcement goes on.
 		a.log.Error("drop log not started", "err", err)
 	}
-	a.served = make(chan error, 1)
-	srvCtx, stopServing := context.WithCancel(context.Background())
-	a.stopServing = stopServing
-	if ln != nil {
-		if err := a.exp.Add(a.att.Interface, a.att.Limiter, 0); err != nil {
-			a.log.Warn("metrics unavailable", "err", err)
-		}
-		a.metricsAddr = ln.Addr()
-		go func() { a.served <- a.exp.ServeListener(srvCtx, ln) }()
-		a.log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
-	} else {
-		a.served <- nil
+	if err := a.exp.Add(a.att.Interface, a.att.Limiter, 0); err != nil {
+		a.log.Warn("metrics unavailable", "err", err)
 	}
+	a.mu.Lock()
+	a.attached = true
+	a.mu.Unlock()
 	return a, nil
 }
 
-// attach compiles the policy (its warnings go to the agent's warnings) and
-// attaches with it.
-func (a *Agent) attach() (loader.Policy, error) {
-	p, _, err := CompilePolicy(a.path, a.warnings)
-	if err != nil {
-		return loader.Policy{}, err
+// release undoes what Start did before it failed.
+func (a *Agent) release() {
+	a.stopWatch()
+	if a.metrics != nil {
+		a.metrics.stop()
 	}
+	if a.ctl != nil {
+		a.ctl.stop()
+	}
+	a.ns.Close()
+	a.lock.Unlock()
+}
+
+// attach attaches with the compiled policy and logs how.
+func (a *Agent) attach(p loader.Policy) error {
 	c := a.cfg
 	att, err := loader.Attach(loader.Config{Interface: c.Interface, Mode: c.Mode, Force: c.Force,
 		MaxSources: c.MaxSources, MaxOtherSources: c.MaxOtherSources, MaxBans: c.MaxBans, Clock: c.Clock,
-		Policy: p, Warn: func(s string) { a.log.Warn(s) }})
+		Policy: p, Lock: a.lock, Warn: func(s string) { a.log.Warn(s) }})
 	if err != nil {
-		return loader.Policy{}, err
+		return err
 	}
 	a.att = att
+	if att.NativeErr != nil {
+		a.log.Warn("native XDP failed; running in generic mode, where every packet, dropped or not, is judged after "+
+			"the kernel allocated its socket buffer: several times the per-packet cost of native mode, so a flood "+
+			"costs much more CPU (use a driver with native XDP, or --mode native to refuse this fallback)",
+			"interface", c.Interface, "native_err", att.NativeErr)
+	}
+	if m := att.Migrated; m != nil {
+		a.log.Warn("replaced a limiter of another map layout without a gap: its bans carried over, the policy's "+
+			"lists and rules written anew; every source's state (buckets, windows) and the counters start afresh",
+			"interface", c.Interface, "from_layout", m.From, "to_layout", maps.LayoutVersion, "bans", m.Bans)
+	}
 	l := att.Limiter
 	// adopted=true: took over the pinned limiter of an earlier attach,
-	// its counters and buckets, without an enforcement gap.
+	// without an enforcement gap.
 	a.log.Info("attached", "interface", c.Interface, "mode", att.Mode, "adopted", att.Adopted, "policy", a.path,
 		"rules", len(p.Image.Rules), "clock", l.Clock(), "max_sources", l.SourcesCapacity(),
 		"max_bans", l.BansCapacity(), "ban_table_bytes", uint64(l.BansCapacity())*maps.BanBytes())
-	return p, nil
+	return nil
 }
 
 // Interface is the interface the agent attached to.
@@ -195,19 +255,26 @@ func (a *Agent) Interface() string { return a.att.Interface }
 func (a *Agent) Mode() loader.Mode { return a.att.Mode }
 
 // Adopted reports whether Start took over the pinned limiter of an earlier
-// agent (its counters and every source's state) rather than loading anew.
+// agent rather than loading anew.
 func (a *Agent) Adopted() bool { return a.att.Adopted }
 
-// MetricsAddr is the address the metrics are served on, the port chosen
-// when Config.MetricsAddr asked for port 0; nil when not served.
-func (a *Agent) MetricsAddr() net.Addr { return a.metricsAddr }
+// MetricsAddr is the address the metrics are served on by this process,
+// the port chosen when Config.MetricsAddr asked for port 0; nil while
+// another process holds the address, or without one.
+func (a *Agent) MetricsAddr() net.Addr {
+	if a.metrics == nil {
+		return nil
+	}
+	return a.metrics.addr()
+}
 
 // Run serves until ctx ends, reloading when the watcher reports changed
 // contents of the policy's files, then stops the agent: the watcher, the
-// drop log (after its last lines), the metrics server (after the scrapes in
-// flight) and the fleet sync stop while the maps are open, then the limiter
-// is detached and its pins removed or, with KeepOnExit, left attached and
-// pinned. It returns the error of that last step.
+// drop log (after its last lines), the metrics server and the control
+// socket (after the requests in flight) and the fleet sync stop while the
+// maps are open; then the limiter is left attached and pinned or, with
+// DetachOnExit, detached and its pins removed. It returns the error of that
+// last step.
 func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	stopped := a.stopped
@@ -218,7 +285,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-a.changes:
-			a.Reload("file change")
+			_ = a.Reload("file change")
 		case <-ctx.Done():
 			return a.stop()
 		}
@@ -227,66 +294,90 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // Reload reads and compiles the policy file again and applies it as one
 // atomic switch, then brings the fleet sync and the drop log in line with
-// it. It returns why it failed, and then the previous policy stays in
-// force; the result is also logged, with trigger as its cause, and counted
-// in xdplimit_policy_reloads_total. Reloads are serialised; after Run has
-// stopped the agent, Reload returns ErrStopped.
+// it. It returns why the policy was refused, and then the previous policy
+// stays in force; the result is also logged, with trigger as its cause, and
+// counted in xdplimit_policy_reloads_total. Reloads are serialised; after
+// Run has stopped the agent, Reload returns ErrStopped.
 func (a *Agent) Reload(trigger string) error {
+	_, err := a.reload(trigger)
+	return err
+}
+
+// reload is Reload, returning the policy's warnings too.
+func (a *Agent) reload(trigger string) (warnings []string, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stopped {
-		return ErrStopped
+		return nil, ErrStopped
 	}
-	p, _, err := CompilePolicy(a.path, a.warnings)
+	if !a.attached {
+		return nil, errNotAttached
+	}
+	var w bytes.Buffer
+	p, _, err := CompilePolicy(a.path, io.MultiWriter(a.warnings, &w))
+	for line := range strings.Lines(w.String()) {
+		warnings = append(warnings, strings.TrimPrefix(strings.TrimSuffix(line, "\n"), "warning: "))
+	}
 	if err == nil {
 		err = a.att.Reload(p)
-	}
-	if err == nil {
-		err = a.fleet.apply(p.Fleet)
-	}
-	if err == nil {
-		err = a.dropLog.apply(p.Log)
 	}
 	a.exp.ReloadResult(a.att.Interface, err)
 	if err != nil {
 		a.log.Error("reload failed; the previous policy stays in force", "policy", a.path, "trigger", trigger, "err", err)
-	} else {
-		a.log.Info("reloaded", "policy", a.path, "trigger", trigger)
+		return warnings, err
 	}
-	return err
+	a.log.Info("reloaded", "policy", a.path, "trigger", trigger)
+	// The datapath enforces the new policy: what runs beside it follows,
+	// and what cannot start is logged, as at Start.
+	if err := a.fleet.apply(p.Fleet); err != nil {
+		a.log.Error("fleet sync not started; fleet levels enforce locally", "err", err)
+	}
+	if err := a.dropLog.apply(p.Log); err != nil {
+		a.log.Error("drop log not started", "err", err)
+	}
+	return warnings, nil
 }
+
+var errNotAttached = errors.New("the attach process has not attached yet (waiting for the interface?)")
 
 // stop ends the agent (see Run).
 func (a *Agent) stop() error {
+	// Once stopped is set, reloads refuse; one in flight has finished, as
+	// it held mu. Requests to the control socket (which take mu briefly)
+	// are then answered while it shuts down.
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.stopped {
+		a.mu.Unlock()
 		return ErrStopped
 	}
 	a.stopped = true
+	a.mu.Unlock()
 	a.stopWatch()
 	// Everything that reads or writes the maps stops before they close:
 	// the drop log writes its last lines, scrapes in flight finish, and
 	// the fleet sync releases the reserves of its fixed windows
 	// (fleet.Engine.Close), which nothing would release once this process
-	// has left the limiter behind.
+	// has left the limiter behind. The control socket goes while the lock
+	// is held: the next agent's is not removed by mistake.
 	a.dropLog.stop()
-	a.stopServing()
-	if err := <-a.served; err != nil {
-		a.log.Warn("metrics server", "err", err)
+	if a.metrics != nil {
+		a.metrics.stop()
 	}
+	a.ctl.stop()
 	a.fleet.stop()
-	if a.cfg.KeepOnExit {
-		a.log.Info("exiting; the limiter stays attached (--keep-on-exit)", "interface", a.att.Interface)
-		return a.att.Close()
+	a.ns.Close()
+	if a.cfg.DetachOnExit {
+		a.log.Info("detaching (--detach-on-exit)", "interface", a.att.Interface)
+		return a.att.Detach()
 	}
-	a.log.Info("detaching", "interface", a.att.Interface)
-	return a.att.Detach()
+	a.log.Info("exiting; the limiter stays attached and enforcing the last policy; `xdplimit detach "+
+		a.att.Interface+"` removes it", "interface", a.att.Interface)
+	return a.att.Close()
 }
 
 // Detach removes the limiter of iface that no agent holds any more: one
-// left by an agent that exited with KeepOnExit or was killed. A killed
-// agent whose fleet sync ran also left its status file, removed with it.
+// left by an agent that exited or was killed. A killed agent whose fleet
+// sync ran also left its status file, removed with it.
 func Detach(iface string) error {
 	if err := loader.Detach(iface); err != nil {
 		return err

@@ -66,7 +66,7 @@ func TestAgentStartStop(t *testing.T) {
 		t.Fatalf("metrics address %v, want the port picked", addr)
 	}
 	c := httpIn(v.PeerNS)
-	if code, body := get(t, c, "http://"+addr.String()+"/healthz"); code != 200 || body != "ok\n" {
+	if code, body := get(t, c, "http://"+addr.String()+"/healthz"); code != 200 || body != "ok\n"+iface+": ok\n" {
 		t.Errorf("/healthz: %d %q, want 200 ok", code, body)
 	}
 	want := fmt.Sprintf(`xdplimit_policy_reloads_total{interface=%q,result="success"} 0`, iface)
@@ -83,8 +83,10 @@ func TestAgentStartStop(t *testing.T) {
 	if id := xdpAttached(t, v.PeerNS, iface); id != 0 {
 		t.Errorf("XDP program %d still on %s", id, iface)
 	}
-	if _, err := os.Stat(filepath.Join(loader.RunDir(), iface+".lock")); !os.IsNotExist(err) {
-		t.Errorf("lock file: %v, want it removed", err)
+	for _, p := range []string{filepath.Join(loader.RunDir(), iface+".lock"), agent.ControlSocket(iface)} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s: %v, want it removed", p, err)
+		}
 	}
 	if _, err := c.Get("http://" + addr.String() + "/metrics"); err == nil {
 		t.Error("metrics still served after the stop")
@@ -126,7 +128,7 @@ func TestAgentStartFails(t *testing.T) {
 			err: "open " + good + ".missing: no such file or directory"},
 		{name: "no policy file", cfg: agent.Config{}, err: "no policy file"},
 		{name: "metrics port taken", cfg: agent.Config{Policy: good, MetricsAddr: taken},
-			err: "--metrics-addr: listen tcp " + taken + ": bind: address already in use"},
+			err: "--metrics-addr: listen tcp " + taken + ": bind: address already in use, and no xdplimit attach process serves it"},
 		{name: "no such interface", cfg: agent.Config{Policy: warn, Interface: "xagnone0"},
 			err:      `interface "xagnone0": Link not found`,
 			warnings: "warning: " + warn + ":1:9: allow[0]: 192.0.2.1/24 is masked to 192.0.2.0/24\n"},
@@ -147,7 +149,8 @@ func TestAgentStartFails(t *testing.T) {
 			if id := xdpAttached(t, v.PeerNS, v.PeerName); id != 0 {
 				t.Errorf("XDP program %d on %s", id, v.PeerName)
 			}
-			for _, p := range []string{filepath.Join(loader.PinRoot, v.PeerName), filepath.Join(loader.RunDir(), v.PeerName+".lock")} {
+			for _, p := range []string{filepath.Join(loader.PinRoot, v.PeerName), filepath.Join(loader.RunDir(), v.PeerName+".lock"),
+				agent.ControlSocket(v.PeerName)} {
 				if _, err := os.Stat(p); !os.IsNotExist(err) {
 					t.Errorf("%s: %v, want it absent", p, err)
 				}
@@ -219,13 +222,13 @@ func TestAgentReload(t *testing.T) {
 	}
 }
 
-// TestAgentWatch: saving the policy file reloads it, with no call; a saved
-// broken file is refused and the previous policy stays.
+// TestAgentWatch: with Watch, saving the policy file reloads it, with no
+// call; a saved broken file is refused and the previous policy stays.
 func TestAgentWatch(t *testing.T) {
 	testutil.RequireRoot(t)
 	v := newVeth(t)
 	path := policyFile(t, openPolicy)
-	a := startAgent(t, v, agent.Config{Policy: path})
+	a := startAgent(t, v, agent.Config{Policy: path, Watch: true})
 	iface := v.PeerName
 	sha := func() [32]byte { return pinned(t, iface).Meta.PolicySHA256 }
 
@@ -246,31 +249,36 @@ func TestAgentWatch(t *testing.T) {
 	}
 }
 
-// TestAgentKeepOnExit: with KeepOnExit the limiter stays attached and
-// pinned when Run returns, and only the interface's lock is released; the
-// next agent adopts it, and Detach removes it.
-func TestAgentKeepOnExit(t *testing.T) {
+// TestAgentExitKeeps: by default the limiter stays attached and pinned
+// when Run returns, says so, and only the interface's lock and control
+// socket are released; the next agent adopts it, and Detach removes it.
+func TestAgentExitKeeps(t *testing.T) {
 	testutil.RequireRoot(t)
 	v := newVeth(t)
 	iface := v.PeerName
 	path := policyFile(t, dnsPolicy)
-	a := startAgent(t, v, agent.Config{Policy: path, KeepOnExit: true})
+	a := startKeeping(t, v, agent.Config{Policy: path})
 	verdicts(t, iface, dnsFrame, 1) // spends the source's burst
 	if err := a.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	if !strings.Contains(a.logs.String(), "exiting; the limiter stays attached and enforcing the last policy; `xdplimit detach "+iface+"` removes it") {
+		t.Errorf("no exit line saying the limiter stays:\n%s", a.logs)
 	}
 	s := pinned(t, iface)
 	if id := xdpAttached(t, v.PeerNS, iface); id == 0 || id != uint32(s.ProgramID) {
 		t.Errorf("XDP program on %s: id %d, want the pinned link's %d", iface, id, s.ProgramID)
 	}
-	if _, err := os.Stat(filepath.Join(loader.RunDir(), iface+".lock")); !os.IsNotExist(err) {
-		t.Errorf("lock file: %v, want it released", err)
+	for _, p := range []string{filepath.Join(loader.RunDir(), iface+".lock"), agent.ControlSocket(iface)} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s: %v, want it removed", p, err)
+		}
 	}
 	if got := verdicts(t, iface, dnsFrame, 1); got[0] != xdpDrop {
 		t.Errorf("with no agent: verdict %v, want the limiter still dropping (drop)", got)
 	}
 
-	b := startAgent(t, v, agent.Config{Policy: path, KeepOnExit: true})
+	b := startKeeping(t, v, agent.Config{Policy: path})
 	if !b.Adopted() {
 		t.Error("the second agent did not adopt the pinned limiter")
 	}

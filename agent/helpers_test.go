@@ -48,11 +48,39 @@ type running struct {
 }
 
 // startAgent starts an agent with cfg on v's receiving end, natively, with
-// a small state table unless cfg sizes it, and runs it. It stops when the
-// test ends, if the test did not stop it; the cleanup then also removes
-// whatever a failed test left pinned, so that the next test on the same
-// interface name does not adopt it.
+// a small state table unless cfg sizes it, and runs it; it detaches when it
+// stops (DetachOnExit), as the tests that do not test the exit expect. It
+// stops when the test ends, if the test did not stop it; the cleanup then
+// also removes whatever a failed test left pinned, so that the next test on
+// the same interface name does not adopt it.
 func startAgent(t *testing.T, v *testutil.Veth, cfg agent.Config) *running {
+	t.Helper()
+	cfg.DetachOnExit = true
+	return run(t, v, cfg)
+}
+
+// startKeeping is startAgent for an agent that leaves the limiter attached
+// when it stops, as `xdplimit attach` does: the cleanup detaches it after
+// the stop, if the test did not.
+func startKeeping(t *testing.T, v *testutil.Veth, cfg agent.Config) *running {
+	t.Helper()
+	cfg.DetachOnExit = false
+	r := run(t, v, cfg)
+	iface := r.Interface()
+	t.Cleanup(func() {
+		// Runs before run's cleanup: stop first, to release the lock.
+		if err := r.stop(t); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		if err := agent.Detach(iface); err != nil && !errors.Is(err, loader.ErrNotAttached) {
+			t.Errorf("detach %s: %v", iface, err)
+		}
+	})
+	return r
+}
+
+// run starts an agent with cfg (see startAgent) and runs it.
+func run(t *testing.T, v *testutil.Veth, cfg agent.Config) *running {
 	t.Helper()
 	a, logs, err := tryStart(t, v, cfg)
 	if err != nil {
@@ -91,7 +119,7 @@ func tryStart(t *testing.T, v *testutil.Veth, cfg agent.Config) (*agent.Agent, *
 	var a *agent.Agent
 	err := v.PeerNS.Do(func() error {
 		var err error
-		a, err = agent.Start(cfg)
+		a, err = agent.Start(context.Background(), cfg)
 		return err
 	})
 	t.Cleanup(func() { removeLeftovers(t, cfg.Interface) })

@@ -175,12 +175,12 @@ func reserves(t *testing.T, iface string) int {
 	return n
 }
 
-// TestAgentKeepOnExitReleasesFleetReserves: an agent leaving the limiter
+// TestAgentExitReleasesFleetReserves: an agent leaving the limiter
 // behind stops its fleet sync while the maps are still open, so the sync
 // releases what its fixed windows held for the other hosts: no sync runs
 // after it, and the limiter then enforces the whole limit from local state,
 // as docs/policy.md says. Two agents on two interfaces make a fleet of two.
-func TestAgentKeepOnExitReleasesFleetReserves(t *testing.T) {
+func TestAgentExitReleasesFleetReserves(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireRedis(t)
 	v := newVeth(t)
@@ -188,7 +188,7 @@ func TestAgentKeepOnExitReleasesFleetReserves(t *testing.T) {
 	r := startRedis(t, v.PeerNS)
 	pol := fleetPolicy(r.Addr())
 	dial := testutil.DialIn(v.PeerNS)
-	a := startAgent(t, v, agent.Config{Policy: policyFile(t, pol), FleetDialer: dial, KeepOnExit: true})
+	a := startKeeping(t, v, agent.Config{Policy: policyFile(t, pol), FleetDialer: dial})
 	startAgent(t, w, agent.Config{Policy: policyFile(t, pol), FleetDialer: dial})
 	if !eventually(10*time.Second, func() bool { return reserves(t, v.PeerName) > 0 }) {
 		t.Fatalf("no fleet reserve on %s within 10 s: the fleet of two did not form\n%s", v.PeerName, a.logs)

@@ -78,6 +78,10 @@ type Config struct {
 	Policy  Policy
 	// Warn receives warnings that do not stop the attach.
 	Warn func(string)
+	// Lock, when set, is the interface's lock, taken by the caller
+	// (LockInterface); the Attachment then holds it. When Attach fails
+	// the caller still holds it. Without it Attach takes the lock itself.
+	Lock *Lock
 }
 
 // Attachment is the limiter attached to an interface by this process.
@@ -86,7 +90,13 @@ type Attachment struct {
 	Ifindex   int
 	Mode      Mode // the mode in effect: native or generic
 	Adopted   bool // took over pinned state left by an earlier attach
-	Limiter   *maps.Limiter
+	// NativeErr is why native mode failed when ModeAuto fell back to
+	// generic mode (nil otherwise).
+	NativeErr error
+	// Migrated describes the pinned limiter of another map layout that
+	// this attachment replaced (nil when there was none): see migrate.
+	Migrated *Migration
+	Limiter  *maps.Limiter
 
 	link link.Link
 	dir  string
@@ -122,14 +132,16 @@ func Attach(cfg Config) (*Attachment, error) {
 		warn("running in a private mount namespace (ip netns exec?): the pins under " + PinRoot +
 			" die with it, so enforcement stops when this process exits; use nsenter --net=/var/run/netns/NAME to keep it")
 	}
-	lock, err := lockInterface(cfg.Interface)
-	if err != nil {
+	var lock *os.File
+	if cfg.Lock != nil {
+		lock = cfg.Lock.f
+	} else if lock, err = lockInterface(cfg.Interface); err != nil {
 		return nil, err
 	}
 	a := &Attachment{Interface: cfg.Interface, Ifindex: nl.Attrs().Index, dir: pinDir(cfg.Interface), lock: lock}
 	ok := false
 	defer func() {
-		if !ok {
+		if !ok && cfg.Lock == nil {
 			unlockInterface(a.lock)
 		}
 	}()
@@ -170,19 +182,20 @@ func (a *Attachment) adopt(cfg Config) error {
 		lk.Close()
 		return fmt.Errorf("%w: the pinned link is not attached to %s any more", errStale, a.Interface)
 	}
-	pinned := map[string]*ebpf.Map{}
+	pinned, complete := loadPinnedMaps(a.dir)
 	defer func() {
 		for _, m := range pinned {
 			m.Close()
 		}
 	}()
-	for _, name := range maps.MapNames {
-		m, err := ebpf.LoadPinnedMap(filepath.Join(a.dir, name), nil)
-		if err != nil {
+	// Pins of another layout, or lacking a map this program uses, are
+	// another program's maps: carried over into new ones.
+	if layout, err := maps.PinnedLayout(pinned); err != nil || layout != maps.LayoutVersion || !complete {
+		if err := a.migrate(cfg, lk, pinned, layout); err != nil {
 			lk.Close()
-			return fmt.Errorf("pinned map %s: %w (detach %s first)", name, err, a.Interface)
+			return err
 		}
-		pinned[name] = m
+		return nil
 	}
 	l, err := maps.Load(maps.Options{Clock: cfg.Clock, Pinned: pinned})
 	if err != nil {
@@ -191,7 +204,7 @@ func (a *Attachment) adopt(cfg Config) error {
 	}
 	meta, err := l.Meta()
 	if err == nil {
-		if ino, _ := netnsInode(); meta.NetnsIno != 0 && ino != meta.NetnsIno {
+		if ino, _ := NetnsInode(); meta.NetnsIno != 0 && ino != meta.NetnsIno {
 			err = fmt.Errorf("%s holds the state of an interface %s in another network namespace", a.dir, a.Interface)
 		}
 	}
@@ -244,7 +257,7 @@ func (a *Attachment) attachNew(cfg Config, nl netlink.Link) (err error) {
 	if err = l.Apply(cfg.Policy.Image); err != nil {
 		return err
 	}
-	lk, mode, err := attachXDP(l.Program(), a.Ifindex, cfg.Mode)
+	lk, mode, nativeErr, err := attachXDP(l.Program(), a.Ifindex, cfg.Mode)
 	if err != nil {
 		return fmt.Errorf("attaching to %s: %w", a.Interface, err)
 	}
@@ -253,14 +266,16 @@ func (a *Attachment) attachNew(cfg Config, nl netlink.Link) (err error) {
 			lk.Close() // unpinned: closing detaches
 		}
 	}()
-	a.link, a.Limiter, a.Mode = lk, l, mode
+	a.link, a.Limiter, a.Mode, a.NativeErr = lk, l, mode, nativeErr
 	if err = a.recordMeta(cfg, true); err != nil {
 		return err
 	}
 	return a.pin()
 }
 
-func attachXDP(prog *ebpf.Program, ifindex int, mode Mode) (link.Link, Mode, error) {
+// attachXDP attaches prog in mode; ModeAuto tries native, then generic, and
+// then returns why native failed (nativeErr) beside the generic link.
+func attachXDP(prog *ebpf.Program, ifindex int, mode Mode) (lk link.Link, inEffect Mode, nativeErr, err error) {
 	try := func(m Mode) (link.Link, error) {
 		flags := link.XDPDriverMode
 		if m == ModeGeneric {
@@ -271,17 +286,17 @@ func attachXDP(prog *ebpf.Program, ifindex int, mode Mode) (link.Link, Mode, err
 	switch mode {
 	case ModeNative, ModeGeneric:
 		lk, err := try(mode)
-		return lk, mode, err
+		return lk, mode, nil, err
 	}
-	lk, err := try(ModeNative)
-	if err == nil {
-		return lk, ModeNative, nil
+	lk, nativeErr = try(ModeNative)
+	if nativeErr == nil {
+		return lk, ModeNative, nil, nil
 	}
-	lk, err2 := try(ModeGeneric)
-	if err2 != nil {
-		return nil, 0, fmt.Errorf("native: %v; generic: %w", err, err2)
+	lk, err = try(ModeGeneric)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("native: %v; generic: %w", nativeErr, err)
 	}
-	return lk, ModeGeneric, nil
+	return lk, ModeGeneric, nativeErr, nil
 }
 
 func attachedMode(m uint32) string {
@@ -333,7 +348,7 @@ func (a *Attachment) recordMeta(cfg Config, fresh bool) error {
 		m.Attached = time.Now()
 	}
 	m.Ifindex = a.Ifindex
-	m.NetnsIno, _ = netnsInode()
+	m.NetnsIno, _ = NetnsInode()
 	m.Pid = uint32(os.Getpid())
 	m.Clock = a.Limiter.Clock()
 	if err := a.Limiter.SetMeta(m); err != nil {
@@ -342,41 +357,56 @@ func (a *Attachment) recordMeta(cfg Config, fresh bool) error {
 	return a.Limiter.SetPolicyInfo(cfg.Policy.Path, cfg.Policy.SHA256)
 }
 
-// pin pins the link and maps into a temporary directory and renames it into
+// pin pins the link and maps into a staging directory and renames it into
 // place, so that a failure never leaves a half-populated pin directory.
 func (a *Attachment) pin() error {
+	tmp, err := a.stage(true)
+	if err != nil {
+		return err
+	}
+	// Pin paths recorded in the objects are now the temporary ones; the
+	// rename moves them all at once.
+	if err := os.Rename(tmp, a.dir); err != nil {
+		a.link.Unpin()
+		os.RemoveAll(tmp)
+		return fmt.Errorf("pinning under %s: %w", PinRoot, err)
+	}
+	_ = os.Remove(stagingRoot)
+	return nil
+}
+
+// stage pins the maps, and with withLink the link, into a new directory
+// under stagingRoot and returns it; on error nothing stays pinned there.
+func (a *Attachment) stage(withLink bool) (string, error) {
 	for _, d := range []string{PinRoot, stagingRoot} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
+			return "", err
 		}
 	}
 	// bpffs refuses names with a dot, so the staging directory is a
 	// sibling of the pin root rather than a hidden entry in it.
 	tmp, err := os.MkdirTemp(stagingRoot, a.Interface+"-")
 	if err != nil {
-		return err
+		return "", err
 	}
-	fail := func(err error) error {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("pinning under %s: %w", PinRoot, err)
-	}
-	if err := a.link.Pin(filepath.Join(tmp, "link")); err != nil {
-		return fail(err)
-	}
-	for _, name := range maps.MapNames {
-		if err := a.Limiter.Map(name).Pin(filepath.Join(tmp, name)); err != nil {
+	fail := func(err error) (string, error) {
+		if withLink {
 			a.link.Unpin()
+		}
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("pinning under %s: %w", PinRoot, err)
+	}
+	if withLink {
+		if err := a.link.Pin(filepath.Join(tmp, "link")); err != nil {
 			return fail(err)
 		}
 	}
-	// Pin paths recorded in the objects are now the temporary ones; the
-	// rename moves them all at once.
-	if err := os.Rename(tmp, a.dir); err != nil {
-		a.link.Unpin()
-		return fail(err)
+	for _, name := range maps.MapNames {
+		if err := a.Limiter.Map(name).Pin(filepath.Join(tmp, name)); err != nil {
+			return fail(err)
+		}
 	}
-	_ = os.Remove(stagingRoot)
-	return nil
+	return tmp, nil
 }
 
 // Reload applies a new policy as one atomic switch; on error the old one
@@ -425,56 +455,4 @@ func removePins(dir string) error {
 	_ = os.Remove(PinRoot)
 	_ = os.Remove(stagingRoot)
 	return nil
-}
-
-// lockDir holds the per-interface lock files.
-var lockDir = "/run/xdplimit"
-
-// RunDir is the directory of the per-interface run-time files (lock files,
-// the fleet status a running attach writes).
-func RunDir() string { return lockDir }
-
-// lockInterface serialises control planes for one interface: an attach,
-// reload or detach at a time. The lock is an flock on <lockDir>/<iface>.lock.
-// unlockInterface removes the file while still holding it, so the directory
-// does not keep a file for every interface name ever managed; a process that
-// opened the file just before it went then holds a lock nobody else can
-// find, sees that the path no longer names its file, and starts over.
-func lockInterface(iface string) (*os.File, error) {
-	if err := os.MkdirAll(lockDir, 0o700); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(lockDir, iface+".lock")
-	for try := 0; ; try++ {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-		if err != nil {
-			return nil, err
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("another xdplimit process is managing %s (lock %s held)", iface, path)
-		}
-		var held, named unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &held); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		if err := unix.Stat(path, &named); err == nil && named.Dev == held.Dev && named.Ino == held.Ino {
-			return f, nil
-		}
-		f.Close()
-		if try == 10 {
-			return nil, fmt.Errorf("lock %s keeps being replaced under us", path)
-		}
-	}
-}
-
-// unlockInterface releases an interface's lock and removes its file.
-func unlockInterface(f *os.File) error {
-	// Removed before the close, while held: see lockInterface.
-	err := os.Remove(f.Name())
-	if errors.Is(err, os.ErrNotExist) {
-		err = nil
-	}
-	return errors.Join(err, f.Close())
 }

@@ -62,7 +62,8 @@ func PrivateMountNamespace() bool {
 	return here.Dev != theirs.Dev
 }
 
-func netnsInode() (uint64, error) {
+// NetnsInode identifies the network namespace of the calling thread.
+func NetnsInode() (uint64, error) {
 	var st unix.Stat_t
 	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
 		return 0, err

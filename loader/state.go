@@ -90,9 +90,9 @@ func List() ([]string, error) {
 	return out, nil
 }
 
-// Detach removes the limiter of an interface attached by a process that is
-// gone (or that left it with --keep-on-exit): unpinning the link and closing
-// it detaches the program.
+// Detach removes the limiter of an interface whose attach process is gone
+// (it exited, leaving the limiter, or was killed): unpinning the link and
+// closing it detaches the program.
 func Detach(iface string) error {
 	if err := CheckInterfaceName(iface); err != nil {
 		return err

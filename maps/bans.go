@@ -210,6 +210,36 @@ func (l *Limiter) Ban(p netip.Prefix, d time.Duration, reason string) (replaced 
 	if err != nil {
 		return netip.Prefix{}, err
 	}
+	b := gen.XdplimitXdplBan{ExpiresNs: now + uint64(d), StartedNs: now, Origin: banManual}
+	setBanPrefix(&b, p)
+	for i := 0; i < len(reason); i++ {
+		b.Reason[i] = int8(reason[i])
+	}
+	if replaced, err = l.put(&b, now); err != nil {
+		return netip.Prefix{}, err
+	}
+	return replaced, l.countManualBan()
+}
+
+// setBanPrefix writes a canonical prefix into a ban slot.
+func setBanPrefix(b *gen.XdplimitXdplBan, p netip.Prefix) {
+	b.Prefixlen = uint32(p.Bits())
+	if p.Addr().Is4() {
+		b.Family = 4
+		a := p.Addr().As4()
+		copy(b.Addr[:], a[:])
+	} else {
+		b.Family = 6
+		b.Addr = p.Addr().As16()
+	}
+}
+
+// put writes ban b into its prefix's slot, else a free one, else the one
+// ending first (replaced: the prefix that lost its ban), links it into its
+// trie and moves the ban epoch, so that the flow caches forget what they
+// learned without it.
+func (l *Limiter) put(b *gen.XdplimitXdplBan, now uint64) (replaced netip.Prefix, err error) {
+	p := banPrefix(b)
 	slots, err := l.slots()
 	if err != nil {
 		return netip.Prefix{}, err
@@ -224,29 +254,13 @@ func (l *Limiter) Ban(p netip.Prefix, d time.Duration, reason string) (replaced 
 			return netip.Prefix{}, err
 		}
 	}
-	b := gen.XdplimitXdplBan{ExpiresNs: now + uint64(d), StartedNs: now, Origin: banManual,
-		Prefixlen: uint32(p.Bits())}
-	if p.Addr().Is4() {
-		b.Family = 4
-		a := p.Addr().As4()
-		copy(b.Addr[:], a[:])
-	} else {
-		b.Family = 6
-		b.Addr = p.Addr().As16()
-	}
-	for i := 0; i < len(reason); i++ {
-		b.Reason[i] = int8(reason[i])
-	}
-	if err := l.objs.XdplBans.Update(slot, &b, ebpf.UpdateAny); err != nil {
+	if err := l.objs.XdplBans.Update(slot, b, ebpf.UpdateAny); err != nil {
 		return netip.Prefix{}, err
 	}
-	if err := l.link(&b, slot); err != nil {
+	if err := l.link(b, slot); err != nil {
 		return netip.Prefix{}, err
 	}
-	if err := l.moveBanEpoch(); err != nil {
-		return netip.Prefix{}, err
-	}
-	return replaced, l.countManualBan()
+	return replaced, l.moveBanEpoch()
 }
 
 // pickSlot finds p's own slot, else a free one, else the one ending first

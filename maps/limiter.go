@@ -180,20 +180,14 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 // sketch's, in layout 3) would otherwise fail to load with the kernel's
 // words for it, which do not say what to do.
 func checkPinnedLayout(pinned map[string]*ebpf.Map) error {
-	m, ok := pinned[gen.XdplimitMapXdplMeta]
-	if !ok {
+	if _, ok := pinned[gen.XdplimitMapXdplMeta]; !ok {
 		return nil
 	}
-	// Raw bytes: the layout version is the first field in every layout,
-	// whatever the rest of the metadata became.
-	buf := make([]byte, m.ValueSize())
-	if len(buf) < 4 {
-		return fmt.Errorf("pinned metadata of %d bytes is not xdplimit's: detach first", len(buf))
+	v, err := PinnedLayout(pinned)
+	if err != nil {
+		return err
 	}
-	if err := m.Lookup(uint32(0), buf); err != nil {
-		return fmt.Errorf("reading the pinned metadata: %w", err)
-	}
-	if v := binary.NativeEndian.Uint32(buf); v != 0 && v != LayoutVersion {
+	if v != 0 && v != LayoutVersion {
 		return fmt.Errorf("pinned maps have layout version %d, this xdplimit reads %d: detach first", v, LayoutVersion)
 	}
 	return nil

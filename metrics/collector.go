@@ -97,10 +97,10 @@ var (
 	bansReplacedDesc = desc("bans_replaced_total",
 		"Bans in force that a rule's new ban replaced because their set of the ban table was full (the one ending "+
 			"first goes): a rising rate means --max-bans is too small.", "interface")
-	upDesc = desc("up",
-		"1 when the interface's maps were read at this scrape, 0 when reading them failed (see /healthz).",
-		"interface")
+	upDesc = desc("up", upHelp, "interface")
 )
+
+const upHelp = "1 when the interface's maps were read at this scrape, 0 when reading them failed (see /healthz)."
 
 var allDescs = []*prometheus.Desc{
 	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, insertsDesc, evictionsDesc,

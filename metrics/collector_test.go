@@ -350,7 +350,7 @@ func TestHealthz(t *testing.T) {
 	if err := e.Add("test0", l, 0); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\ntest0: ok\n" {
 		t.Errorf("healthy: %d %q", code, body)
 	}
 	code, body := get("/metrics")
@@ -358,7 +358,7 @@ func TestHealthz(t *testing.T) {
 		t.Errorf("/metrics: %d, xdplimit_up missing:\n%s", code, body)
 	}
 	l.Close() // the maps' descriptors are gone: unreadable
-	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "test0") {
+	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "unhealthy\ntest0: ") {
 		t.Errorf("unreadable maps: %d %q", code, body)
 	}
 	code, body = get("/metrics")

@@ -294,9 +294,13 @@ func TestSystemdUnit(t *testing.T) {
 	unit := string(b)
 	for _, want := range []string{
 		"Type=simple",
-		"ExecStart=/usr/local/bin/xdplimit attach %i --policy /etc/xdplimit/%i.yaml",
-		"ExecReload=/bin/kill -HUP $MAINPID",
+		// The package's path; every start waits for the interface.
+		"ExecStart=/usr/sbin/xdplimit attach %i --policy /etc/xdplimit/%i.yaml --wait-for-interface",
+		// The reload waits for the answer and fails on a refused policy.
+		"ExecReload=/usr/sbin/xdplimit reload %i",
 		"Restart=on-failure",
+		// systemd never gives up restarting.
+		"StartLimitIntervalSec=0",
 		"CapabilityBoundingSet=CAP_BPF CAP_NET_ADMIN CAP_SYS_ADMIN",
 		"ReadWritePaths=/sys/fs/bpf",
 		"RuntimeDirectory=xdplimit",
@@ -311,7 +315,7 @@ func TestSystemdUnit(t *testing.T) {
 	if err := os.WriteFile(stub, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	copy := strings.ReplaceAll(unit, "/usr/local/bin/xdplimit", stub)
+	copy := strings.ReplaceAll(unit, "/usr/sbin/xdplimit", stub)
 	// verify needs an instance; the policy path only has to be well formed.
 	inst := filepath.Join(dir, "xdplimit@eth0.service")
 	if err := os.WriteFile(inst, []byte(copy), 0o644); err != nil {

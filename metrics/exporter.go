@@ -6,18 +6,23 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/xdplimit/xdplimit/maps"
 )
@@ -39,6 +44,10 @@ type Exporter struct {
 	coll    *collector
 	reloads *prometheus.CounterVec
 	log     *slog.Logger
+
+	mu      sync.Mutex
+	peers   func(ctx context.Context) []Peer // nil: none
+	pending map[string]string                // interface → why it is not registered yet
 }
 
 // New returns an exporter with no interface registered. log receives the
@@ -85,6 +94,7 @@ func (e *Exporter) Add(iface string, l *maps.Limiter, progID ebpf.ProgramID) err
 	if err := e.coll.add(&target{iface: iface, l: l, progID: progID}); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	e.SetPending(iface, "")
 	// Both results exist from the start, so that increase() and alerts see
 	// the first failure.
 	e.reloads.WithLabelValues(iface, ReloadSuccess)
@@ -108,28 +118,159 @@ func (e *Exporter) ReloadResult(iface string, err error) {
 	e.reloads.WithLabelValues(iface, result).Inc()
 }
 
+// SetPending makes /healthz report iface as not enforcing yet, for reason,
+// until Add registers it ("" clears it).
+func (e *Exporter) SetPending(iface, reason string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if reason == "" {
+		delete(e.pending, iface)
+		return
+	}
+	if e.pending == nil {
+		e.pending = map[string]string{}
+	}
+	e.pending[iface] = reason
+}
+
+// SetPeers makes Handler serve, beside the exporter's own series, those of
+// the peers that list returns at each scrape (other attach processes on
+// the same metrics address).
+func (e *Exporter) SetPeers(list func(ctx context.Context) []Peer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.peers = list
+}
+
+func (e *Exporter) listPeers(ctx context.Context) []Peer {
+	e.mu.Lock()
+	list := e.peers
+	e.mu.Unlock()
+	if list == nil {
+		return nil
+	}
+	return list(ctx)
+}
+
+// peerTimeout bounds what one scrape waits for the peers: well within the
+// handler's own timeout, so that one stuck peer costs its series only.
+const peerTimeout = 3 * time.Second
+
+// Gather returns the exporter's own metric families. With one interface
+// registered (or pending), series without an interface label (the Go
+// runtime's and the process's) get that interface, so that the series of
+// several processes merged on one address stay apart.
+func (e *Exporter) Gather() ([]*dto.MetricFamily, error) {
+	fams, err := e.reg.Gather()
+	var ifaces []string
+	for _, t := range e.coll.list() {
+		ifaces = append(ifaces, t.iface)
+	}
+	e.mu.Lock()
+	for iface := range e.pending {
+		ifaces = append(ifaces, iface)
+	}
+	e.mu.Unlock()
+	if len(ifaces) == 1 {
+		labelInterface(fams, ifaces[0])
+	}
+	return fams, err
+}
+
+// gatherAll merges the exporter's families with its peers', gathered at
+// once. A peer that does not answer shows as xdplimit_up 0.
+func (e *Exporter) gatherAll() ([]*dto.MetricFamily, error) {
+	own, err := e.Gather()
+	ctx, cancel := context.WithTimeout(context.Background(), peerTimeout)
+	defer cancel()
+	peers := e.listPeers(ctx)
+	sets := make([][]*dto.MetricFamily, len(peers)+1)
+	errs := make([]error, len(peers)+2)
+	sets[0], errs[0] = own, err
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Go(func() {
+			fams, err := p.Gather(ctx)
+			if err != nil {
+				sets[i+1], errs[i+1] = unreachable(p.Interface()), fmt.Errorf("%s: %w", p.Interface(), err)
+				return
+			}
+			labelInterface(fams, p.Interface())
+			sets[i+1] = fams
+		})
+	}
+	wg.Wait()
+	merged, err := merge(sets...)
+	errs[len(errs)-1] = err
+	return merged, errors.Join(errs...)
+}
+
 // Check reads the maps of every registered interface, as a scrape would,
 // and returns why any of them cannot be read. No interface at all is an
 // error too: nothing is being enforced that the exporter could show.
 func (e *Exporter) Check() error {
-	ts := e.coll.list()
-	if len(ts) == 0 {
-		return errors.New("no interface registered")
-	}
 	var errs []error
-	for _, t := range ts {
-		if _, err := Read(t.iface, t.l); err != nil {
-			errs = append(errs, err)
+	for _, h := range e.health(nil) {
+		if h.err != nil {
+			errs = append(errs, h.err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Handler serves /metrics (the registry) and /healthz (200 "ok" when every
-// registered interface's maps are readable, else 503 with the reason).
-func (e *Exporter) Handler() http.Handler {
+// ifaceHealth is one interface's line of /healthz.
+type ifaceHealth struct {
+	iface string
+	err   error
+}
+
+// health checks every registered interface and every peer's (none when
+// peers is nil); no interface at all is unhealthy.
+func (e *Exporter) health(peers []Peer) []ifaceHealth {
+	var out []ifaceHealth
+	for _, t := range e.coll.list() {
+		_, err := Read(t.iface, t.l)
+		out = append(out, ifaceHealth{t.iface, err})
+	}
+	e.mu.Lock()
+	for iface, reason := range e.pending {
+		out = append(out, ifaceHealth{iface, errors.New(reason)})
+	}
+	e.mu.Unlock()
+	if len(peers) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), peerTimeout)
+		defer cancel()
+		hs := make([]ifaceHealth, len(peers))
+		var wg sync.WaitGroup
+		for i, p := range peers {
+			wg.Go(func() { hs[i] = ifaceHealth{p.Interface(), p.Health(ctx)} })
+		}
+		wg.Wait()
+		out = append(out, hs...)
+	}
+	slices.SortFunc(out, func(a, b ifaceHealth) int { return cmp.Compare(a.iface, b.iface) })
+	if len(out) == 0 {
+		out = append(out, ifaceHealth{"", errors.New("no interface registered")})
+	}
+	return out
+}
+
+// Handler serves /metrics (the registry, and the peers' series) and
+// /healthz (200 when every interface's maps are readable, else 503; one
+// line per interface).
+func (e *Exporter) Handler() http.Handler { return e.handler(true) }
+
+// LocalHandler is Handler without the peers: what an attach serves on its
+// control socket, for the process that holds the metrics address.
+func (e *Exporter) LocalHandler() http.Handler { return e.handler(false) }
+
+func (e *Exporter) handler(withPeers bool) http.Handler {
 	mux := http.NewServeMux()
-	metrics := promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{
+	var g prometheus.Gatherer = prometheus.GathererFunc(e.Gather)
+	if withPeers {
+		g = prometheus.GathererFunc(e.gatherAll)
+	}
+	metrics := promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		// One unreadable interface must not hide the others: it shows as
 		// xdplimit_up 0 and in /healthz.
 		ErrorHandling:       promhttp.ContinueOnError,
@@ -138,15 +279,12 @@ func (e *Exporter) Handler() http.Handler {
 		Timeout:             10 * time.Second,
 	})
 	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(e.reg, metrics))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		if err := e.Check(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "unhealthy: %v\n", err)
-			return
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		var peers []Peer
+		if withPeers {
+			peers = e.listPeers(r.Context())
 		}
-		fmt.Fprintln(w, "ok")
+		writeHealth(w, e.health(peers))
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -154,6 +292,32 @@ func (e *Exporter) Handler() http.Handler {
 			`<p><a href="/metrics">/metrics</a> <a href="/healthz">/healthz</a></p></body></html>`)
 	})
 	return mux
+}
+
+// writeHealth answers /healthz: "ok" or "unhealthy", then a line per
+// interface.
+func writeHealth(w http.ResponseWriter, hs []ifaceHealth) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	var b strings.Builder
+	healthy := true
+	for _, h := range hs {
+		switch {
+		case h.iface == "":
+			fmt.Fprintf(&b, "%v\n", h.err)
+		case h.err != nil:
+			fmt.Fprintf(&b, "%s: %v\n", h.iface, h.err)
+		default:
+			fmt.Fprintf(&b, "%s: ok\n", h.iface)
+		}
+		healthy = healthy && h.err == nil
+	}
+	if !healthy {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, "unhealthy\n", b.String())
+		return
+	}
+	fmt.Fprint(w, "ok\n", b.String())
 }
 
 // Serve listens on addr and serves Handler until ctx is done, then shuts the

@@ -25,6 +25,9 @@ func runParseCases(t *testing.T, cases []parseCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.errs) > 0 {
+				checkBrokenFixture(t, tc.src)
+			}
 			p, err := Parse("p.yaml", []byte(tc.src))
 			if got := errorLines(err); !reflect.DeepEqual(got, tc.errs) {
 				t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.errs, "\n"))

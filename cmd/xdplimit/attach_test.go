@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -21,6 +24,10 @@ func TestAttachRefuses(t *testing.T) {
 		refused("max-sources negative", `invalid argument "-1" for "--max-sources" flag: strconv.ParseUint: parsing "-1": invalid syntax`,
 			attach(noIface, "--policy", good, "--max-sources", "-1")...),
 		refused("clock", `--clock "foo": use coarse or ktime`, attach(noIface, "--policy", good, "--clock", "foo")...),
+		refused("wait", `--wait-for-interface "soon": give a duration (30s, 5m), "forever", or 0`,
+			attach(noIface, "--policy", good, "--wait-for-interface=soon")...),
+		refused("log level", `--log-level "loud": use debug, info, warn or error`, attach(noIface, "--policy", good, "--log-level", "loud")...),
+		refused("log format", `--log-format "xml": use text or json`, attach(noIface, "--policy", good, "--log-format", "xml")...),
 		refused("metrics address", "--metrics-addr: listen tcp: address bad: missing port in address",
 			"attach", noIface, "--policy", good, "--metrics-addr", "bad"),
 		refused("missing policy file", "open "+good+".missing: no such file or directory", attach(noIface, "--policy", good+".missing")...),
@@ -30,4 +37,21 @@ func TestAttachRefuses(t *testing.T) {
 			stderr: warnLine(warn) + fmt.Sprintf("xdplimit: interface %q: Link not found\n", noIface)},
 	}
 	runCases(t, append(cases, badNameCases(attach("--policy", good)...)...))
+}
+
+// TestLogFlags: --log-format json writes one JSON object a line, and
+// --log-level drops what is below it.
+func TestLogFlags(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(&buf, "warn", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hidden")
+	log.Warn("shown", "interface", "eth0")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line["msg"] != "shown" || line["interface"] != "eth0" ||
+		line["level"] != "WARN" || strings.Count(buf.String(), "\n") != 1 {
+		t.Errorf("log: %q (%v)", buf.String(), err)
+	}
 }

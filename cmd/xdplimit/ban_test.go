@@ -118,7 +118,7 @@ func TestBanRunningAttach(t *testing.T) {
 	iface := v.PeerName
 	policyPath := writeFile(t, "p.yaml", goodPolicy)
 	cmd := exec.Command("nsenter", "--net="+v.PeerNS.Path(), bin, "attach", iface, "--policy", policyPath,
-		"--mode", "generic", "--metrics-addr", "", "--max-sources", "4096", "--max-bans", "64")
+		"--mode", "generic", "--metrics-addr", "", "--max-sources", "4096", "--max-bans", "64", "--watch")
 	// A file, not a buffer: read on failure while the process still writes.
 	logs := filepath.Join(t.TempDir(), "attach.log")
 	logFile, err := os.Create(logs)

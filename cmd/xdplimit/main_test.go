@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/agent"
+	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 )
 
@@ -145,4 +148,30 @@ func TestHelp(t *testing.T) {
 		})
 	}
 	walk(newRootCmd())
+}
+
+// startAgent starts an agent with cfg on v's receiving end (natively, with
+// a small state table, detaching when it stops) and runs it in this process
+// until the test ends, as an attach process would run it.
+func startAgent(t *testing.T, v *testutil.Veth, cfg agent.Config) *agent.Agent {
+	t.Helper()
+	cfg.Interface, cfg.Mode, cfg.MaxSources, cfg.DetachOnExit = v.PeerName, loader.ModeNative, 1<<12, true
+	var a *agent.Agent
+	err := v.PeerNS.Do(func() (err error) {
+		a, err = agent.Start(context.Background(), cfg)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return a
 }

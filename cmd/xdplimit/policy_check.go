@@ -6,19 +6,24 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/policy"
 )
 
 // newPolicyCheckCmd validates a policy file without touching the datapath,
-// so a policy can be checked in CI or before `xdplimit reload`.
+// so a policy can be checked in CI or before `xdplimit reload`. It runs
+// agent.CompilePolicy, what attach and reload run: it passes if and only if
+// they would accept the file.
 func newPolicyCheckCmd() *cobra.Command {
 	var quiet, strict bool
 	cmd := &cobra.Command{
 		Use:   "check FILE",
 		Short: "Validate a policy file and summarise what it does",
-		Long: `check parses and validates a policy file and the list files it names, prints
-every error and warning with its file, line and column, and, when the policy
-is valid, a summary of what the datapath will do with it.
+		Long: `check reads a policy file exactly as attach and reload do: it parses and
+validates it and the list files it names, compiles it, and reads the fleet's
+password file; it prints every error and warning (with file, line and column
+where the policy says it), and, when attach would accept the policy, a summary
+of what the datapath will do with it.
 
 The exit status is non-zero when the policy has errors, or with --strict
 when it has warnings.`,
@@ -31,19 +36,16 @@ when it has warnings.`,
 				}
 				return fmt.Sprintf("%d %ss", n, what)
 			}
-			p, err := policy.Load(path)
+			_, p, err := agent.CompilePolicy(path, cmd.ErrOrStderr())
 			if err != nil {
 				var list policy.ErrorList
 				if !errors.As(err, &list) {
-					return err // the file itself could not be read
+					return err // unreadable files, a policy too big to compile, a password file
 				}
 				for _, e := range list {
 					fmt.Fprintln(cmd.ErrOrStderr(), e)
 				}
 				return fmt.Errorf("%s: %s", path, count(len(list), "error"))
-			}
-			for _, w := range p.Warnings {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
 			if !quiet {
 				p.Describe(cmd.OutOrStdout())

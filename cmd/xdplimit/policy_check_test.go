@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"testing"
 )
 
@@ -31,13 +30,11 @@ non-IP frames (ARP, LLDP, ...): pass
 		refused("no file", "accepts 1 arg(s), received 0", "policy", "check"),
 		refused("two files", "accepts 1 arg(s), received 2", "policy", "check", good, warn),
 	}
-	// Every shipped example is valid and warning-free.
-	examples, err := filepath.Glob("../../examples/*.yaml")
-	if err != nil || len(examples) == 0 {
-		t.Fatalf("examples: %v, %v", examples, err)
-	}
-	for _, e := range examples {
-		cases = append(cases, cliCase{name: filepath.Base(e), args: []string{"policy", "check", "-q", "--strict", e}})
-	}
+	// What attach refuses beyond the policy language: a password file that
+	// cannot be read (TestPolicyCheckAgreesWithAttach runs every example).
+	nopw := writeFile(t, "fleet.yaml", "fleet:\n  redis: redis://192.0.2.10:6379/0\n  password_file: "+good+".missing\n"+
+		"  namespace: t\nrules: []\n")
+	cases = append(cases, refused("password file missing", "fleet.password_file: open "+good+".missing: no such file or directory",
+		"policy", "check", nopw))
 	runCases(t, cases)
 }

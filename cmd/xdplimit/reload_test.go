@@ -1,6 +1,14 @@
 package main
 
-import "testing"
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/xdplimit/xdplimit/agent"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/loader"
+)
 
 // TestReloadRefuses: without pinned state, reload neither signals anything
 // nor applies the policy it is given.
@@ -13,4 +21,45 @@ func TestReloadRefuses(t *testing.T) {
 		refused("not attached, with a policy", notAttached(t), "reload", noIface, "--policy", good),
 	}
 	runCases(t, append(cases, badNameCases("reload")...))
+}
+
+// TestReloadAsksAgent: with an attach process running, reload asks it
+// through its control socket and reports its answer: the policy's
+// warnings and success, or the errors with file, line and column and a
+// non-zero exit while the previous policy stays. Neither reload --policy
+// nor detach may go around it.
+func TestReloadAsksAgent(t *testing.T) {
+	testutil.RequireRoot(t)
+	v := testutil.NewUniqueVethPair(t, "xrls", "xrlr")
+	iface := v.PeerName
+	path := writeFile(t, "p.yaml", goodPolicy)
+	startAgent(t, v, agent.Config{Policy: path})
+	sha := func() [32]byte {
+		s, err := loader.Open(iface)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return s.Meta.PolicySHA256
+	}
+
+	if err := os.WriteFile(path, []byte(warnPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCases(t, []cliCase{{name: "warnings", args: []string{"reload", iface}, stdout: iface + ": policy " + path + " reloaded\n",
+		stderr: warnLine(path)}})
+	before := sha()
+	if err := os.WriteFile(path, []byte(badPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCases(t, []cliCase{
+		refused("broken", badError(path)+" (the previous policy stays in force)", "reload", iface),
+		refused("with --policy", fmt.Sprintf("attach (pid %d) runs for %s and owns its policy file %s: edit that file, then reload without --policy",
+			os.Getpid(), iface, path), "reload", iface, "--policy", path),
+		refused("detach", fmt.Sprintf("attach (pid %d) runs for %s: stop it first (systemctl stop xdplimit@%s, or SIGTERM), then detach",
+			os.Getpid(), iface, iface), "detach", iface),
+	})
+	if sha() != before {
+		t.Error("a refused reload changed the policy in force")
+	}
 }

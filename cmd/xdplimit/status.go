@@ -52,7 +52,7 @@ func newStatusCmd() *cobra.Command {
 
 func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 	m := s.Meta
-	owner := "no attach process (left with --keep-on-exit or killed)"
+	owner := "no attach process (it exited or was killed; `xdplimit detach` removes the limiter)"
 	if loader.OwnerAlive(m.Pid) {
 		owner = fmt.Sprintf("attach process pid %d", m.Pid)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/internal/testutil"
-	"github.com/xdplimit/xdplimit/loader"
 )
 
 func TestStatusRefuses(t *testing.T) {
@@ -37,23 +35,9 @@ func TestStatusOfAgent(t *testing.T) {
 	policy := writeFile(t, "p.yaml", "fleet:\n  redis: [redis://"+r.Addr()+"/0]\n  namespace: status-test\n  sync: 50ms\n"+
 		"rules:\n  - name: dns\n    limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000, scope: fleet}\n")
 	var logs testutil.SyncBuffer
-	var a *agent.Agent
-	err := v.PeerNS.Do(func() (err error) {
-		a, err = agent.Start(agent.Config{Interface: iface, Policy: policy, Mode: loader.ModeNative, MaxSources: 1 << 12,
-			FleetDialer: testutil.DialIn(v.PeerNS), Log: slog.New(slog.NewTextHandler(&logs, nil))})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
+	startAgent(t, v, agent.Config{Policy: policy, FleetDialer: testutil.DialIn(v.PeerNS),
+		Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
 		if t.Failed() {
 			t.Logf("agent log:\n%s", logs.String())
 		}

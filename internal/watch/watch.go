@@ -9,8 +9,10 @@
 // goes silent after the first such save, so a Watcher watches the
 // directories instead and keeps the entries that matter: the file's name,
 // and every symlink passed while resolving it, re-resolved after each
-// change. Bursts of events are debounced, and a change is reported only
-// when the files' contents differ from the last ones reported.
+// change. Bursts of events are debounced, a change is reported only when
+// the files' contents differ from the last ones reported, and, with a
+// settle interval, only once the files have stayed the same across it: a
+// file written in place by a slow writer is not reported half-written.
 package watch
 
 import (
@@ -41,6 +43,11 @@ const DefaultDebounce = 200 * time.Millisecond
 type Options struct {
 	// Debounce: DefaultDebounce when 0.
 	Debounce time.Duration
+	// Settle, when set, is how long the files' sizes, modification times
+	// and contents must stay the same before a change is reported: they
+	// are read once the events have stopped, and again Settle later, until
+	// two reads agree. Without it the first read after the events counts.
+	Settle time.Duration
 	// Related returns the other files whose contents count as part of the
 	// main file (a policy's list files), given the main file's path and
 	// current contents. It is called again after every change, so a file
@@ -65,6 +72,7 @@ type Watcher struct {
 	dirs    map[string]map[string]bool // watched real directory → names that matter in it
 	last    [sha256.Size]byte          // digest of the contents last reported (or found at start)
 	missing string                     // a watched file found missing at the last check, logged once
+	settled [sha256.Size]byte          // with Settle: the digest (stat included) read at the last check
 }
 
 // New starts watching path (made absolute) and the files opts.Related
@@ -148,7 +156,7 @@ func (w *Watcher) run() {
 			}
 			w.log.Warn("file watch", "err", err)
 		case <-timer.C:
-			w.check()
+			w.check(timer)
 		}
 	}
 }
@@ -162,8 +170,9 @@ func (w *Watcher) matters(name string) bool {
 	return w.dirs[filepath.Dir(name)][filepath.Base(name)]
 }
 
-// check runs once events have stopped for the debounce interval.
-func (w *Watcher) check() {
+// check runs once events have stopped for the debounce interval (or the
+// settle interval has passed); it re-arms timer to look again.
+func (w *Watcher) check(timer *time.Timer) {
 	w.refreshRelated()
 	// Watch new directories (a swapped symlink now points elsewhere)
 	// before reading, so a write that races this check gives an event.
@@ -180,6 +189,17 @@ func (w *Watcher) check() {
 		return
 	}
 	w.missing = ""
+	if w.opts.Settle > 0 {
+		// The same contents, sizes and times across the interval: the
+		// writer is done. Else look again after it.
+		stamp := w.stamp(sum)
+		if stamp != w.settled {
+			w.settled = stamp
+			timer.Reset(w.opts.Settle)
+			return
+		}
+		w.settled = [sha256.Size]byte{}
+	}
 	if sum == w.last {
 		w.log.Debug("watched files changed on disk but not in content; nothing to reload",
 			"sha256", hex.EncodeToString(sum[:8]))
@@ -190,6 +210,24 @@ func (w *Watcher) check() {
 	case w.c <- struct{}{}:
 	default: // one already pending
 	}
+}
+
+// stamp adds the files' sizes and modification times to their contents'
+// digest.
+func (w *Watcher) stamp(sum [sha256.Size]byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(sum[:])
+	for _, f := range w.files() {
+		var b [16]byte
+		if fi, err := os.Stat(f); err == nil {
+			binary.LittleEndian.PutUint64(b[:8], uint64(fi.Size()))
+			binary.LittleEndian.PutUint64(b[8:], uint64(fi.ModTime().UnixNano()))
+		}
+		h.Write(b[:])
+	}
+	var out [sha256.Size]byte
+	copy(out[:], h.Sum(nil))
+	return out
 }
 
 // files lists the main file and its related files.

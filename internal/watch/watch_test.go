@@ -380,3 +380,58 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A file written in place in two parts, with a pause longer than the
+// debounce interval but shorter than the settle interval, is reported once,
+// whole: a reader woken by the report never reads the half written first.
+func TestSettle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	write(t, path, "a")
+	const settle = 2 * time.Second
+	logs := &testutil.SyncBuffer{}
+	w, err := New(path, Options{Debounce: debounce, Settle: settle, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// What a reloading agent would read at each report.
+	read := make(chan string, 4)
+	go func() {
+		for range w.Changes() {
+			b, _ := os.ReadFile(path)
+			read <- string(b)
+		}
+	}()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	first := time.Now()
+	if _, err := f.WriteString("first half, "); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * debounce)
+	if _, err := f.WriteString("then the rest"); err != nil {
+		t.Fatal(err)
+	}
+	// The pause is what the test controls only roughly: on a machine so
+	// loaded that it outlasted the settle interval, the half was rightly
+	// reported, and there is nothing to check.
+	if pause := time.Since(first); pause >= settle {
+		t.Skipf("the writer's pause took %v, not less than the settle interval %v", pause, settle)
+	}
+	select {
+	case got := <-read:
+		if got != "first half, then the rest" {
+			t.Fatalf("reported with the file holding %q", got)
+		}
+	case <-time.After(5 * settle):
+		t.Fatal("no change reported")
+	}
+	select {
+	case got := <-read:
+		t.Fatalf("a second change reported, the file holding %q", got)
+	case <-time.After(settle + 4*debounce):
+	}
+}

@@ -129,7 +129,8 @@ func (f *fleetRun) start(t *testing.T, i int) *attachProc {
 	h := f.lab.Host(i)
 	// A small state table: three processes with the default million
 	// entries would pin ~300 MB for one source.
-	args := append([]string{"attach", h.Eth0, "--policy", f.policy, "--max-sources", "65536"}, f.opts.Args...)
+	// --detach-on-exit: the cleanup's SIGTERM removes what it attached.
+	args := append([]string{"attach", h.Eth0, "--policy", f.policy, "--max-sources", "65536", "--detach-on-exit"}, f.opts.Args...)
 	p := &attachProc{host: h, args: args, out: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(testutil.XdplimitBin(t), args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -155,7 +156,8 @@ func (f *fleetRun) start(t *testing.T, i int) *attachProc {
 	}
 	t.Cleanup(func() {
 		if !p.exited() {
-			// SIGTERM detaches and removes the pins; SIGKILL if it hangs.
+			// SIGTERM detaches and removes the pins (--detach-on-exit);
+			// SIGKILL if it hangs.
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-p.done:

@@ -259,7 +259,7 @@ func TestForeignProgram(t *testing.T) {
 	if x := l.xdpAttached(t); x == nil || x.ProgId != foreign.ProgId {
 		t.Fatalf("the foreign program was touched: now %+v", x)
 	}
-	p := l.start(t, "attach", l.PeerName, "--policy", path, "--force")
+	p := l.start(t, "attach", l.PeerName, "--policy", path, "--force", "--detach-on-exit")
 	p.waitFor(t, "attached", 30*time.Second)
 	if x := l.xdpAttached(t); x == nil || x.ProgId == foreign.ProgId {
 		t.Fatalf("--force did not replace the foreign program: %+v", x)
@@ -324,15 +324,22 @@ func TestKilledAttachKeepsEnforcingAndIsAdopted(t *testing.T) {
 	l.requireClean(t)
 }
 
-// --keep-on-exit leaves the limiter; `xdplimit detach` removes it.
-func TestKeepOnExitThenDetach(t *testing.T) {
+// SIGTERM leaves the limiter attached and enforcing, and says so;
+// `xdplimit detach` removes it. --keep-on-exit, the old way to ask for
+// this, is still accepted.
+func TestExitKeepsThenDetach(t *testing.T) {
 	l := newLab(t, 1)
-	p := l.attach(t, "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1000/s, burst: 100}\n", "--keep-on-exit")
+	path := writePolicy(t, "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1000/s, burst: 100}\n")
+	p := l.start(t, "attach", l.PeerName, "--policy", path, "--keep-on-exit")
+	p.waitFor(t, "attached", 30*time.Second)
 	if err := p.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if l.xdpAttached(t) == nil {
-		t.Fatal("--keep-on-exit detached")
+		t.Fatal("SIGTERM detached")
+	}
+	if !strings.Contains(p.out.String(), "the limiter stays attached") {
+		t.Errorf("the exit does not say the limiter stays:\n%s", p.out)
 	}
 	// A policy applied with no attach process running: a fleet: section
 	// gets a warning that nothing will sync it (Redis is never contacted).

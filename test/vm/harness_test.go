@@ -189,7 +189,9 @@ func (l *lab) attach(t *testing.T, policy string, extra ...string) *proc {
 	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := l.start(t, append([]string{"attach", l.PeerName, "--policy", path}, extra...)...)
+	// SIGTERM then detaches, as the tests that end with requireClean
+	// expect; TestExitKeepsThenDetach starts its attach without it.
+	p := l.start(t, append([]string{"attach", l.PeerName, "--policy", path, "--detach-on-exit"}, extra...)...)
 	p.waitFor(t, "attached", 30*time.Second)
 	return p
 }

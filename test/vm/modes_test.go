@@ -61,8 +61,8 @@ rules:
 	within(t, "admitted", float64(pass), 1000+2000*res.Elapsed.Seconds(), accuracy())
 }
 
-// --mode auto falls back to generic XDP where the driver has none: a bridge
-// has no native XDP.
+// --mode auto falls back to generic XDP where the driver has none (a bridge
+// has no native XDP), and logs why.
 func TestGenericFallback(t *testing.T) {
 	l := newLab(t, 1)
 	name := "xb" + randomID()
@@ -77,10 +77,13 @@ func TestGenericFallback(t *testing.T) {
 		t.Fatalf("creating a bridge: %v", err)
 	}
 	path := writePolicy(t, "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 10/s, burst: 10}\n")
-	p := l.start(t, "attach", name, "--policy", path)
+	p := l.start(t, "attach", name, "--policy", path, "--detach-on-exit")
 	t.Cleanup(func() { removePins(name) })
 	p.waitFor(t, "attached", 30*time.Second)
 	p.waitFor(t, "mode=generic", time.Second)
+	// It says why, and what generic mode costs.
+	p.waitFor(t, "native XDP failed; running in generic mode", time.Second)
+	p.waitFor(t, "native_err=", time.Second)
 	var x *netlink.LinkXdp
 	_ = l.PeerNS.Do(func() error {
 		nl, err := netlink.LinkByName(name)

@@ -18,7 +18,7 @@ import (
 
 // TestReloadOnFileChange edits the policy the way editors save, by writing
 // a new file and renaming it over the old one, under a running flood and
-// without any SIGHUP: attach must notice and reload. An invalid edit then
+// without any SIGHUP: attach --watch must notice and reload. An invalid edit then
 // changes nothing, and is reported in the log and in the metrics.
 func TestReloadOnFileChange(t *testing.T) {
 	l := newLab(t, 1)
@@ -39,7 +39,7 @@ rules:
     limit: {algorithm: token_bucket, rate: 10M/s, burst: 10M}
 `, src)
 	renameOverFile(t, path, tight)
-	p := l.start(t, "attach", l.PeerName, "--policy", path)
+	p := l.start(t, "attach", l.PeerName, "--policy", path, "--watch")
 	p.waitFor(t, "attached", 30*time.Second)
 
 	// A flood that runs until stopped, so that it is running when the

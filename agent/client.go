@@ -1,0 +1,70 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+)
+
+// ErrNoAgent means no agent answers on an interface's control socket: none
+// runs (the socket is missing, or a killed agent's is left).
+var ErrNoAgent = errors.New("no attach process runs")
+
+// controlURL is the base URL of requests over a control socket; the host
+// is a placeholder, the dialer ignores it.
+const controlURL = "http://xdplimit"
+
+// controlClient talks HTTP over the control socket at path. Each request
+// dials anew: clients are short-lived, and a peer may be gone by the next
+// scrape.
+func controlClient(path string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "unix", path)
+			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+				return nil, fmt.Errorf("%w (%s)", ErrNoAgent, path)
+			}
+			return c, err
+		},
+	}}
+}
+
+// askJSON sends a request over the control socket at path and decodes the
+// JSON answer into v, whatever its status.
+func askJSON(ctx context.Context, path, method, what string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, method, controlURL+what, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := controlClient(path).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+		return fmt.Errorf("%s %s: %s, %w", method, what, resp.Status, err)
+	}
+	return nil
+}
+
+// AskInfo asks the agent of iface who it is; ErrNoAgent when none runs.
+func AskInfo(ctx context.Context, iface string) (Info, error) {
+	var i Info
+	err := askJSON(ctx, ControlSocket(iface), http.MethodGet, "/info", &i)
+	return i, err
+}
+
+// AskReload asks the agent of iface to reload its policy and waits (until
+// ctx ends) for the result; ErrNoAgent when none runs.
+func AskReload(ctx context.Context, iface string) (ReloadResult, error) {
+	var r ReloadResult
+	err := askJSON(ctx, ControlSocket(iface), http.MethodPost, "/reload", &r)
+	return r, err
+}
