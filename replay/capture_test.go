@@ -185,3 +185,30 @@ func TestCaptureCutOff(t *testing.T) {
 		})
 	}
 }
+
+// Captures are untrusted input: whatever the bytes, reading never panics,
+// and every frame it returns is one the replay can take.
+func FuzzCapture(f *testing.F) {
+	frame := pktgen.UDP4(src4, dst4, 4000, 53, 18)
+	f.Add(append(ngHeader(), append(ngSPB(frame), ngEPB(wallStart, frame)...)...))
+	for _, lt := range []uint32{1, 12, 101, 113, 276} {
+		le := binary.LittleEndian
+		h := le.AppendUint32(nil, 0xa1b2c3d4)
+		h = le.AppendUint16(le.AppendUint16(h, 2), 4)
+		h = le.AppendUint32(le.AppendUint32(le.AppendUint32(le.AppendUint32(h, 0), 0), 65535), lt)
+		rec := le.AppendUint32(le.AppendUint32(le.AppendUint32(le.AppendUint32(nil, 1), 0), uint32(len(frame))), uint32(len(frame)))
+		f.Add(append(append(h, rec...), frame...))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		frames, err := readAll(data)
+		for _, fr := range frames {
+			if fr.Length < len(fr.Data) || (fr.NoLinkLayer && len(fr.Data) > 0 && len(fr.Data) < ethHeaderLen) {
+				t.Fatalf("frame %d: %d bytes, %d on the wire, no link layer %v", fr.Number, len(fr.Data), fr.Length, fr.NoLinkLayer)
+			}
+		}
+		var cut *CutOff
+		if errors.As(err, &cut) && (cut.Frame != len(frames)+1 || cut.End < cut.Offset) {
+			t.Fatalf("cut %+v after %d frames", *cut, len(frames))
+		}
+	})
+}
