@@ -21,10 +21,10 @@ func compileSignature(img *maps.Image, rules []policy.Rule) {
 		if len(m.DSCP) > 0 || len(m.TOS) > 0 {
 			img.Dims |= maps.DimTOS
 		}
-		if m.ICMP != nil && m.ICMP.Type >= 0 {
+		if m.ICMP != nil && m.ICMP.Types != nil {
 			img.Dims |= maps.DimICMPType
 		}
-		if m.ICMP != nil && m.ICMP.Code >= 0 {
+		if m.ICMP != nil && m.ICMP.Codes != nil {
 			img.Dims |= maps.DimICMPCode
 		}
 	}
@@ -45,31 +45,35 @@ func compileSignature(img *maps.Image, rules []policy.Rule) {
 		}
 	}
 	if img.Dims&maps.DimICMPType != 0 {
-		img.ICMPType = icmpBitmaps(rules, func(ic *policy.ICMP) int { return ic.Type })
+		img.ICMPType = icmpBitmaps(rules, func(ic *policy.ICMP) []policy.Range { return ic.Types })
 	}
 	if img.Dims&maps.DimICMPCode != 0 {
-		img.ICMPCode = icmpBitmaps(rules, func(ic *policy.ICMP) int { return ic.Code })
+		img.ICMPCode = icmpBitmaps(rules, func(ic *policy.ICMP) []policy.Range { return ic.Codes })
 	}
 }
 
 // icmpBitmaps: a rule without the constraint matches every slot; one with
-// it matches its value and messages whose type and code are unknown (a
-// non-first fragment, a header cut short), as ports do, never packets
-// that are not ICMP.
-func icmpBitmaps(rules []policy.Rule, get func(*policy.ICMP) int) []maps.Bitmap {
+// it matches each value its ranges hold and messages whose type and code
+// are unknown (a non-first fragment, a header cut short), as ports do,
+// never packets that are not ICMP.
+func icmpBitmaps(rules []policy.Rule, get func(*policy.ICMP) []policy.Range) []maps.Bitmap {
 	bm := make([]maps.Bitmap, maps.ICMPSlots)
 	for i, r := range rules {
-		v := -1
+		var rs []policy.Range
 		if r.Match.ICMP != nil {
-			v = get(r.Match.ICMP)
+			rs = get(r.Match.ICMP)
 		}
-		if v < 0 {
+		if rs == nil {
 			for s := range bm {
 				maps.SetBit(&bm[s], i)
 			}
 			continue
 		}
-		maps.SetBit(&bm[v], i)
+		for _, rg := range rs {
+			for v := int(rg.Lo); v <= int(rg.Hi); v++ {
+				maps.SetBit(&bm[v], i)
+			}
+		}
 		maps.SetBit(&bm[maps.ICMPIdxFrag], i)
 	}
 	return bm

@@ -62,3 +62,38 @@ rules:
 		}
 	}
 }
+
+// icmp lists and ranges set the bit of every value they hold, in the type
+// and code arrays independently, and the fragment slot; nothing else.
+func TestSignatureICMPLists(t *testing.T) {
+	img := compileYAML(t, `
+rules:
+  - {name: pings, match: {protocol: icmp, icmp: {type: [echo-request, echo-reply, 13-14]}}, limit: {algorithm: token_bucket, rate: 10/s, burst: 10}}
+  - {name: unreach, match: {protocol: icmp, icmp: {type: dest-unreachable, code: [0-3, 13]}}, limit: {algorithm: token_bucket, rate: 10/s, burst: 10}}
+  - {name: rest, limit: {algorithm: token_bucket, rate: 10/s, burst: 10}}
+`)
+	want := map[int]map[uint32]bool{ // rule -> slots set in the type array
+		0: {0: true, 8: true, 13: true, 14: true, maps.ICMPIdxFrag: true},
+		1: {3: true, maps.ICMPIdxFrag: true},
+	}
+	for rule, slots := range want {
+		for s := range maps.ICMPSlots {
+			if got := has(img.ICMPType[s], rule); got != slots[s] {
+				t.Errorf("type slot %d, rule %d: set %v, want %v", s, rule, got, slots[s])
+			}
+		}
+	}
+	codes := map[uint32]bool{0: true, 1: true, 2: true, 3: true, 13: true, maps.ICMPIdxFrag: true}
+	for s := range maps.ICMPSlots {
+		if got := has(img.ICMPCode[s], 1); got != codes[s] {
+			t.Errorf("code slot %d, rule unreach: set %v, want %v", s, got, codes[s])
+		}
+		// Rules without a code constraint match every code slot.
+		if !has(img.ICMPCode[s], 0) || !has(img.ICMPCode[s], 2) {
+			t.Errorf("code slot %d: pings or rest lacks its bit", s)
+		}
+		if !has(img.ICMPType[s], 2) {
+			t.Errorf("type slot %d: rest lacks its bit", s)
+		}
+	}
+}

@@ -69,7 +69,7 @@ func TestCovers(t *testing.T) {
 		{"", "vlan: [100]", true},
 
 		// Signature fields: ranges like ports, dscp and tos by the TOS
-		// bytes they admit, icmp type and code each absent or equal.
+		// bytes they admit, icmp types and codes as ranges.
 		{"length: 0-1500", "length: 100-200", true},
 		{"length: 100-200", "length: 0-1500", false},
 		{"length: 100-200", "", false},
@@ -81,6 +81,11 @@ func TestCovers(t *testing.T) {
 		{"protocol: icmp, icmp: {type: 8, code: 0}", "protocol: icmp, icmp: {type: 8}", false},
 		{"protocol: icmp, icmp: {type: 8}", "protocol: icmp", false},
 		{"protocol: icmp", "protocol: icmp, icmp: {type: 0}", true},
+		{"protocol: icmp, icmp: {type: [0, 8]}", "protocol: icmp, icmp: {type: 8, code: [0-3]}", true},
+		{"protocol: icmp, icmp: {type: [0, 8]}", "protocol: icmp, icmp: {type: [0, 3]}", false},
+		{"protocol: icmp, icmp: {code: [0-3, 13]}", "protocol: icmp, icmp: {type: 3, code: [1, 13]}", true},
+		{"protocol: icmp, icmp: {code: [0-3, 13]}", "protocol: icmp, icmp: {code: [3-4]}", false},
+		{"protocol: icmp, icmp: {type: [0-255]}", "protocol: icmp, icmp: {type: echo-request}", true},
 
 		// Every dimension must cover.
 		{"protocol: udp, vlan: [1]", "protocol: udp, vlan: [1], src_cidrs: [10.0.0.0/8]", true},

@@ -90,6 +90,14 @@ type rangeKind struct {
 	scalarOK  bool // a single value or range may stand without a list
 }
 
+// a is one with its article: "a port", "an ICMP code".
+func (k rangeKind) a() string {
+	if strings.ContainsRune("AEIOU", rune(k.one[0])) {
+		return "an " + k.one
+	}
+	return "a " + k.one
+}
+
 var portKind = rangeKind{one: "port", many: "ports", max: 65535, example: "[53, 1024-65535]"}
 
 // ports decodes a list of ports and ranges.
@@ -98,6 +106,13 @@ func (d *decoder) ports(n ast.Node, path string) []PortRange { return d.ranges(n
 // ranges decodes a list of values and ranges, sorted with overlapping and
 // adjacent ranges merged, so that each value is in at most one range.
 func (d *decoder) ranges(n ast.Node, path string, k rangeKind) []Range {
+	return d.rangesOrWords(n, path, k, nil)
+}
+
+// rangesOrWords is ranges whose elements may also be words (ICMP type
+// names): an element that is not a number or range goes to word, which
+// returns its value or reports why it has none.
+func (d *decoder) rangesOrWords(n ast.Node, path string, k rangeKind, word func(e ast.Node, path, s string) (uint16, bool)) []Range {
 	dn := d.deref(n, path)
 	if dn == nil {
 		return nil
@@ -113,13 +128,19 @@ func (d *decoder) ranges(n ast.Node, path string, k rangeKind) []Range {
 		if isList {
 			epath = index(path, i)
 		}
-		s, ok := d.scalar(e, epath, "a "+k.one+" or range")
+		s, ok := d.scalar(e, epath, k.a()+" or range")
 		if !ok {
 			continue
 		}
 		m := rangeRE.FindStringSubmatch(s)
+		if m == nil && word != nil {
+			if v, ok := word(e, epath, s); ok {
+				rs = append(rs, Range{v, v})
+			}
+			continue
+		}
 		if m == nil {
-			d.errorf(e, epath, "%q is not a %s or range; use N or LO-HI with %s 0 to %d", s, k.one, k.many, k.max)
+			d.errorf(e, epath, "%q is not %s or range; use N or LO-HI with %s 0 to %d", s, k.a(), k.many, k.max)
 			continue
 		}
 		lo, _ := strconv.Atoi(m[1])

@@ -20,8 +20,15 @@ var (
 	tosKind    = rangeKind{one: "TOS value", many: "TOS values", max: 255, example: "[184]", scalarOK: true}
 )
 
-// ICMP matches ICMP or ICMPv6 messages by type and code; -1 is any.
-type ICMP struct{ Type, Code int }
+var (
+	icmpTypeKind = rangeKind{one: "ICMP type", many: "ICMP types", max: 255, example: "[echo-request, 13-14]", scalarOK: true}
+	icmpCodeKind = rangeKind{one: "ICMP code", many: "ICMP codes", max: 255, example: "[0-3, 13]", scalarOK: true}
+)
+
+// ICMP matches ICMP or ICMPv6 messages by type and code: a message matches
+// when its type is in Types and its code in Codes, each sorted and merged
+// like ports; nil is any.
+type ICMP struct{ Types, Codes []Range }
 
 // icmpTypes name the ICMP (RFC 792 and successors) and ICMPv6 (RFC 4443,
 // 4861, 3810) message types operators meet in floods and filters.
@@ -70,8 +77,9 @@ func (d *decoder) signature(mt *Match, m map[string]field, path string, protoOK 
 	}
 }
 
-// icmp decodes {type: NAME|N, code: N}; names need a known protocol, as
-// ICMP and ICMPv6 number their types differently.
+// icmp decodes {type: TYPES, code: CODES}, each one value or range or a
+// list of them, types also by name; names need a known protocol, as ICMP
+// and ICMPv6 number their types differently.
 func (d *decoder) icmp(n ast.Node, path string, proto Protocol, protoKnown bool) *ICMP {
 	n = d.deref(n, path)
 	if n == nil {
@@ -82,35 +90,25 @@ func (d *decoder) icmp(n ast.Node, path string, proto Protocol, protoKnown bool)
 		return nil
 	}
 	m := d.mapping(n, path, "type", "code")
-	ic := &ICMP{Type: -1, Code: -1}
+	ic := &ICMP{}
 	if f, ok := m["type"]; ok {
-		fpath := join(path, "type")
-		if s, ok := d.scalar(f.value, fpath, "an ICMP type"); ok {
-			v, err := strconv.ParseUint(s, 10, 8)
-			name, named := icmpTypes[proto][s]
+		ic.Types = d.rangesOrWords(f.value, join(path, "type"), icmpTypeKind, func(e ast.Node, epath, s string) (uint16, bool) {
+			v, named := icmpTypes[proto][s]
 			switch {
-			case err == nil:
-				ic.Type = int(v)
 			case isNumber(s):
-				d.errorf(f.value, fpath, "%q is out of range; ICMP types are 0 to 255", s)
+				d.errorf(e, epath, "%q is out of range; ICMP types are 0 to 255", s)
 			case named && protoKnown:
-				ic.Type = name
+				return uint16(v), true
 			case protoKnown:
-				d.errorf(f.value, fpath, "unknown %s type %q; use 0 to 255 or one of %s", proto, s, strings.Join(slices.Sorted(maps.Keys(icmpTypes[proto])), ", "))
+				d.errorf(e, epath, "unknown %s type %q; use 0 to 255, LO-HI or one of %s", proto, s, strings.Join(slices.Sorted(maps.Keys(icmpTypes[proto])), ", "))
 			default:
-				d.errorf(f.value, fpath, "ICMP type %q: a type name needs protocol icmp or icmpv6", s)
+				d.errorf(e, epath, "ICMP type %q: a type name needs protocol icmp or icmpv6", s)
 			}
-		}
+			return 0, false
+		})
 	}
 	if f, ok := m["code"]; ok {
-		fpath := join(path, "code")
-		if s, ok := d.scalar(f.value, fpath, "an ICMP code"); ok {
-			if v, err := strconv.ParseUint(s, 10, 8); err == nil {
-				ic.Code = int(v)
-			} else {
-				d.errorf(f.value, fpath, "%q is not an ICMP code; use 0 to 255", s)
-			}
-		}
+		ic.Codes = d.ranges(f.value, join(path, "code"), icmpCodeKind)
 	}
 	if len(m) == 0 {
 		d.errorf(n, path, "empty icmp; give a type, a code or both, or leave the field out")
@@ -123,30 +121,56 @@ func isNumber(s string) bool {
 	return err == nil
 }
 
-// icmpTypeName is a type's name for protocol p, or its number.
+// icmpTypeName is a type's name for protocol p, or "" when it has none.
 func icmpTypeName(p Protocol, t int) string {
 	for name, v := range icmpTypes[p] {
 		if v == t {
 			return name
 		}
 	}
-	return strconv.Itoa(t)
+	return ""
 }
 
 func (ic ICMP) string(p Protocol) string {
 	var parts []string
-	if ic.Type >= 0 {
-		parts = append(parts, "type "+icmpTypeName(p, ic.Type))
+	if ic.Types != nil {
+		parts = append(parts, "type "+icmpValues(ic.Types, func(v int) string { return icmpTypeName(p, v) }))
 	}
-	if ic.Code >= 0 {
-		parts = append(parts, "code "+strconv.Itoa(ic.Code))
+	if ic.Codes != nil {
+		parts = append(parts, "code "+icmpValues(ic.Codes, func(int) string { return "" }))
 	}
 	return "icmp {" + strings.Join(parts, ", ") + "}"
 }
 
+// icmpValues writes ranges as the policy would: one value bare, several as
+// a list; a range whose every value has a name is written as those names,
+// as [echo-request, echo-reply] merges into 128-129 in ICMPv6.
+func icmpValues(rs []Range, name func(int) string) string {
+	var items []string
+	for _, r := range rs {
+		var names []string
+		for v := int(r.Lo); v <= int(r.Hi); v++ {
+			n := name(v)
+			if n == "" {
+				names = nil
+				break
+			}
+			names = append(names, n)
+		}
+		if names == nil {
+			names = []string{r.String()}
+		}
+		items = append(items, names...)
+	}
+	if len(items) == 1 {
+		return items[0]
+	}
+	return "[" + strings.Join(items, ", ") + "]"
+}
+
 // Matches reports whether an ICMP message of type t and code c matches.
 func (ic ICMP) Matches(t, c uint8) bool {
-	return (ic.Type < 0 || ic.Type == int(t)) && (ic.Code < 0 || ic.Code == int(c))
+	return InRanges(ic.Types, uint16(t)) && InRanges(ic.Codes, uint16(c))
 }
 
 // InRanges reports whether v is in one of rs; no ranges is every value.
@@ -192,8 +216,9 @@ func coversSignature(a, b Match) bool {
 	if a.ICMP == nil {
 		return true
 	}
-	if b.ICMP == nil {
-		return false
+	var types, codes []Range // b's; none is every value
+	if b.ICMP != nil {
+		types, codes = b.ICMP.Types, b.ICMP.Codes
 	}
-	return (a.ICMP.Type < 0 || a.ICMP.Type == b.ICMP.Type) && (a.ICMP.Code < 0 || a.ICMP.Code == b.ICMP.Code)
+	return coversRanges(a.ICMP.Types, types, 255) && coversRanges(a.ICMP.Codes, codes, 255)
 }

@@ -9,6 +9,7 @@
 package replay
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -23,15 +24,6 @@ import (
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
-
-// ClockStart is the injected time of the first frame. Later frames run at
-// ClockStart plus their capture time since the first frame, exact to the
-// capture's resolution. Capture timestamps themselves cannot be the clock:
-// wall-clock nanoseconds overflow the datapath's fixed-point token bucket
-// arithmetic, which expects a clock counting from boot. The margin lets
-// frames stamped up to an hour before the first one (merged captures) run
-// at their own time.
-const ClockStart = time.Hour
 
 // ethHeaderLen is the shortest frame BPF_PROG_TEST_RUN accepts for XDP.
 const ethHeaderLen = 14
@@ -103,7 +95,9 @@ type Explanation struct {
 	Packet string        // a one-line summary of the frame
 	// Short: shorter than an Ethernet header; counted as malformed
 	// without running the program, which refuses such input.
-	Short    bool
+	Short bool
+	// Outgoing: sent by the capturing host; not run.
+	Outgoing bool
 	Decision maps.Decision
 	// Text says what decided the frame, from the decision and the policy.
 	Text string
@@ -134,11 +128,20 @@ type Report struct {
 	Top       []SourceDrops
 	Explained []Explanation
 	// Things about the capture that affect how the numbers read.
-	Short      Counts // frames shorter than an Ethernet header (in Malformed too)
-	Truncated  int    // frames captured shorter than they were on the wire
-	Cut        int    // frames longer than a test run takes, which the kernel cut
-	Backwards  int    // frames stamped earlier than the frame before them
-	NoTime     int    // frames without a timestamp, run at the previous frame's time
+	Short     Counts // frames shorter than an Ethernet header (in Malformed too)
+	Truncated int    // frames captured shorter than they were on the wire
+	Cut       int    // frames longer than a test run takes, which the kernel cut
+	Backwards int    // frames stamped earlier than the frame before them
+	NoTime    int    // frames without a timestamp, run at the previous frame's time
+	// NoLinkLayer: frames captured without an Ethernet header (Linux
+	// cooked, raw IP), run behind a synthesised one.
+	NoLinkLayer int
+	// Outgoing: frames the capturing host sent, which an XDP program never
+	// sees: counted (captured bytes, with an Ethernet header), not run.
+	Outgoing Counts
+	// CutOff: the capture ended inside a record; the report covers the
+	// frames before it.
+	CutOff     *CutOff
 	MaxSources uint32
 	TrackAfter uint32
 }
@@ -211,11 +214,15 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 		return nil, err
 	}
 	drops := map[sourceRule]*SourceDrops{}
-	var first, prev time.Time
+	var clock captureClock
 
 	for {
 		f, err := c.Next()
 		if errors.Is(err, io.EOF) {
+			break
+		}
+		if cut := (*CutOff)(nil); errors.As(err, &cut) {
+			rep.CutOff = cut
 			break
 		}
 		if err != nil {
@@ -225,25 +232,26 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 		if f.Length > len(f.Data) {
 			rep.Truncated++
 		}
-		ts := f.Time
-		if ts.IsZero() {
-			rep.NoTime++
-			ts = prev
+		off := clock.at(f.Time, rep)
+		if f.NoLinkLayer {
+			rep.NoLinkLayer++
 		}
-		if rep.Frames == 1 {
-			first = ts
-			rep.First = ts
-		} else if ts.Before(prev) {
-			rep.Backwards++
+		if f.Outgoing {
+			rep.Outgoing.add(len(f.Data))
+			if explain[f.Number] {
+				rep.Explained = append(rep.Explained, Explanation{Frame: f.Number, Offset: off,
+					Len: len(f.Data), Packet: parse(f.Data).String(), Outgoing: true,
+					Decision: maps.Decision{Verdict: maps.VerdictPass, Rule: -1, Level: -1},
+					Text:     "sent by the capturing host: not run, " + notReceived})
+			}
+			continue
 		}
-		prev = ts
-		rep.Last = ts
 
 		if len(f.Data) < ethHeaderLen {
 			rep.Short.add(len(f.Data))
 			rep.Malformed.add(len(f.Data))
 			if explain[f.Number] {
-				rep.Explained = append(rep.Explained, Explanation{Frame: f.Number, Offset: ts.Sub(first),
+				rep.Explained = append(rep.Explained, Explanation{Frame: f.Number, Offset: off,
 					Len: len(f.Data), Packet: "no Ethernet header", Short: true,
 					Decision: maps.Decision{Why: maps.WhyMalformed, Verdict: maps.VerdictPass, Rule: -1, Level: -1},
 					Text:     "shorter than an Ethernet header: counted as malformed without running the program (which refuses it); the datapath passes malformed frames"})
@@ -251,7 +259,7 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 			continue
 		}
 
-		if err := l.SetClock(clockAt(ts.Sub(first))); err != nil {
+		if err := l.SetClock(clockAt(off)); err != nil {
 			return nil, fmt.Errorf("frame %d: setting the clock: %w", f.Number, err)
 		}
 		data := padToWire(f.Data, f.Length, linear)
@@ -300,11 +308,11 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 			}
 		}
 		if b, ok := banStarted(p, d, f.Data); ok {
-			b.Frame, b.Start = f.Number, ts.Sub(first)
+			b.Frame, b.Start = f.Number, off
 			rep.Bans = append(rep.Bans, b)
 		}
 		if explain[f.Number] {
-			e := explainFrame(p, f, ts.Sub(first), seen, d)
+			e := explainFrame(p, f, off, seen, d)
 			if d.Why == maps.WhyMalformed {
 				e.Text = unparsedText(pp.Unparsed, d.Verdict.String())
 			}
@@ -341,7 +349,7 @@ func probeLinear(l *maps.Limiter) (int, error) {
 		return 0, err
 	}
 	frame := make([]byte, probeSize)
-	frame[12], frame[13] = 0x88, 0xb5 // IEEE 802 local experimental EtherType
+	binary.BigEndian.PutUint16(frame[12:], etherNonIP)
 	if _, err := l.Program().Run(&ebpf.RunOptions{Data: frame, Repeat: 1}); err != nil {
 		return 0, fmt.Errorf("measuring the test-run frame size: %w", err)
 	}
@@ -354,14 +362,6 @@ func probeLinear(l *maps.Limiter) (int, error) {
 		return 0, fmt.Errorf("measuring the test-run frame size: the program counted %d bytes of a %d-byte frame", n, probeSize)
 	}
 	return int(n), nil
-}
-
-// clockAt is the injected time of a frame captured off after the first.
-func clockAt(off time.Duration) uint64 {
-	if off < -ClockStart {
-		return 0
-	}
-	return uint64(ClockStart + off)
 }
 
 // XDP return codes.

@@ -46,7 +46,11 @@ func (r *Report) Write(w io.Writer) error {
 	if name == "" {
 		name = "capture"
 	}
-	fmt.Fprintf(ew, "capture %s: %d frames%s\n", name, r.Frames, span)
+	cut := ""
+	if c := r.CutOff; c != nil {
+		cut = fmt.Sprintf(", cut short in frame %d at byte %d (see the warning)", c.Frame, c.End)
+	}
+	fmt.Fprintf(ew, "capture %s: %d frames%s%s\n", name, r.Frames, span, cut)
 	track := "every source tracked from its first packet"
 	if r.TrackAfter > 1 {
 		track = fmt.Sprintf("sources tracked from their %s packet in a sketch epoch", ordinal(r.TrackAfter))
@@ -104,7 +108,9 @@ func (r *Report) Write(w io.Writer) error {
 		{r.Truncated, "captured shorter than on the wire (snap length): padded with zeros to their length on the wire"},
 		{r.Cut, "longer than the kernel test-runs (a page less head- and tailroom): it cut them, and their IP length then runs past the frame (unparsed, truncated), as no XDP program without multi-buffer support sees such frames on a device"},
 		{r.Backwards, "stamped earlier than the frame before them: each ran at its own time"},
-		{r.NoTime, "without a timestamp (pcapng simple packet blocks): each ran at the time of the frame before"},
+		{r.NoTime, "without a timestamp (pcapng simple packet blocks): each ran at the time of the frame before it, or of the first stamped frame"},
+		{r.NoLinkLayer, "captured without an Ethernet header (Linux cooked capture, raw IP): each ran behind a synthesised one, counted in its bytes; vlan matches see no VLAN tag on them but one a Linux cooked SLL capture kept (SLL2 and raw IP keep none)"},
+		{int(r.Outgoing.Packets), "sent by the capturing host (outgoing): not run, " + notReceived},
 	} {
 		if n.count > 0 {
 			fmt.Fprintf(ew, "note: %d %s %s\n", n.count, plural(n.count, "frame"), n.text)
@@ -132,6 +138,22 @@ func (r *Report) Write(w io.Writer) error {
 		fmt.Fprintf(ew, "frame %d at +%s, %d bytes, %s\n  %s\n", e.Frame, seconds(e.Offset), e.Len, e.Packet, e.Text)
 	}
 	return ew.err
+}
+
+// notReceived is why outgoing frames are not run.
+const notReceived = "as an XDP program sees only the frames a device receives"
+
+// Warnings are what an operator must know to read the report, for
+// standard error: a capture cut short.
+func (r *Report) Warnings() []string {
+	if r.CutOff == nil {
+		return nil
+	}
+	w := r.CutOff.Error()
+	if r.Capture != "" {
+		w = r.Capture + ": " + w
+	}
+	return []string{w}
 }
 
 // levels writes refusals by level as "own=5 agg0=2".

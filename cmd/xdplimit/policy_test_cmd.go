@@ -31,8 +31,14 @@ what the allow and deny lists, unmatched traffic, malformed and non-IP frames
 amounted to; the sources with the most drops; and, for each --explain N, the
 rule, level and key that decided frame N (numbered from 1, as in Wireshark).
 
-Only Ethernet captures can be replayed (not tcpdump -i any). It needs the
-privileges to load BPF programs (root or CAP_BPF).`,
+Ethernet, Linux cooked (tcpdump -i any, SLL and SLL2) and raw IP captures
+can be replayed. Frames captured without an Ethernet header run behind a
+synthesised one, so vlan matches do not match them; frames the capturing
+host sent (outgoing) are counted but not run, as XDP sees only received
+frames. pcapng simple packet blocks, which carry no timestamp, run at the
+time of the frame before them. A capture cut short at the end (a killed
+tcpdump) is replayed up to the cut, with a warning. It needs the privileges
+to load BPF programs (root or CAP_BPF).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pcap == "" {
@@ -60,6 +66,11 @@ privileges to load BPF programs (root or CAP_BPF).`,
 			})
 			if err != nil {
 				return err
+			}
+			// A capture cut short is replayed up to the cut: a warning,
+			// not a failure, as a killed tcpdump leaves every capture.
+			for _, w := range r.Warnings() {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
 			return r.Write(cmd.OutOrStdout())
 		},

@@ -97,3 +97,48 @@ func TestPolicyTestRefuses(t *testing.T) {
 		refused("no policy", "accepts 1 arg(s), received 0", "policy", "test", "--pcap", "c.pcap"),
 	})
 }
+
+// A tcpdump -i any capture (Linux cooked SLL2) that a kill cut inside its
+// last frame: replayed up to the cut, a warning on standard error, exit 0.
+func TestPolicyTestCookedCutCapture(t *testing.T) {
+	testutil.RequireRoot(t)
+	pol := writeFile(t, "p.yaml", goodPolicy)
+	var buf bytes.Buffer
+	w := pcapgo.NewWriterNanos(&buf)
+	if err := w.WriteFileHeader(262144, layers.LinkTypeLinuxSLL2); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	ip := pktgen.UDP4(netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("10.0.0.1"), 4000, 53, 18)[14:]
+	// SLL2: protocol IPv4, interface 2, ARPHRD_ETHER, packet for this host.
+	sll2 := []byte{0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0}
+	frame := append(sll2, ip...)
+	for i := range 5 {
+		ci := gopacket.CaptureInfo{Timestamp: start.Add(time.Duration(i) * time.Millisecond), CaptureLength: len(frame), Length: len(frame)}
+		if err := w.WritePacket(ci, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	capture := filepath.Join(t.TempDir(), "any.pcap")
+	if err := os.WriteFile(capture, buf.Bytes()[:buf.Len()-10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI("policy", "test", pol, "--pcap", capture)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	// Records of 16 + 66 bytes after a 24-byte header: frame 5's starts
+	// at byte 352, and the file ends 10 bytes before its end, at 424.
+	if want := "warning: " + capture + ": the capture is cut short at byte 424, inside the record of frame 5, which starts at byte 352"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+	for _, want := range []string{
+		": 4 frames over 0.003000000s, cut short in frame 5 at byte 424 (see the warning)",
+		"dns   3          180         1          60",
+		"note: 4 frames captured without an Ethernet header (Linux cooked capture, raw IP)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
