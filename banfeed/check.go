@@ -95,7 +95,8 @@ func Check(source string, o Offer, lim maps.BanLimits) Verdict {
 	case o.Left <= 0:
 		return Verdict{Refused: Expired, Why: "ended already"}
 	case o.Left > maps.MaxBan+Skew:
-		return Verdict{Refused: TooLong, Why: fmt.Sprintf("ends in %v, more than %v ahead", o.Left.Round(time.Second), maps.MaxBan)}
+		return Verdict{Refused: TooLong, Why: fmt.Sprintf("ends %d days ahead, more than a ban lasts (%d days)",
+			int64(o.Left/(24*time.Hour)), int64(maps.MaxBan/(24*time.Hour)))}
 	}
 	reason, escaped := Reason(source, o.Origin, o.Reason)
 	return Verdict{Ban: maps.BanRequest{Prefix: p, For: min(max(o.Left, maps.MinBan), maps.MaxBan), Reason: reason},

@@ -62,7 +62,7 @@ func TestCheck(t *testing.T) {
 		{"ended", Offer{Prefix: p("192.0.2.1/32"), Left: 0}, Verdict{Refused: Expired, Why: "ended already"}},
 		{"ended long ago", Offer{Prefix: p("192.0.2.1/32"), Left: -time.Hour}, Verdict{Refused: Expired, Why: "ended already"}},
 		{"a year", Offer{Prefix: p("192.0.2.1/32"), Left: 365 * 24 * time.Hour},
-			Verdict{Refused: TooLong, Why: "ends in 8760h0m0s, more than 720h0m0s ahead"}},
+			Verdict{Refused: TooLong, Why: "ends 365 days ahead, more than a ban lasts (30 days)"}},
 		{"no prefix", Offer{Left: time.Hour}, Verdict{Refused: Malformed, Why: "not a prefix"}},
 	} {
 		if got := Check("fleet", c.o, defaults); got != c.want {

@@ -105,7 +105,9 @@ func NewGate(source string, m *Metrics, logf func(format string, args ...any)) *
 // Refuse records that the entry id (as the source holds it: the fleet's
 // field and value) was refused as k. what names it in the log (escaped
 // here), why says what was wrong. An entry refused before, and remembered,
-// is neither counted nor logged again.
+// is neither counted nor logged again. Expired entries are counted and not
+// logged: in a busy fleet bans end every second, and the source removes
+// them.
 func (g *Gate) Refuse(id string, k Kind, what, why string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -117,7 +119,22 @@ func (g *Gate) Refuse(id string, k Kind, what, why string) {
 		g.seen = map[uint64]struct{}{}
 	}
 	g.seen[h] = struct{}{}
-	g.m.refused.WithLabelValues(string(k)).Inc()
+	g.refuse(1, k, what, why)
+}
+
+// RefuseAll records n refusals of entries the source cannot name one by
+// one (it deleted them already, unread): counted and logged as one.
+func (g *Gate) RefuseAll(n int, k Kind, what, why string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refuse(n, k, what, why)
+}
+
+func (g *Gate) refuse(n int, k Kind, what, why string) {
+	g.m.refused.WithLabelValues(string(k)).Add(float64(n))
+	if k == Expired {
+		return // bans end all the time: counted, not logged
+	}
 	f := g.round[k]
 	note(&f, what, why)
 	g.round[k] = f
@@ -146,7 +163,7 @@ func (g *Gate) Limited(bound, detail string) {
 	defer g.mu.Unlock()
 	g.m.limited.WithLabelValues(bound).Inc()
 	if !g.limited[bound] {
-		g.logf("%s: bans: %s; the rest wait for the next syncs", g.source, detail)
+		g.logf("%s: bans: %s", g.source, detail)
 	}
 	g.limited[bound] = true
 }
@@ -206,9 +223,9 @@ func (r *Round) End() {
 	for _, b := range []string{LimitPerSync, LimitTotal} {
 		switch {
 		case r.hit[b] && b == LimitPerSync:
-			g.Limited(b, fmt.Sprintf("applied %d this sync, bans.max_per_sync", r.perSync))
+			g.Limited(b, fmt.Sprintf("applied %d this sync, bans.max_per_sync; the rest wait for the next syncs", r.perSync))
 		case r.hit[b]:
-			g.Limited(b, fmt.Sprintf("holding %d, the most bans.max_imported and the table allow", r.total))
+			g.Limited(b, fmt.Sprintf("holding %d, the most bans.max_imported and the table allow; the rest wait until some end", r.total))
 		default:
 			g.Clear(b)
 		}
@@ -222,7 +239,7 @@ func (r *Round) End() {
 	sort.Slice(kinds, func(i, j int) bool { return kinds[i] < kinds[j] })
 	for _, k := range kinds {
 		f := g.round[k]
-		g.logf("%s: refused the ban of %s (%s: %s)%s", g.source, termsafe.Escape(f.what), k, f.why, andMore(f.more, "refused as "+string(k)))
+		g.logf("%s: refused %s (%s: %s)%s", g.source, termsafe.Escape(f.what), k, f.why, andMore(f.more, "refused as "+string(k)))
 	}
 	g.round = map[Kind]*firstOf{}
 	if f := g.escaped; f != nil {

@@ -29,8 +29,8 @@ func TestGateRefusesOnce(t *testing.T) {
 		r.End()
 	}
 	want := []string{
-		`fleet: refused the ban of bogus\x1b[2J (malformed: not a prefix)`,
-		"fleet: refused the ban of 0.0.0.0/0 (too_wide: wider than /8); 1 more refused as too_wide this sync",
+		`fleet: refused bogus\x1b[2J (malformed: not a prefix)`,
+		"fleet: refused 0.0.0.0/0 (too_wide: wider than /8); 1 more refused as too_wide this sync",
 	}
 	if strings.Join(log, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("logged:\n%s\nwant:\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
@@ -87,7 +87,7 @@ func TestGateBounds(t *testing.T) {
 	want := []string{
 		"fleet: bans: applied 3 this sync, bans.max_per_sync; the rest wait for the next syncs",
 		"fleet: bans: under the per_sync bound again",
-		"fleet: bans: holding 5, the most bans.max_imported and the table allow; the rest wait for the next syncs",
+		"fleet: bans: holding 5, the most bans.max_imported and the table allow; the rest wait until some end",
 		"fleet: bans: under the total bound again",
 	}
 	if strings.Join(log, "\n") != strings.Join(want, "\n") {
