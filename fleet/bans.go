@@ -120,7 +120,7 @@ func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
 			held++
 		}
 	}
-	remote, gone, err := e.readRemote(ctx, local, nowMs, lim)
+	remote, refused, gone, err := e.readRemote(ctx, local, nowMs, lim)
 	if err != nil {
 		return err
 	}
@@ -129,14 +129,14 @@ func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
 	push := map[string]any{}
 	known := map[netip.Prefix]int64{}
 	var apply []remoteBan
-	wide := map[netip.Prefix]bool{}
+	wide := map[netip.Prefix]string{}
 	for p, l := range local {
 		r, inRedis := remote[p]
 		// A ban applied here lasts at most MaxBan: compare with that.
 		rEnd := min(r.expiresMs, nowMs+maps.MaxBan.Milliseconds())
 		k, wasKnown := e.knownBans[p]
 		switch {
-		case !inRedis && wasKnown && l.expiresMs <= k+banSlack:
+		case !inRedis && !refused[p] && wasKnown && l.expiresMs <= k+banSlack:
 			// Unbanned elsewhere (the hash lost it): unban here.
 			if _, err := bt.Unban(p); err != nil {
 				e.bans.Refuse("unban "+p.String(), banfeed.Datapath, p.String(), "unban: "+err.Error())
@@ -146,9 +146,9 @@ func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
 			e.opts.Logf("fleet: %s unbanned by another host", p)
 			continue
 		case !inRedis || l.expiresMs > r.expiresMs+banSlack:
-			if banfeed.TooWideFor(p, lim) {
+			if why := unshareable(p, l, nowMs, lim); why != "" {
 				// Every other host would refuse it: it holds here only.
-				wide[p] = true
+				wide[p] = why
 				continue
 			}
 			push[p.String()] = l.String()
@@ -159,7 +159,7 @@ func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
 		}
 		known[p] = max(l.expiresMs, r.expiresMs)
 	}
-	e.noteWide(wide, lim)
+	e.noteWide(wide)
 	for _, p := range sortedPrefixes(remote) {
 		r := remote[p]
 		if _, ok := local[p]; ok {
@@ -194,8 +194,10 @@ func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
 
 // readRemote reads the hash (a bounded part of it when it is large) and
 // passes each entry through the gate. It returns the bans let through by
-// prefix, and the fields to delete: malformed or ended.
-func (e *Engine) readRemote(ctx context.Context, local map[netip.Prefix]fleetBan, nowMs int64, lim maps.BanLimits) (map[netip.Prefix]remoteBan, []string, error) {
+// prefix; the prefixes of entries refused but left in the hash (they are
+// there: not unbanned); and the fields to delete, malformed or ended.
+func (e *Engine) readRemote(ctx context.Context, local map[netip.Prefix]fleetBan, nowMs int64, lim maps.BanLimits) (
+	remote map[netip.Prefix]remoteBan, refused map[netip.Prefix]bool, gone []string, err error) {
 	var want []string
 	for p := range local {
 		want = append(want, p.String())
@@ -208,7 +210,7 @@ func (e *Engine) readRemote(ctx context.Context, local map[netip.Prefix]fleetBan
 	limit := maxBanRead(lim)
 	read, next, err := readBans(ctx, e.client, e.bansKey(), e.banCursor, limit, want)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	e.banCursor = next
 	e.m.banHash.Set(float64(read.size))
@@ -222,8 +224,7 @@ func (e *Engine) readRemote(ctx context.Context, local map[netip.Prefix]fleetBan
 		e.bans.RefuseAll(int(read.oversized), banfeed.Malformed, fmt.Sprintf("%d hash entries", read.oversized),
 			"longer than any ban, deleted unread")
 	}
-	remote := map[netip.Prefix]remoteBan{}
-	var gone []string
+	remote, refused = map[netip.Prefix]remoteBan{}, map[netip.Prefix]bool{}
 	for f, v := range read.entries {
 		r, verdict := decodeBan(f, v, nowMs, lim)
 		switch verdict.Refused {
@@ -235,6 +236,9 @@ func (e *Engine) readRemote(ctx context.Context, local map[netip.Prefix]fleetBan
 		default:
 			// Left in place: another host's limits may allow it.
 			e.bans.Refuse(f+"\x00"+v, verdict.Refused, f, verdict.Why)
+			if p, err := netip.ParsePrefix(f); err == nil {
+				refused[maps.CanonicalBanPrefix(p)] = true
+			}
 			continue
 		}
 		p := r.req.Prefix
@@ -243,7 +247,7 @@ func (e *Engine) readRemote(ctx context.Context, local map[netip.Prefix]fleetBan
 		}
 		remote[p] = r
 	}
-	return remote, gone, nil
+	return remote, refused, gone, nil
 }
 
 // applyBans applies the admitted bans in one batch. A ban the datapath
@@ -297,13 +301,24 @@ func (e *Engine) applyBans(bt BanTable, apply []remoteBan, local map[netip.Prefi
 	return nil
 }
 
-// noteWide logs once each local ban too wide to share: a ban forced by hand
-// wider than bans.min_prefix stays on this host.
-func (e *Engine) noteWide(wide map[netip.Prefix]bool, lim maps.BanLimits) {
-	for p := range wide {
-		if !e.wideBans[p] {
-			e.opts.Logf("fleet: not sharing the ban of %s: wider than bans.min_prefix (/%d); it holds on this host only",
-				p, banfeed.MinBits(p, lim))
+// unshareable says why the other hosts would refuse local ban l of p (as
+// this host's limits judge): "" when they would take it. A ban forced by
+// hand wider than bans.min_prefix, or one written into the table past the
+// checks, stays on this host: pushed, it would come back refused, and
+// look unbanned.
+func unshareable(p netip.Prefix, l fleetBan, nowMs int64, lim maps.BanLimits) string {
+	v := banfeed.Check(banSource, banfeed.Offer{Prefix: p, Left: time.Duration(l.expiresMs-nowMs) * time.Millisecond}, lim)
+	if v.Refused == banfeed.TooWide || v.Refused == banfeed.TooLong {
+		return v.Why
+	}
+	return ""
+}
+
+// noteWide logs once each local ban the other hosts would refuse.
+func (e *Engine) noteWide(wide map[netip.Prefix]string) {
+	for p, why := range wide {
+		if _, logged := e.wideBans[p]; !logged {
+			e.opts.Logf("fleet: not sharing the ban of %s (%s); it holds on this host only", p, why)
 		}
 	}
 	e.wideBans = wide

@@ -88,9 +88,9 @@ type Engine struct {
 	// knownBans: the bans this host and Redis agreed on at the last
 	// sync, by prefix, with their expiry in wall-clock ms (bans.go).
 	knownBans map[netip.Prefix]int64
-	bans      *banfeed.Gate         // what the ban hash may make this host ban
-	banCursor string                // where the next read of a large ban hash goes on
-	wideBans  map[netip.Prefix]bool // local bans too wide to share, logged
+	bans      *banfeed.Gate           // what the ban hash may make this host ban
+	banCursor string                  // where the next read of a large ban hash goes on
+	wideBans  map[netip.Prefix]string // local bans the other hosts would refuse, logged
 }
 
 // New makes an engine; it connects on its first sync. The levels in force
