@@ -9,8 +9,10 @@
 package termsafe
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -103,4 +105,26 @@ func unit(s string) (string, int) {
 func hex2(c byte) string {
 	const digits = "0123456789abcdef"
 	return string([]byte{digits[c>>4], digits[c&0xf]})
+}
+
+// JSON makes encoding/json's output safe for a terminal and still the same
+// JSON: encoding/json escapes C0 controls but writes DEL, C1 controls and
+// bidi or other format characters raw. They can only stand inside strings,
+// where \uXXXX (a surrogate pair past U+FFFF) decodes to the same text.
+func JSON(b []byte) []byte {
+	var out strings.Builder
+	out.Grow(len(b))
+	for _, r := range string(b) {
+		if r < 0x7f || strconv.IsPrint(r) {
+			out.WriteRune(r)
+			continue
+		}
+		if r > 0xffff {
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&out, `\u%04x\u%04x`, r1, r2)
+			continue
+		}
+		fmt.Fprintf(&out, `\u%04x`, r)
+	}
+	return []byte(out.String())
 }

@@ -1,6 +1,7 @@
 package termsafe
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -91,5 +92,27 @@ func checkSafe(t *testing.T, s string) {
 			r == 0x2028 || r == 0x2029 || r == 0x200b || r == 0xfeff {
 			t.Fatalf("%q holds %U", s, r)
 		}
+	}
+}
+
+// JSON output stays the same JSON, without the characters encoding/json
+// leaves raw.
+func TestJSON(t *testing.T) {
+	in := []string{"scanner", "\x1b]0;x\x07", "del\x7f c1\u009b bidi\u202e tag\U000e0001 \u2028", "日本\n\t"}
+	raw, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := JSON(raw)
+	var back []string
+	if err := json.Unmarshal(got, &back); err != nil || strings.Join(back, "|") != strings.Join(in, "|") {
+		t.Fatalf("%s decodes to %q (%v), want %q", got, back, err, in)
+	}
+	checkSafe(t, strings.NewReplacer("\n", "", "\t", "").Replace(string(got)))
+	if !strings.Contains(string(got), `\u009b`) || !strings.Contains(string(got), `\udb40\udc01`) {
+		t.Fatalf("not escaped: %s", got)
+	}
+	if ok := []byte("[\n  \"plain\"\n]"); string(JSON(ok)) != string(ok) {
+		t.Fatal("clean JSON changed")
 	}
 }
