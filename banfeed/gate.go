@@ -53,20 +53,9 @@ func NewMetrics(source, iface string) *Metrics {
 	return m
 }
 
-// Describe and Collect make Metrics a prometheus.Collector.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.all() {
-		c.Describe(ch)
-	}
-}
-
-func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.all() {
-		c.Collect(ch)
-	}
-}
-
-func (m *Metrics) all() []prometheus.Collector {
+// Collectors are the series, for the collector of whatever runs the
+// source (fleet.Metrics) to describe and collect with its own.
+func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.refused, m.escaped, m.imported, m.limited}
 }
 

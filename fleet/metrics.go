@@ -69,6 +69,6 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (m *Metrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.up, m.levels, m.hosts, m.syncs, m.duration, m.exchanged, m.unsynced, m.remote, m.errors,
-		m.banHash, m.bans}
+	return append([]prometheus.Collector{m.up, m.levels, m.hosts, m.syncs, m.duration, m.exchanged, m.unsynced, m.remote,
+		m.errors, m.banHash}, m.bans.Collectors()...)
 }
