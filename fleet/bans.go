@@ -230,12 +230,15 @@ func (e *Engine) readRemote(ctx context.Context, local map[netip.Prefix]fleetBan
 		switch verdict.Refused {
 		case "":
 		case banfeed.Malformed, banfeed.Expired:
-			gone = append(gone, f) // no host wants it: removed
+			// No host wants it: removed. Each entry counts (a prefix
+			// banned again may end again).
+			gone = append(gone, f)
 			e.bans.Refuse(f+"\x00"+v, verdict.Refused, f, verdict.Why)
 			continue
 		default:
-			// Left in place: another host's limits may allow it.
-			e.bans.Refuse(f+"\x00"+v, verdict.Refused, f, verdict.Why)
+			// Left in place: another host's limits may allow it. Once
+			// per prefix, whatever is written in its value meanwhile.
+			e.bans.Refuse(f, verdict.Refused, f, verdict.Why)
 			if p, err := netip.ParsePrefix(f); err == nil {
 				refused[maps.CanonicalBanPrefix(p)] = true
 			}
@@ -271,7 +274,7 @@ func (e *Engine) applyBans(bt BanTable, apply []remoteBan, local map[netip.Prefi
 		p := r.req.Prefix
 		_, held := local[p]
 		if res[i].Err != nil {
-			e.bans.Refuse(r.field+"\x00"+r.String(), banfeed.Datapath, r.field, res[i].Err.Error())
+			e.bans.Refuse(r.field, banfeed.Datapath, r.field, res[i].Err.Error())
 			round.Undo(!held)
 			if held {
 				known[p] = local[p].expiresMs

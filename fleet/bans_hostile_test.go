@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -12,10 +13,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/internal/command"
 	"github.com/xdplimit/xdplimit/internal/fleetlab"
 	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
+	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
@@ -315,4 +319,80 @@ func gathered(t *testing.T, c prometheus.Collector, name, label, value string) f
 	}
 	t.Fatalf("no series %s{%s=%q}", name, label, value)
 	return 0
+}
+
+// refusingTable is a ban table whose datapath refuses the bans of some
+// prefixes, as a full trie would.
+type refusingTable struct {
+	*maps.Limiter
+	refuse map[netip.Prefix]bool
+}
+
+func (r refusingTable) BanAll(reqs []maps.BanRequest) ([]maps.BanResult, error) {
+	var pass []maps.BanRequest
+	for _, q := range reqs {
+		if !r.refuse[q.Prefix] {
+			pass = append(pass, q)
+		}
+	}
+	got, err := r.Limiter.BanAll(pass)
+	res := make([]maps.BanResult, len(reqs))
+	for i, q := range reqs {
+		if r.refuse[q.Prefix] {
+			res[i].Err = errors.New("no space left on device")
+			continue
+		}
+		res[i], got = got[0], got[1:]
+	}
+	return res, err
+}
+
+// A ban the datapath refuses is skipped and counted once; the others of
+// the sync apply, the sync succeeds, and the refused one is tried again at
+// the next syncs.
+func TestFleetBansDatapathRefuses(t *testing.T) {
+	r, ns := startRedis(t)
+	log := &logLines{}
+	img, p := xdpltest.CompilePolicy(t, fmt.Sprintf("fleet: {redis: 'redis://%s/0', namespace: refuse%d}\nrules: []\n",
+		r.Addr(), time.Now().UnixNano()))
+	l := xdpltest.LoadImage(t, maps.Options{Clock: maps.ClockKtime, MaxSources: 1 << 10}, img)
+	bad := netip.MustParsePrefix("198.51.100.0/24")
+	e, err := fleet.New(fleet.Options{Fleet: p.Fleet, Interface: "t", Logf: log.logf, Dialer: testutil.DialIn(ns)},
+		refusingTable{l, map[netip.Prefix]bool{bad: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	rc := r.Client()
+	defer rc.Close()
+	end := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	ctx := context.Background()
+	if err := rc.HSet(ctx, "xdpl:"+p.Fleet.Namespace+":bans", "198.51.100.0/24", end+"|h1|", "203.0.113.0/24", end+"|h1|").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if res := e.Sync(ctx); res.Err != nil {
+			t.Fatalf("sync: %v", res.Err)
+		}
+	}
+	bans, err := l.Bans()
+	if err != nil || len(bans) != 1 || bans[0].Prefix != netip.MustParsePrefix("203.0.113.0/24") {
+		t.Fatalf("bans %+v (%v), want 203.0.113.0/24 alone", bans, err)
+	}
+	if n := gathered(t, e.Metrics(), "xdplimit_bans_refused_total", "reason", "datapath"); n != 1 {
+		t.Errorf("refused by the datapath: %v, want 1", n)
+	}
+	var lines []string
+	for _, s := range log.all() {
+		if strings.Contains(s, "(datapath:") {
+			lines = append(lines, s)
+		}
+	}
+	if want := "fleet: refused 198.51.100.0/24 (datapath: no space left on device)"; len(lines) != 1 || lines[0] != want {
+		t.Errorf("logged %q, want %q once", lines, want)
+	}
+	// Still in the hash: another host's table may take it.
+	if n, err := rc.HLen(ctx, "xdpl:"+p.Fleet.Namespace+":bans").Result(); err != nil || n != 2 {
+		t.Errorf("hash holds %d entries (%v), want 2", n, err)
+	}
 }
