@@ -106,3 +106,25 @@ func value(c prometheus.Metric) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// Every source registers the same families in one registry, told apart by
+// their source label.
+func TestMetricsOfTwoSources(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	for _, source := range []string{"fleet", "crowdsec"} {
+		for _, c := range NewMetrics(source, "eth0").Collectors() {
+			if err := reg.Register(c); err != nil {
+				t.Fatalf("%s: %v", source, err)
+			}
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "xdplimit_bans_imported" && len(mf.GetMetric()) != 2 {
+			t.Errorf("%s: %d series, want one per source", mf.GetName(), len(mf.GetMetric()))
+		}
+	}
+}
