@@ -272,6 +272,16 @@ struct xdpl_metadata {
 	__u8 policy_sha256[32];
 	char policy_path[256];
 	__u64 manual_bans; /* bans made by hand, ever (metrics) */
+	/* The policy's bans: section in force (what bans from the fleet and
+	 * feeds may reach), for `xdplimit ban`, which runs without the policy.
+	 * Never read by the datapath; ban_limits_set 0: none applied yet. */
+	__u8 ban_limits_set;
+	__u8 ban_min_prefix4;
+	__u8 ban_min_prefix6;
+	__u8 pad_ban_limits;
+	__u32 ban_max_per_sync;
+	__u32 ban_max_imported;
+	__u32 pad_ban_limits2;
 };
 
 /* sliding_log: the times of a key's last admissions (bpf/slidelog.h).

@@ -24,6 +24,9 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 	}
 	img := &maps.Image{Shadow: p.Mode == policy.ModeShadow, Allow: p.Allow, Deny: p.Deny}
 	img.SampleOneIn, _ = SampleOneIn(p.Log)
+	b := p.Bans
+	img.BanLimits = maps.BanLimits{MinPrefix4: b.MinPrefixIPv4, MinPrefix6: b.MinPrefixIPv6,
+		MaxImported: b.MaxImported, MaxPerSync: b.MaxPerSync, Set: true}
 	for _, r := range p.Rules {
 		rs, err := compileRule(r)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/banfeed"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -87,6 +88,9 @@ type Engine struct {
 	// knownBans: the bans this host and Redis agreed on at the last
 	// sync, by prefix, with their expiry in wall-clock ms (bans.go).
 	knownBans map[netip.Prefix]int64
+	bans      *banfeed.Gate           // what the ban hash may make this host ban
+	banCursor string                  // where the next read of a large ban hash goes on
+	wideBans  map[netip.Prefix]string // local bans the other hosts would refuse, logged
 }
 
 // New makes an engine; it connects on its first sync. The levels in force
@@ -116,7 +120,8 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{opts: opts, dp: dp, client: c, m: NewMetrics(opts.Interface),
-		recentTB: map[maps.FleetKey]*level{}, fw: map[maps.FleetKey]*fwKey{}, hosts: 1}
+		recentTB: map[maps.FleetKey]*level{}, fw: map[maps.FleetKey]*fwKey{}, hosts: 1, banCursor: "0"}
+	e.bans = banfeed.NewGate(banSource, e.m.bans, opts.Logf)
 	for _, u := range opts.Fleet.Redis {
 		e.tls = e.tls || strings.HasPrefix(u, "rediss://")
 	}

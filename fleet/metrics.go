@@ -1,6 +1,10 @@
 package fleet
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdplimit/xdplimit/banfeed"
+)
 
 // Metrics are the engine's xdplimit_fleet_* series.
 type Metrics struct {
@@ -13,6 +17,8 @@ type Metrics struct {
 	unsynced  prometheus.Counter
 	remote    prometheus.Counter
 	errors    *prometheus.CounterVec
+	banHash   prometheus.Gauge
+	bans      *banfeed.Metrics // the gate's, source "fleet"
 }
 
 // NewMetrics makes the series of one interface's fleet sync (the engine makes
@@ -39,6 +45,9 @@ func NewMetrics(iface string) *Metrics {
 			Help: "Units (packets or bytes) admitted by other hosts and folded into this host's state."}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdplimit_fleet_sync_errors_total", ConstLabels: l,
 			Help: "Syncs that failed, by kind: connect, timeout, auth, tls, protocol, server, datapath."}, []string{"kind"}),
+		banHash: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdplimit_fleet_ban_hash_entries", ConstLabels: l,
+			Help: "Entries in the fleet's ban hash at the last sync, valid or not."}),
+		bans: banfeed.NewMetrics(banSource, iface),
 	}
 	for _, k := range ErrorKinds {
 		m.errors.WithLabelValues(string(k))
@@ -60,5 +69,6 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (m *Metrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.up, m.levels, m.hosts, m.syncs, m.duration, m.exchanged, m.unsynced, m.remote, m.errors}
+	return append([]prometheus.Collector{m.up, m.levels, m.hosts, m.syncs, m.duration, m.exchanged, m.unsynced, m.remote,
+		m.errors, m.banHash}, m.bans.Collectors()...)
 }

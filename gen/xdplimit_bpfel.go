@@ -52,7 +52,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 7
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
@@ -373,6 +373,13 @@ type XdplimitXdplMetadata struct {
 	PolicySha256   [32]uint8
 	PolicyPath     [256]int8
 	ManualBans     uint64
+	BanLimitsSet   uint8
+	BanMinPrefix4  uint8
+	BanMinPrefix6  uint8
+	PadBanLimits   uint8
+	BanMaxPerSync  uint32
+	BanMaxImported uint32
+	PadBanLimits2  uint32
 }
 
 type XdplimitXdplName struct {

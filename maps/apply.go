@@ -68,6 +68,9 @@ func (l *Limiter) Apply(img *Image) error {
 		return err
 	}
 	meta.NextStateID = p.nextStateID
+	if img.BanLimits.Set {
+		meta.BanLimits = img.BanLimits
+	}
 	if err := l.SetMeta(meta); err != nil {
 		return err
 	}

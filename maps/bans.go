@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/termsafe"
 )
 
 // Bans: prefixes whose every packet is dropped until a time (bpf/bans.h).
@@ -183,7 +184,11 @@ func (l *Limiter) anyBan() (bool, error) {
 	return false, nil
 }
 
-// CheckBan checks a manual ban's arguments.
+// CheckBan checks a ban's arguments before anything is written: a prefix,
+// a duration from MinBan to MaxBan, and a reason that is printable as it
+// is (termsafe.Clean: escape outside text first, termsafe.Clip) and fits
+// the table. The ban table is read by every command and metric that prints
+// a reason: none of them should find a control character there.
 func CheckBan(p netip.Prefix, d time.Duration, reason string) error {
 	if !p.IsValid() {
 		return errors.New("not a prefix")
@@ -194,6 +199,9 @@ func CheckBan(p netip.Prefix, d time.Duration, reason string) error {
 	if len(reason) > BanReasonLen {
 		return fmt.Errorf("reason longer than %d bytes", BanReasonLen)
 	}
+	if !termsafe.Clean(reason) {
+		return fmt.Errorf("reason %q holds control or other non-printable characters", reason)
+	}
 	return nil
 }
 
@@ -202,23 +210,11 @@ func CheckBan(p netip.Prefix, d time.Duration, reason string) error {
 // is a free one, else the one whose ban ends first (replaced: the table is
 // full); replaced reports the prefix that lost its ban.
 func (l *Limiter) Ban(p netip.Prefix, d time.Duration, reason string) (replaced netip.Prefix, err error) {
-	if err := CheckBan(p, d, reason); err != nil {
-		return netip.Prefix{}, err
-	}
-	p = canonical(p)
-	now, err := l.now()
+	res, err := l.BanAll([]BanRequest{{Prefix: p, For: d, Reason: reason}})
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	b := gen.XdplimitXdplBan{ExpiresNs: now + uint64(d), StartedNs: now, Origin: banManual}
-	setBanPrefix(&b, p)
-	for i := 0; i < len(reason); i++ {
-		b.Reason[i] = int8(reason[i])
-	}
-	if replaced, err = l.put(&b, now); err != nil {
-		return netip.Prefix{}, err
-	}
-	return replaced, l.countManualBan()
+	return res[0].Replaced, res[0].Err
 }
 
 // setBanPrefix writes a canonical prefix into a ban slot.
@@ -234,61 +230,24 @@ func setBanPrefix(b *gen.XdplimitXdplBan, p netip.Prefix) {
 	}
 }
 
-// put writes ban b into its prefix's slot, else a free one, else the one
-// ending first (replaced: the prefix that lost its ban), links it into its
-// trie and moves the ban epoch, so that the flow caches forget what they
-// learned without it.
+// put writes ban b as BanAll writes each of its bans, and moves the ban
+// epoch, so that the flow caches forget what they learned without it.
 func (l *Limiter) put(b *gen.XdplimitXdplBan, now uint64) (replaced netip.Prefix, err error) {
-	p := banPrefix(b)
 	slots, err := l.slots()
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	slot, victim := pickSlot(slots, p, now)
-	old := &slots[slot]
-	if victim {
-		replaced = banPrefix(old)
-	}
-	if old.ExpiresNs != 0 && banPrefix(old) != p {
-		if err := l.unlink(old); err != nil {
-			return netip.Prefix{}, err
-		}
-	}
-	if err := l.objs.XdplBans.Update(slot, b, ebpf.UpdateAny); err != nil {
-		return netip.Prefix{}, err
-	}
-	if err := l.link(b, slot); err != nil {
+	if replaced, err = l.putSlot(newSlotPicker(slots, now), b); err != nil {
 		return netip.Prefix{}, err
 	}
 	return replaced, l.moveBanEpoch()
 }
 
-// pickSlot finds p's own slot, else a free one, else the one ending first
-// (victim: a live ban is replaced).
-func pickSlot(slots []gen.XdplimitXdplBan, p netip.Prefix, now uint64) (slot uint32, victim bool) {
-	free, first := -1, 0
-	for i := range slots {
-		b := &slots[i]
-		if b.ExpiresNs != 0 && banPrefix(b) == p {
-			return uint32(i), false
-		}
-		if !live(b, now) {
-			if free < 0 {
-				free = i
-			}
-			continue
-		}
-		if b.ExpiresNs < slots[first].ExpiresNs || !live(&slots[first], now) {
-			first = i
-		}
-	}
-	if free >= 0 {
-		return uint32(free), false
-	}
-	return uint32(first), true
-}
-
-func canonical(p netip.Prefix) netip.Prefix {
+// CanonicalBanPrefix is the prefix a ban of p bans: p masked, and an
+// IPv4-mapped IPv6 prefix of 96 bits or more as the IPv4 prefix it maps
+// (::ffff:0.0.0.0/96 is 0.0.0.0/0), since the datapath looks IPv4 packets
+// up in the IPv4 trie.
+func CanonicalBanPrefix(p netip.Prefix) netip.Prefix {
 	if p.Addr().Is4In6() && p.Bits() >= 96 {
 		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 	}
@@ -324,7 +283,7 @@ func (l *Limiter) Unban(p netip.Prefix) (bool, error) {
 	if !p.IsValid() {
 		return false, errors.New("not a prefix")
 	}
-	p = canonical(p)
+	p = CanonicalBanPrefix(p)
 	now, err := l.now()
 	if err != nil {
 		return false, err
@@ -372,14 +331,14 @@ func (l *Limiter) EnableBanLookup() error {
 	return l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny)
 }
 
-// countManualBan counts a manual ban in the metadata (for the bans
-// started metric; the datapath counts the rules' own).
-func (l *Limiter) countManualBan() error {
+// countManualBans counts n bans made outside the datapath in the metadata
+// (for the bans started metric; the datapath counts the rules' own).
+func (l *Limiter) countManualBans(n uint64) error {
 	m, err := l.Meta()
 	if err != nil {
 		return err
 	}
-	m.ManualBans++
+	m.ManualBans += n
 	return l.SetMeta(m)
 }
 

@@ -72,6 +72,9 @@ type Image struct {
 	// power of two; 0 means DefaultSampleOneIn): what top and the drop log
 	// read from xdpl_drops.
 	SampleOneIn uint32
+	// BanLimits is the policy's bans: section, recorded in the metadata by
+	// Apply (when Set) for the commands and feeds that import bans.
+	BanLimits BanLimits
 }
 
 // SetBit adds rule i to b.

@@ -24,6 +24,20 @@ type Meta struct {
 	PolicySHA256  [32]byte
 	PolicyPath    string // at most 255 bytes are kept
 	ManualBans    uint64 // bans made by hand (xdplimit ban), ever
+	// BanLimits is the policy's bans: section Apply last wrote.
+	BanLimits BanLimits
+}
+
+// BanLimits is how far bans from outside may reach (policy.BanLimits, the
+// compiler's copy in the image): kept in the metadata so that `xdplimit
+// ban`, which runs without the policy, and the feeds read the limits of the
+// policy in force.
+type BanLimits struct {
+	MinPrefix4, MinPrefix6  int
+	MaxImported, MaxPerSync int
+	// Set: an applied policy recorded them; else a reader uses the
+	// defaults (policy.DefaultBanLimits).
+	Set bool
 }
 
 // AttachMode is the XDP attach mode an attach recorded.
@@ -58,6 +72,10 @@ func metaFrom(g *gen.XdplimitXdplMetadata) Meta {
 		PolicySHA256:  g.PolicySha256,
 		ManualBans:    g.ManualBans,
 	}
+	if g.BanLimitsSet != 0 {
+		m.BanLimits = BanLimits{MinPrefix4: int(g.BanMinPrefix4), MinPrefix6: int(g.BanMinPrefix6),
+			MaxImported: int(g.BanMaxImported), MaxPerSync: int(g.BanMaxPerSync), Set: true}
+	}
 	if g.AttachedUnixNs != 0 {
 		m.Attached = time.Unix(0, int64(g.AttachedUnixNs))
 	}
@@ -84,6 +102,11 @@ func (m *Meta) raw() *gen.XdplimitXdplMetadata {
 		Pid:           m.Pid,
 		PolicySha256:  m.PolicySHA256,
 		ManualBans:    m.ManualBans,
+	}
+	if b := m.BanLimits; b.Set {
+		g.BanLimitsSet = 1
+		g.BanMinPrefix4, g.BanMinPrefix6 = uint8(b.MinPrefix4), uint8(b.MinPrefix6)
+		g.BanMaxImported, g.BanMaxPerSync = uint32(b.MaxImported), uint32(b.MaxPerSync)
 	}
 	if !m.Attached.IsZero() {
 		g.AttachedUnixNs = uint64(m.Attached.UnixNano())
@@ -118,4 +141,11 @@ func (l *Limiter) SetPolicyInfo(path string, sha [32]byte) error {
 	m.PolicySHA256 = sha
 	m.PolicyPath = path
 	return l.SetMeta(m)
+}
+
+// BanLimits reads the limits on bans from outside that the policy in force
+// set; Set is false while no policy recorded them.
+func (l *Limiter) BanLimits() (BanLimits, error) {
+	m, err := l.Meta()
+	return m.BanLimits, err
 }

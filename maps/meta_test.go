@@ -15,6 +15,7 @@ func TestMetaConversion(t *testing.T) {
 		Attached: time.Unix(0, 1763900000123456789), Tick: 4 * time.Millisecond,
 		NetnsIno: 4026531840, Ifindex: 3, Pid: 4242,
 		PolicySHA256: [32]byte{1, 2, 3, 31: 0xff}, PolicyPath: "/etc/xdplimit/policy.yaml",
+		BanLimits: BanLimits{MinPrefix4: 0, MinPrefix6: 128, MaxImported: 1 << 22, MaxPerSync: 100000, Set: true},
 	}
 	long := Meta{PolicyPath: strings.Repeat("p", 300)}
 	for _, c := range []struct {

@@ -218,7 +218,7 @@ func (l *Limiter) Restore(c Carried) (int, error) {
 			continue
 		}
 		b := gen.XdplimitXdplBan{ExpiresNs: cb.ExpiresNs, StartedNs: cb.StartedNs, Dropped: cb.Dropped, Origin: banManual}
-		setBanPrefix(&b, canonical(cb.Prefix))
+		setBanPrefix(&b, CanonicalBanPrefix(cb.Prefix))
 		reason := cb.Reason
 		if cb.Origin != OriginManual {
 			if slot, ok := bySlot[cb.Origin]; ok {

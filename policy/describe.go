@@ -51,6 +51,9 @@ func (p *Policy) Describe(w io.Writer) {
 		fmt.Fprintf(w, "fleet: Redis %v (cluster %v), namespace %s, sync every %s, fallback %s\n",
 			f.Redis, f.Cluster, f.Namespace, f.Sync, f.Fallback)
 	}
+	if p.Bans.Set || p.Fleet != nil {
+		fmt.Fprintf(w, "bans from the fleet and feeds: %s\n", p.Bans)
+	}
 	if p.Log.Set {
 		fmt.Fprintf(w, "drop log: %s\n", p.Log)
 	}

@@ -110,7 +110,7 @@ func (d *decoder) policy(data []byte) *Policy {
 		d.errorAt(d.file, 1, 1, "", "policy file is empty; a policy that limits nothing is `rules: []`")
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans")
 	if top == nil {
 		return nil
 	}
@@ -136,6 +136,10 @@ func (d *decoder) policy(data []byte) *Policy {
 	}
 	if f, ok := top["log"]; ok {
 		p.Log = d.log(f)
+	}
+	p.Bans = DefaultBanLimits()
+	if f, ok := top["bans"]; ok {
+		p.Bans = d.banLimits(f)
 	}
 	d.checkFleet(p)
 	return p

@@ -36,6 +36,9 @@ type Policy struct {
 	// Log is the log: section (the drop log); its zero value has the
 	// defaults and Set false.
 	Log Log
+	// Bans is the bans: section, defaults applied: how far bans from the
+	// fleet's Redis and ban feeds may reach.
+	Bans BanLimits
 
 	Warnings []Diagnostic // sorted by position, like errors
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/banfeed"
+	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
@@ -16,6 +19,7 @@ import (
 
 func newBanCmd() *cobra.Command {
 	var forS, reason string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "ban IFACE CIDR",
 		Short: "Drop every packet from a source prefix for a while (see `xdplimit bans`)",
@@ -23,18 +27,29 @@ func newBanCmd() *cobra.Command {
 limiter on IFACE: every packet from it is dropped right after the allow list,
 until --for has passed. The table is pinned: the ban holds with or without an
 attach process, and across reloads. A prefix already banned gets the new
-duration and reason. A full table replaces the ban that ends first.`,
+duration and reason. A full table replaces the ban that ends first.
+
+A prefix wider than the policy's bans.min_prefix (IPv4 /8 and IPv6 /32 by
+default; IPv4-mapped prefixes count as IPv4) is refused unless --force: it
+would drop a large part of the Internet. A ban forced that way is not shared
+with a fleet.`,
 		Args: cobra.MatchAll(cobra.ExactArgs(2), ifaceThenCIDR),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := parseCIDR(args[1])
 			if err != nil {
 				return err
 			}
+			p = maps.CanonicalBanPrefix(p)
 			d, err := policy.ParseBanDuration(forS)
 			if err != nil {
 				return fmt.Errorf("--for: %w", err)
 			}
-			if err := maps.CheckBan(p, d, reason); err != nil {
+			stored := termsafe.Escape(reason)
+			if len(stored) > maps.BanReasonLen && len(reason) <= maps.BanReasonLen {
+				return fmt.Errorf("--reason: reason longer than %d bytes once its control characters are escaped (%s)",
+					maps.BanReasonLen, stored)
+			}
+			if err := maps.CheckBan(p, d, stored); err != nil {
 				return fmt.Errorf("--reason: %w", err)
 			}
 			s, err := loader.Open(args[0])
@@ -42,11 +57,17 @@ duration and reason. A full table replaces the ban that ends first.`,
 				return err
 			}
 			defer s.Close()
-			gone, err := s.Limiter.Ban(p, d, reason)
+			out := cmd.OutOrStdout()
+			if err := checkWidth(out, args[0], p, s.Meta.BanLimits, force); err != nil {
+				return err
+			}
+			if stored != reason {
+				fmt.Fprintf(out, "%s: --reason held control characters: stored as %s\n", args[0], stored)
+			}
+			gone, err := s.Limiter.Ban(p, d, stored)
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
 			if gone.IsValid() {
 				fmt.Fprintf(out, "%s: the ban table is full: the ban of %s, which ended first, was replaced\n", args[0], gone)
 			}
@@ -60,7 +81,29 @@ duration and reason. A full table replaces the ban that ends first.`,
 	}
 	cmd.Flags().StringVar(&forS, "for", "10m", "how long: 1s to 30d (Go durations like 90s or 12h, or days like 7d)")
 	cmd.Flags().StringVar(&reason, "reason", "", fmt.Sprintf("why, shown by `xdplimit bans` (at most %d bytes)", maps.BanReasonLen))
+	cmd.Flags().BoolVar(&force, "force", false, "ban a prefix wider than the policy's bans.min_prefix")
 	return cmd
+}
+
+// checkWidth refuses a prefix wider than the limits of the policy in force
+// (recorded in the pinned metadata; the defaults while none is), unless
+// forced: then it says what the ban covers.
+func checkWidth(out io.Writer, iface string, p netip.Prefix, recorded maps.BanLimits, force bool) error {
+	lim := banfeed.Limits(recorded)
+	if !banfeed.TooWideFor(p, lim) {
+		return nil
+	}
+	whose := "the policy in force"
+	if !recorded.Set {
+		whose = "the default: no policy recorded one"
+	}
+	if !force {
+		return fmt.Errorf("%s is wider than /%d, the widest ban bans.min_prefix allows (%s): %s; "+
+			"give --force to ban it all the same", p, banfeed.MinBits(p, lim), whose, banfeed.Covers(p))
+	}
+	fmt.Fprintf(out, "%s: --force: %s; wider than bans.min_prefix /%d, so not shared with a fleet\n",
+		iface, banfeed.Covers(p), banfeed.MinBits(p, lim))
+	return nil
 }
 
 // ifaceThenCIDR checks the interface name of IFACE CIDR arguments.

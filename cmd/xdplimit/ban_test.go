@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,9 @@ func TestBanRefuses(t *testing.T) {
 		refused("too long", "--for: ban of 31d is out of range; use 1s to 30d", "ban", noIface, "192.0.2.1", "--for", "31d"),
 		refused("long reason", fmt.Sprintf("--reason: reason longer than %d bytes", maps.BanReasonLen),
 			"ban", noIface, "192.0.2.1", "--reason", strings.Repeat("x", maps.BanReasonLen+1)),
+		refused("reason too long once escaped", `--reason: reason longer than 63 bytes once its control characters `+
+			`are escaped (\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b)`,
+			"ban", noIface, "192.0.2.1", "--reason", strings.Repeat("\x1b", 20)),
 		refused("no limiter", notAttached(t), "ban", noIface, "192.0.2.1"),
 		refused("unban no limiter", notAttached(t), "unban", noIface, "192.0.2.1"),
 		refused("unban not a CIDR", `"x" is not a CIDR (like 198.51.100.0/24 or 2001:db8::/48) or an address`, "unban", noIface, "x"),
@@ -106,6 +110,32 @@ func TestBanPinnedState(t *testing.T) {
 		refused("unban again", iface+": 198.51.100.0/24 is not banned (see xdplimit bans "+iface+")", "unban", iface, "198.51.100.0/24"),
 		{name: "none left", args: []string{"bans", iface}, stdout: "0 bans of 64\n"},
 	})
+
+	// Wider than bans.min_prefix (the defaults, which the policy in force
+	// recorded): refused unless forced, saying what it covers.
+	world := "0.0.0.0/0 covers every IPv4 address (4294967296 addresses)"
+	runCases(t, []cliCase{
+		refused("the world", "0.0.0.0/0 is wider than /8, the widest ban bans.min_prefix allows (the policy in force): "+
+			world+"; give --force to ban it all the same", "ban", iface, "0.0.0.0/0"),
+		refused("the world, IPv4-mapped", "0.0.0.0/0 is wider than /8, the widest ban bans.min_prefix allows (the policy in force): "+
+			world+"; give --force to ban it all the same", "ban", iface, "::ffff:0.0.0.0/96"),
+		refused("IPv6 /31", "2001:db8::/31 is wider than /32, the widest ban bans.min_prefix allows (the policy in force): "+
+			"2001:db8::/31 covers 2^97 IPv6 addresses, 2001:db8:: to 2001:db9:ffff:ffff:ffff:ffff:ffff:ffff; give --force to ban it all the same",
+			"ban", iface, "2001:db8::/31"),
+		{name: "none banned", args: []string{"bans", iface}, stdout: "0 bans of 64\n"},
+		{name: "forced", args: []string{"ban", iface, "0.0.0.0/0", "--for", "10s", "--force"},
+			stdout: iface + ": --force: " + world + "; wider than bans.min_prefix /8, so not shared with a fleet\n" +
+				iface + ": banned 0.0.0.0/0 for 10s\n"},
+		{name: "unban the world", args: []string{"unban", iface, "0.0.0.0/0"}, stdout: iface + ": unbanned 0.0.0.0/0\n"},
+		// A reason a terminal would act on is stored escaped, and said so.
+		{name: "reason escaped", args: []string{"ban", iface, "203.0.113.9", "--reason", "\x1b]0;pwned\x07"},
+			stdout: iface + ": --reason held control characters: stored as \\x1b]0;pwned\\x07\n" +
+				iface + ": banned 203.0.113.9/32 for 10m0s\n"},
+	})
+	out, _, _ = runCLI("bans", iface, "--json")
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 || got[0].Reason != `\x1b]0;pwned\x07` {
+		t.Fatalf("bans --json: %v %+v", err, got)
+	}
 }
 
 // ban with an attach process running: the control word is the process's,
@@ -186,4 +216,23 @@ func waitFor(t *testing.T, what string, ok func() bool, logs string) {
 	}
 	out, _ := os.ReadFile(logs)
 	t.Fatalf("%s: not after 20 s; attach logged:\n%s", what, out)
+}
+
+// Without limits recorded in the pinned state (no policy applied yet) ban
+// goes by the defaults, and says so.
+func TestBanWidthDefaults(t *testing.T) {
+	var out strings.Builder
+	err := checkWidth(&out, "eth0", netip.MustParsePrefix("10.0.0.0/7"), maps.BanLimits{}, false)
+	want := "10.0.0.0/7 is wider than /8, the widest ban bans.min_prefix allows (the default: no policy recorded one): " +
+		"10.0.0.0/7 covers 33554432 IPv4 addresses, 10.0.0.0 to 11.255.255.255; give --force to ban it all the same"
+	if err == nil || err.Error() != want || out.Len() != 0 {
+		t.Fatalf("%v\nwant %s", err, want)
+	}
+	if err := checkWidth(&out, "eth0", netip.MustParsePrefix("10.0.0.0/8"), maps.BanLimits{}, false); err != nil {
+		t.Fatal(err)
+	}
+	// A policy that lets feeds ban anything lets ban do so too.
+	if err := checkWidth(&out, "eth0", netip.MustParsePrefix("::/0"), maps.BanLimits{Set: true}, false); err != nil || out.Len() != 0 {
+		t.Fatalf("min_prefix 0: %v %q", err, out.String())
+	}
 }

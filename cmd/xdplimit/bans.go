@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 )
@@ -36,7 +37,7 @@ func newBansCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON, one object per ban")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON, one object per ban (reasons and origins as stored, JSON-escaped)")
 	return cmd
 }
 
@@ -56,9 +57,12 @@ func printBansJSON(w io.Writer, bans []maps.Ban) error {
 		out[i] = banJSON{Prefix: b.Prefix.String(), Origin: b.Origin, Reason: b.Reason,
 			SecondsLeft: b.Left.Seconds(), Dropped: b.Dropped, Shadow: b.Shadow}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(termsafe.JSON(b), '\n'))
+	return err
 }
 
 func printBans(w io.Writer, bans []maps.Ban, capacity uint32) {
@@ -69,11 +73,14 @@ func printBans(w io.Writer, bans []maps.Ban, capacity uint32) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PREFIX\tORIGIN\tLEFT\tDROPPED\tREASON")
 	for _, b := range bans {
-		origin := b.Origin
+		// Reasons and origins come from outside (the fleet, feeds, any
+		// root process writing the pinned table): escaped, whatever
+		// checked them on the way in.
+		origin := termsafe.Escape(b.Origin)
 		if b.Shadow {
 			origin += " (shadow)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Prefix, origin, b.Left.Round(time.Second), b.Dropped, b.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Prefix, origin, b.Left.Round(time.Second), b.Dropped, termsafe.Escape(b.Reason))
 	}
 	tw.Flush()
 }

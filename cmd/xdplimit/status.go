@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdplimit/xdplimit/agent"
+	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 )
@@ -58,7 +59,7 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 	}
 	fmt.Fprintf(w, "%s: attached (%s), program id %d, since %s, %s\n", s.Interface, s.Mode(), s.ProgramID,
 		m.Attached.Format(time.RFC3339), owner)
-	fmt.Fprintf(w, "  policy: %s (sha256 %s)\n", m.PolicyPath, hex.EncodeToString(m.PolicySHA256[:])[:16])
+	fmt.Fprintf(w, "  policy: %s (sha256 %s)\n", termsafe.Escape(m.PolicyPath), hex.EncodeToString(m.PolicySHA256[:])[:16])
 	tracked := "not counted (--count-sources)"
 	if countSources {
 		n, err := s.Limiter.TrackedSources()
@@ -82,7 +83,7 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 	fmt.Fprintln(tw, "  rule\tpass pkts\tpass bytes\tdrop pkts\tdrop bytes\tshadow pkts\t")
 	for _, r := range rules {
 		v := r.Verdicts
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t\n", r.Name, v[maps.VerdictPass].Packets, v[maps.VerdictPass].Bytes,
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t\n", termsafe.Escape(r.Name), v[maps.VerdictPass].Packets, v[maps.VerdictPass].Bytes,
 			v[maps.VerdictDrop].Packets, v[maps.VerdictDrop].Bytes, v[maps.VerdictShadow].Packets)
 	}
 	tw.Flush()
@@ -116,15 +117,26 @@ func printFleet(w io.Writer, iface string, levels int, owner bool, lost uint64) 
 	case err != nil:
 		fmt.Fprintf(w, "  fleet: %d levels, sync state unknown (%v)\n", levels, err)
 	case fs.Up:
-		fmt.Fprintf(w, "  fleet: %d levels, Redis %v namespace %s up since %s, sync %s\n", levels, fs.Redis,
-			fs.Namespace, fs.Since.Format(time.RFC3339), fs.Sync)
+		fmt.Fprintf(w, "  fleet: %d levels, Redis %v namespace %s up since %s, sync %s\n", levels, escapeAll(fs.Redis),
+			termsafe.Escape(fs.Namespace), fs.Since.Format(time.RFC3339), fs.Sync)
 	case !fs.Known:
-		fmt.Fprintf(w, "  fleet: %d levels, Redis %v: first sync pending\n", levels, fs.Redis)
+		fmt.Fprintf(w, "  fleet: %d levels, Redis %v: first sync pending\n", levels, escapeAll(fs.Redis))
 	default:
 		fmt.Fprintf(w, "  fleet: %d levels, Redis %v DOWN since %s (%s: %s), enforcing with fallback %s\n", levels,
-			fs.Redis, fs.Since.Format(time.RFC3339), fs.ErrorKind, fs.LastError, fs.Fallback)
+			escapeAll(fs.Redis), fs.Since.Format(time.RFC3339), fs.ErrorKind, termsafe.Escape(fs.LastError), fs.Fallback)
 	}
 	if lost > 0 {
 		fmt.Fprintf(w, "  fleet: %d key reports lost to a full ring (synced at their next report)\n", lost)
 	}
+}
+
+// escapeAll escapes each of ss for the terminal (termsafe): the policy
+// path, rule names and fleet status come from files and pinned maps that
+// any root process may have written.
+func escapeAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = termsafe.Escape(s)
+	}
+	return out
 }

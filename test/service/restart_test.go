@@ -211,8 +211,9 @@ func TestRestartUnderFlood(t *testing.T) {
 }
 
 // previousLayoutCommit is the last commit of this repository with map
-// layout 6; the current layout is 7, which the ban table has in common.
-const previousLayoutCommit = "2420e163957e4ab7d36f14bbd38d61ebe08444ab"
+// layout 7; the current layout is 8 (the metadata keeps the policy's ban
+// limits), which the ban table has in common.
+const previousLayoutCommit = "fae8b2c21db52cfd0bfb7b2d7ad1e6f21fcc732e"
 
 // buildAt builds cmd/xdplimit as it was at commit, from this repository's
 // history. A clone without the commit (a shallow one) cannot run the test:
@@ -251,7 +252,7 @@ func TestUpgradeUnderFlood(t *testing.T) {
 	old := buildAt(t, previousLayoutCommit)
 	bin := testutil.XdplimitBin(t)
 	out, err := exec.Command(old, "version").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "map layout 6") {
+	if err != nil || !strings.Contains(string(out), "map layout 7") {
 		t.Fatalf("the previous binary: %v, %s", err, out)
 	}
 	etc := t.TempDir()
@@ -270,8 +271,8 @@ func TestUpgradeUnderFlood(t *testing.T) {
 	p = start(t, l.PeerNS, unitLine(t, "ExecStart", l.PeerName, bin, etc))
 	p.waitFor(t, "adopted=true", time.Minute)
 	if !strings.Contains(p.out.String(), "replaced a limiter of another map layout without a gap") ||
-		!strings.Contains(p.out.String(), "from_layout=6") {
-		t.Errorf("no migration from layout 6 logged:\n%s", p.out)
+		!strings.Contains(p.out.String(), "from_layout=7") {
+		t.Errorf("no migration from layout 7 logged:\n%s", p.out)
 	}
 	b := bans(t, bin, l.PeerName)
 	if len(b) != 1 || b[0].Prefix != bannedPrefix || b[0].Reason != "before the upgrade" || b[0].Origin != "manual" {

@@ -1,0 +1,141 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The fleet's ban hash is written by every host, and by anyone else who can
+// write to its Redis: a sync must not read it whole whatever it holds. A
+// script reads it instead, at most a bound of entries a call from where the
+// last call stopped (HSCAN's cursor), and deletes server-side the entries
+// longer than any host writes (maxBanField, maxBanValue), which would
+// otherwise cross the network however few are read. It answers the
+// cursor to go on from ('0': the end), the hash's size and how many it
+// deleted.
+var readBansScript = redis.NewScript(`
+local cur, want = ARGV[1], tonumber(ARGV[2])
+local maxf, maxv = tonumber(ARGV[3]), tonumber(ARGV[4])
+local out, dropped, n = {}, 0, 0
+repeat
+  local r = redis.call('HSCAN', KEYS[1], cur, 'COUNT', 1000)
+  cur = r[1]
+  local kv = r[2]
+  for i = 1, #kv, 2 do
+    if #kv[i] > maxf or #kv[i + 1] > maxv then
+      redis.call('HDEL', KEYS[1], kv[i])
+      dropped = dropped + 1
+    else
+      out[#out + 1] = kv[i]
+      out[#out + 1] = kv[i + 1]
+    end
+    n = n + 1
+  end
+until cur == '0' or n >= want
+return {'xdpl1', cur, redis.call('HLEN', KEYS[1]), dropped, out}
+`)
+
+// getBansScript reads the given fields (HMGET), answering nil for one
+// longer than ARGV[1].
+var getBansScript = redis.NewScript(`
+local maxv = tonumber(ARGV[1])
+local vals = redis.call('HMGET', KEYS[1], unpack(ARGV, 2))
+for i = 1, #vals do
+  if vals[i] and #vals[i] > maxv then vals[i] = false end
+end
+return vals
+`)
+
+const (
+	// maxBanField is longer than any prefix a host writes (an IPv6 /128
+	// is at most 43 bytes).
+	maxBanField = 64
+	// maxBanValue is longer than any value a host writes: expiry, host id,
+	// rule and reason (at most ~250 bytes).
+	maxBanValue = 512
+	// getBansChunk bounds the fields of one getBansScript call (Lua's
+	// unpack takes at most ~8000 values).
+	getBansChunk = 1000
+)
+
+// banRead is what a sync read of the ban hash.
+type banRead struct {
+	entries   map[string]string // field -> value
+	full      bool              // every entry was read: one missing is not in the hash
+	size      int64             // entries in the hash
+	oversized int64             // entries deleted for their length
+}
+
+// readBans reads at most maxRead entries of the hash from cursor, and the
+// fields in want whatever the scan reached: when the scan does not cover the
+// whole hash, those are the entries the merge must know about (the bans this
+// host holds or knew). It returns the cursor the next read goes on from.
+func readBans(ctx context.Context, c redis.UniversalClient, key, cursor string, maxRead int, want []string) (banRead, string, error) {
+	r := banRead{entries: map[string]string{}}
+	vals, err := readBansScript.Run(ctx, c, []string{key}, cursor, maxRead, maxBanField, maxBanValue).Slice()
+	if err != nil {
+		return r, cursor, err
+	}
+	next, kv, err := r.parse(vals)
+	if err != nil {
+		return r, cursor, err
+	}
+	r.full = cursor == "0" && next == "0"
+	for i := 0; i+1 < len(kv); i += 2 {
+		f, ok1 := kv[i].(string)
+		v, ok2 := kv[i+1].(string)
+		if !ok1 || !ok2 {
+			return r, cursor, fmt.Errorf("%w: ban hash entry %T %T", errNotRedis, kv[i], kv[i+1])
+		}
+		r.entries[f] = v
+	}
+	if r.full {
+		return r, next, nil
+	}
+	for len(want) > 0 {
+		chunk := want[:min(len(want), getBansChunk)]
+		want = want[len(chunk):]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, maxBanValue)
+		for _, f := range chunk {
+			args = append(args, f)
+		}
+		got, err := getBansScript.Run(ctx, c, []string{key}, args...).Slice()
+		if err != nil {
+			return r, cursor, err
+		}
+		if len(got) != len(chunk) {
+			return r, cursor, fmt.Errorf("%w: %d values for %d ban fields", errNotRedis, len(got), len(chunk))
+		}
+		for i, v := range got {
+			if s, ok := v.(string); ok {
+				r.entries[chunk[i]] = s
+			}
+		}
+	}
+	return r, next, nil
+}
+
+// parse checks readBansScript's reply: a Redis that is not running our
+// script must not ban anything.
+func (r *banRead) parse(vals []any) (next string, kv []any, err error) {
+	bad := fmt.Errorf("%w: ban script answered %d values", errNotRedis, len(vals))
+	if len(vals) != 5 || vals[0] != "xdpl1" {
+		return "", nil, bad
+	}
+	var ok [4]bool
+	next, ok[0] = vals[1].(string)
+	r.size, ok[1] = vals[2].(int64)
+	r.oversized, ok[2] = vals[3].(int64)
+	kv, ok[3] = vals[4].([]any)
+	if ok != [4]bool{true, true, true, true} {
+		return "", nil, bad
+	}
+	if _, err := strconv.ParseUint(next, 10, 64); err != nil {
+		return "", nil, fmt.Errorf("%w: ban hash cursor %q", errNotRedis, next)
+	}
+	return next, kv, nil
+}
