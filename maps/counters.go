@@ -35,8 +35,11 @@ func (l *Limiter) Counters() (map[Counter]CounterValue, error) {
 type RuleStat struct {
 	Name       string
 	Index      int
-	Verdicts   [3]CounterValue // by Verdict
-	LevelDrops []uint64        // drops by the level that refused, in evaluation order
+	Verdicts   [nVerdicts]CounterValue // by Verdict
+	LevelDrops []uint64                // drops by the level that refused, in evaluation order
+	// CookieACKs counts a syncookie rule's ACKs to a listener by the
+	// cookie they carried back: [0] valid (passed on), [1] not (dropped).
+	CookieACKs [2]uint64
 }
 
 // Active returns the generation in force and its configuration.
@@ -115,6 +118,9 @@ func (l *Limiter) RuleStats() ([]RuleStat, error) {
 			}
 			for k := range rs.LevelDrops {
 				rs.LevelDrops[k] += v.LevelDrops[k]
+			}
+			for k := range rs.CookieACKs {
+				rs.CookieACKs[k] += v.CookieAcks[k]
 			}
 		}
 		out = append(out, rs)
