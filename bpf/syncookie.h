@@ -39,6 +39,10 @@
 #include "hash.h"
 #include "csum.h"
 
+/* Check TCP ACKs against the cookies (a load-time knob, set from Go; off
+ * in pcap replay, which runs where the captured host's listeners are not). */
+volatile const __u32 xdpl_cookie_acks_on = 1;
+
 #define XDPL_TCP_FIN 0x01
 #define XDPL_TCP_SYN 0x02
 #define XDPL_TCP_RST 0x04

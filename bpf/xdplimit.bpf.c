@@ -214,7 +214,8 @@ static __always_inline int xdpl_rule_levels(struct xdpl_pkt *p, struct xdpl_gen_
 static __always_inline int xdpl_cookie_acks(struct xdp_md *ctx, struct xdpl_pkt *p, __u32 gen,
 					    __u32 gflags, struct xdpl_judgement *j)
 {
-	if (!(gflags & XDPL_GF_SYNCOOKIE) || p->proto != IPPROTO_TCP || p->ports != XDPL_PORTS_OK ||
+	if (!xdpl_cookie_acks_on || !(gflags & XDPL_GF_SYNCOOKIE) || p->proto != IPPROTO_TCP ||
+	    p->ports != XDPL_PORTS_OK ||
 	    (p->tcp_flags & (XDPL_TCP_SYN | XDPL_TCP_ACK | XDPL_TCP_RST)) != XDPL_TCP_ACK)
 		return XDPL_GO_ON;
 	struct xdpl_cookie_rule cr = {.rk = -1};

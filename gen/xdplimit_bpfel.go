@@ -546,6 +546,7 @@ const (
 	XdplimitVarXdplBenchRotate     = "xdpl_bench_rotate"
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
+	XdplimitVarXdplCookieAcksOn    = "xdpl_cookie_acks_on"
 	XdplimitVarXdplRecord          = "xdpl_record"
 	XdplimitVarXdplRefusedOn       = "xdpl_refused_on"
 	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
@@ -668,6 +669,7 @@ type XdplimitVariableSpecs struct {
 	XdplBenchRotate     *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
+	XdplCookieAcksOn    *ebpf.VariableSpec `ebpf:"xdpl_cookie_acks_on"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
 	XdplRefusedOn       *ebpf.VariableSpec `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
@@ -814,6 +816,7 @@ type XdplimitVariables struct {
 	XdplBenchRotate     *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
+	XdplCookieAcksOn    *ebpf.Variable `ebpf:"xdpl_cookie_acks_on"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
 	XdplRefusedOn       *ebpf.Variable `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`

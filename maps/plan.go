@@ -12,6 +12,7 @@ type installed struct {
 	name   string
 	slot   uint32
 	levels []gen.XdplimitXdplLevel
+	flags  uint8 // XDPL_RF_*
 }
 
 // planInput is everything that decides what Apply writes: the new policy,
