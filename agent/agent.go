@@ -319,7 +319,9 @@ func (a *Agent) reload(trigger string) (warnings []string, err error) {
 		warnings = append(warnings, strings.TrimPrefix(strings.TrimSuffix(line, "\n"), "warning: "))
 	}
 	if err == nil {
-		err = a.att.Reload(p)
+		// The host's settings the policy depends on are the interface's
+		// namespace's (loader.Attachment.Reload).
+		err = a.inNetns(func() error { return a.att.Reload(p) })
 	}
 	a.exp.ReloadResult(a.att.Interface, err)
 	if err != nil {

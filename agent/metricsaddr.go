@@ -70,19 +70,24 @@ func (a *Agent) claimMetrics() (*metricsServer, error) {
 }
 
 // listenMetrics binds the metrics address in the agent's namespace, from
-// whichever goroutine asks. A thread already there binds it directly: the
-// systemd unit forbids setns (RestrictNamespaces=), and an attach process
-// has one namespace; only an agent started in another namespace than its
-// process's (tests) enters it.
+// whichever goroutine asks.
 func (a *Agent) listenMetrics() (ln net.Listener, err error) {
-	if ino, _ := loader.NetnsInode(); ino == a.nsIno {
-		return net.Listen("tcp", a.cfg.MetricsAddr)
-	}
-	err = a.ns.Do(func() error {
+	err = a.inNetns(func() error {
 		ln, err = net.Listen("tcp", a.cfg.MetricsAddr)
 		return err
 	})
 	return ln, err
+}
+
+// inNetns runs fn in the agent's network namespace. A thread already there
+// runs it directly: the systemd unit forbids setns (RestrictNamespaces=),
+// and an attach process has one namespace; only an agent started in
+// another namespace than its process's (tests) enters it.
+func (a *Agent) inNetns(fn func() error) error {
+	if ino, _ := loader.NetnsInode(); ino == a.nsIno {
+		return fn()
+	}
+	return a.ns.Do(fn)
 }
 
 // run serves ln, or first waits to bind the address when ln is nil.

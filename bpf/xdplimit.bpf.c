@@ -10,12 +10,15 @@
  *   - the flow cache keyed with the source (flows.h): a flow its rule
  *     refuses is dropped before the lists, the bans and the classifier;
  *   - allow/deny by longest prefix (classify.h), then the bans (bans.h);
+ *   - a TCP ACK that may answer a SYN cookie (syncookie.h): one with a
+ *     wrong cookie, to a listener, is dropped;
  *   - the flow cache keyed without the source, when no rule reads the
  *     source: a global first level's refusal, whatever the source;
  *   - the rule: the first matching rule by bitmap classification
  *     (classify.h), its limiter levels evaluated on state shared across
  *     CPUs (levels.h); a rule with action ban bans the source of the
- *     packet that exceeded it.
+ *     packet that exceeded it; a rule with action syncookie answers a
+ *     refused SYN with a SYN-ACK carrying a cookie (syncookie.h).
  * One accounting step then counts the judgement in per-CPU counters,
  * samples a drop, and records the decision when asked (account.h). The
  * benchmarks' knobs act in a stage of their own, before all others
@@ -35,6 +38,7 @@
 #include "unparsed.h"
 #include "account.h"
 #include "bench.h"
+#include "syncookie.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -182,8 +186,10 @@ static __always_inline int xdpl_rule_levels(struct xdpl_pkt *p, struct xdpl_gen_
 	__u32 origin = XDPL_SAMPLE_NO_LEVEL;
 
 	if (refused >= 0) {
-		verdict = ((r->flags & XDPL_RF_SHADOW) || (gflags & XDPL_GF_SHADOW)) ? XDPL_V_SHADOW
-										     : XDPL_V_DROP;
+		if ((r->flags & XDPL_RF_SHADOW) || (gflags & XDPL_GF_SHADOW))
+			verdict = XDPL_V_SHADOW;
+		else
+			verdict = (r->flags & XDPL_RF_SYNCOOKIE) ? XDPL_V_COOKIE : XDPL_V_DROP;
 		if (refused < XDPL_MAX_LEVELS)
 			origin = r->levels[refused].origin;
 	}
@@ -199,6 +205,49 @@ static __always_inline int xdpl_rule_levels(struct xdpl_pkt *p, struct xdpl_gen_
 	else if (refused >= 0 && tag->repeat)
 		xdpl_flow_note(p, tag, rk, verdict);
 	return XDPL_JUDGED;
+}
+
+/* A TCP ACK (no SYN, no RST) that may carry a cookie back, when some rule
+ * answers SYNs with cookies: one to a listener with a wrong cookie is
+ * dropped, and counted as its rule's; a valid one goes on to be judged as
+ * any packet is. */
+static __always_inline int xdpl_cookie_acks(struct xdp_md *ctx, struct xdpl_pkt *p, __u32 gen,
+					    __u32 gflags, struct xdpl_judgement *j)
+{
+	if (!xdpl_cookie_acks_on || !(gflags & XDPL_GF_SYNCOOKIE) || p->proto != IPPROTO_TCP ||
+	    p->ports != XDPL_PORTS_OK ||
+	    (p->tcp_flags & (XDPL_TCP_SYN | XDPL_TCP_ACK | XDPL_TCP_RST)) != XDPL_TCP_ACK)
+		return XDPL_GO_ON;
+	struct xdpl_cookie_rule cr = {.rk = -1};
+	int r = xdpl_cookie_ack(ctx, p, gen, &cr);
+
+	if (r == XDPL_ACK_VALID)
+		xdpl_count(XDPL_C_COOKIE_ACK_VALID, p->len);
+	if (r != XDPL_ACK_INVALID)
+		return XDPL_GO_ON;
+	xdpl_judged(j, XDPL_WHY_COOKIE_ACK, XDPL_V_DROP, XDPL_C_COOKIE_ACK_INVALID, cr.slot);
+	j->origin = XDPL_SAMPLE_COOKIE_ACK;
+	j->rk = cr.rk;
+	return XDPL_JUDGED;
+}
+
+/* A SYN a cookie rule refused: answered with a SYN-ACK built in the frame,
+ * or passed to the stack to keep its listeners accepting cookie ACKs
+ * (syncookie.h), or dropped when it is not one to answer. */
+static __always_inline void xdpl_cookie_answer(struct xdp_md *ctx, struct xdpl_pkt *p, __u32 gen,
+					       struct xdpl_judgement *j)
+{
+	if (xdpl_cookie_pass_due(p)) {
+		j->verdict = XDPL_V_PASS;
+		j->refused = -1;
+		j->origin = XDPL_SAMPLE_NO_LEVEL;
+		xdpl_count(XDPL_C_COOKIE_KEEPALIVE, p->len);
+		return;
+	}
+	if (xdpl_synack(ctx, gen) == 0)
+		return;
+	j->verdict = XDPL_V_DROP;
+	xdpl_count(XDPL_C_COOKIE_UNANSWERED, p->len);
 }
 
 SEC("xdp")
@@ -230,6 +279,8 @@ int xdpl_main(struct xdp_md *ctx)
 	}
 	if (s == XDPL_GO_ON)
 		s = xdpl_lists_and_bans(p, g, gen, gflags, &tag, &j);
+	if (s == XDPL_GO_ON)
+		s = xdpl_cookie_acks(ctx, p, gen, gflags, &j);
 	/* A global first level's refusal, whatever the source (flows.h). */
 	if (s == XDPL_GO_ON && (gflags & XDPL_GF_NO_SOURCE_FLOWS))
 		s = xdpl_cached(p, g, &tag, 1, &j);
@@ -237,5 +288,7 @@ int xdpl_main(struct xdp_md *ctx)
 		s = xdpl_rule_levels(p, g, gen, gflags, &tag, &j);
 	if (s == XDPL_GIVE_UP)
 		return XDP_PASS;
+	if (j.verdict == XDPL_V_COOKIE)
+		xdpl_cookie_answer(ctx, p, gen, &j);
 	return xdpl_account(p, g ? g->sample_mask : 0, &j);
 }

@@ -60,6 +60,9 @@ enum xdpl_const {
 	 * is global: the flow cache is also looked up under a key without the
 	 * source, after the lists and the bans (flows.h). */
 	XDPL_GF_NO_SOURCE_FLOWS = 1 << 6,
+	/* Some rule answers SYNs over its limit with a cookie: TCP ACKs are
+	 * checked against the cookies (syncookie.h). */
+	XDPL_GF_SYNCOOKIE = 1 << 7,
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,
@@ -82,11 +85,15 @@ enum xdpl_const {
 
 	XDPL_RF_SHADOW = 1 << 0,
 	XDPL_RF_BAN = 1 << 1, /* over the limit: ban the source prefix (bans.h) */
+	/* Over the limit: answer the SYN with a SYN-ACK carrying a SYN cookie
+	 * (syncookie.h) instead of dropping it. */
+	XDPL_RF_SYNCOOKIE = 1 << 2,
 
 	XDPL_V_PASS = 0,
 	XDPL_V_DROP = 1,
 	XDPL_V_SHADOW = 2, /* would have dropped; passed */
-	XDPL_NVERDICTS = 3,
+	XDPL_V_COOKIE = 3, /* answered with a SYN cookie (XDP_TX); the SYN goes no further */
+	XDPL_NVERDICTS = 4,
 
 	XDPL_ACL_ALLOW = 1,
 	XDPL_ACL_DENY = 2,
@@ -110,7 +117,17 @@ enum xdpl_const {
 	XDPL_C_BAN_REPLACED = 14,   /* live bans replaced: their set was full */
 	XDPL_C_REFUSED_CACHED = 15, /* refused by the per-CPU refused-until cache */
 	XDPL_C_FLOW_CACHED = 16,    /* refused by the per-CPU flow cache, unclassified */
-	XDPL_NCOUNTERS = 17,
+	/* SYN cookies (syncookie.h): SYNs a cookie rule refused but passed to
+	 * the stack, which answers them with its own cookie and so keeps its
+	 * listeners accepting cookie ACKs; SYNs refused that could not be
+	 * answered (SYN+FIN or RST, a fragment, more VLAN tags or IPv6
+	 * extension headers than the answer follows, no room), dropped; and
+	 * ACKs to a listener checked against the cookies. */
+	XDPL_C_COOKIE_KEEPALIVE = 17,
+	XDPL_C_COOKIE_UNANSWERED = 18,
+	XDPL_C_COOKIE_ACK_VALID = 19,
+	XDPL_C_COOKIE_ACK_INVALID = 20,
+	XDPL_NCOUNTERS = 21,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -228,6 +245,26 @@ enum xdpl_const {
 	XDPL_REFUSED_BITS = 10,
 	/* The per-CPU flow cache (bpf/flows.h): 2^bits slots. */
 	XDPL_FLOW_BITS = 10,
+
+	/* SYN cookies (bpf/syncookie.h). */
+	XDPL_WHY_COOKIE_ACK = 8,       /* an ACK to a listener with a wrong cookie */
+	XDPL_SAMPLE_COOKIE_ACK = 0xfe, /* level of its drop sample */
+	XDPL_COOKIE_ACK_VALID = 0,     /* xdpl_rule_stats.cookie_acks index */
+	XDPL_COOKIE_ACK_INVALID = 1,
+	XDPL_COOKIE_ACK_KINDS = 2,
+	/* Slots of the keepalive clock, by destination address and port. */
+	XDPL_COOKIE_PASS_SLOTS = 1024,
+	/* SYNs a cookie rule refuses still reach the stack once per second
+	 * per slot: a listener accepts a cookie ACK only within two minutes of
+	 * a cookie it sent itself (tcp_synq_no_recent_overflow). */
+	XDPL_COOKIE_PASS_NS = 1000000000,
+	/* VLAN tags an answer is built behind. */
+	XDPL_COOKIE_MAX_TAGS = 4,
+	/* xdpl_synack_cfg.flags: what the stack's own SYN-ACK would offer. */
+	XDPL_SYNACK_TS = 1 << 0, /* timestamps, without random offsets */
+	XDPL_SYNACK_SACK = 1 << 1,
+	XDPL_SYNACK_WSCALE = 1 << 2,
+	XDPL_SYNACK_ECN = 1 << 3,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

@@ -245,6 +245,16 @@ struct {
 	__type(value, struct xdpl_pkt);
 } xdpl_pkt_scratch SEC(".maps");
 
+/* SYN cookies: when a SYN to a destination address and port (hashed)
+ * last reached the stack, so that one a second still does (syncookie.h).
+ * Shared by all CPUs; a race costs one more SYN passed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_COOKIE_PASS_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} xdpl_cookie_pass SEC(".maps");
+
 /* Moved by every ban added (struct xdpl_ban_epoch). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

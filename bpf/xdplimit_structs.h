@@ -73,6 +73,18 @@ struct xdpl_pkt {
 	__u8 pad_icmp;
 };
 
+/* What a SYN-ACK carrying a cookie offers (syncookie.h): what this host's
+ * stack would put in its own, read by the control plane from the
+ * interface's MTU and the namespace's sysctls. */
+struct xdpl_synack_cfg {
+	__u16 mss4;    /* the largest segment the interface takes: MTU - 40 */
+	__u16 mss6;    /* MTU - 60 */
+	__u8 ttl;      /* IPv4 TTL */
+	__u8 hoplimit; /* IPv6 hop limit */
+	__u8 wscale;   /* the window scale the stack will use for the connection */
+	__u8 flags;    /* XDPL_SYNACK_* */
+};
+
 struct xdpl_gen_cfg {
 	__u32 dims;   /* XDPL_DIM_* looked up for this generation */
 	__u32 nrules; /* rules 0..nrules-1 exist */
@@ -84,6 +96,7 @@ struct xdpl_gen_cfg {
 	 * what the per-CPU flow cache learned under another one is void. */
 	__u32 seq;
 	__u32 pad;
+	struct xdpl_synack_cfg synack;
 	/* The packet fields this generation's rules and the flow cache's
 	 * levels' keys read, all ones; the rest zero. A packet equal to another
 	 * under this mask gets the same rule and the same keys there (flows.h). */
@@ -169,6 +182,9 @@ struct xdpl_counter {
 struct xdpl_rule_stats {
 	struct xdpl_counter v[XDPL_NVERDICTS];
 	__u64 level_drops[XDPL_MAX_LEVELS]; /* by origin: the level in policy order */
+	/* A cookie rule's ACKs to a listener: cookie valid (passed) or not
+	 * (dropped), by XDPL_COOKIE_ACK_*. */
+	__u64 cookie_acks[XDPL_COOKIE_ACK_KINDS];
 };
 
 /* The last packet's decision, recorded only when xdpl_record is set (pcap

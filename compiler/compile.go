@@ -220,7 +220,7 @@ func prefixBitmaps(rules []policy.Rule, get func(*policy.Match) []netip.Prefix) 
 }
 
 func compileRule(r policy.Rule) (maps.RuleSpec, error) {
-	rs := maps.RuleSpec{Name: r.Name, Shadow: r.Action == policy.ActionShadow}
+	rs := maps.RuleSpec{Name: r.Name, Shadow: r.Action == policy.ActionShadow, SynCookie: r.Action == policy.ActionSynCookie}
 	if b := r.Ban; b != nil {
 		rs.Ban = &maps.BanSpec{For: b.For, V4Bits: b.IPv4Prefix, V6Bits: b.IPv6Prefix}
 	}

@@ -21,8 +21,11 @@ type Line struct {
 	Rule      string    `json:"rule"` // the rule's name, _deny or _ban
 	// Level is the refusing level in policy order: 0 the rule's own limit,
 	// 1.. its aggregates in file order; absent for the deny list.
-	Level  *int   `json:"level,omitempty"`
-	Action string `json:"action"` // drop, shadow (counted, passed) or deny
+	Level *int `json:"level,omitempty"`
+	// Action: drop, shadow (counted, passed), deny, ban, syncookie (a SYN
+	// answered with a cookie) or bad_cookie (an ACK with a wrong cookie,
+	// dropped).
+	Action string `json:"action"`
 	Src    string `json:"src"`
 	Dst    string `json:"dst"`
 	Proto  string `json:"proto"` // tcp, udp, icmp, icmpv6, sctp, udplite, or the number
@@ -52,7 +55,7 @@ func lineOf(s maps.DropSample, iface, rule string, at time.Time) Line {
 	l := Line{Event: "drop", Time: at.UTC(), Interface: iface, Rule: rule, Action: action(s),
 		Src: s.Source.String(), Dst: s.Destination.String(), Proto: protoName(s.Protocol, s.Source.Is6()),
 		Length: s.IPLength, TTL: s.TTL, TOS: s.TOS}
-	if s.Level != maps.NoLevel {
+	if s.Level >= 0 {
 		lv := s.Level
 		l.Level = &lv
 	}
@@ -67,6 +70,10 @@ func action(s maps.DropSample) string {
 	switch {
 	case s.Verdict == maps.VerdictShadow:
 		return "shadow"
+	case s.Verdict == maps.VerdictCookie:
+		return "syncookie"
+	case s.Level == maps.CookieACKLevel:
+		return "bad_cookie"
 	case s.Deny:
 		return "deny"
 	case s.Ban:

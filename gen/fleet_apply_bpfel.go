@@ -25,6 +25,7 @@ const (
 	FleetApplyMapXdplBanEpoch       = "xdpl_ban_epoch"
 	FleetApplyMapXdplBans           = "xdpl_bans"
 	FleetApplyMapXdplClock          = "xdpl_clock"
+	FleetApplyMapXdplCookiePass     = "xdpl_cookie_pass"
 	FleetApplyMapXdplCounters       = "xdpl_counters"
 	FleetApplyMapXdplCtl            = "xdpl_ctl"
 	FleetApplyMapXdplDport          = "xdpl_dport"
@@ -124,6 +125,7 @@ type FleetApplyMapSpecs struct {
 	XdplBanEpoch       *ebpf.MapSpec `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.MapSpec `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplCookiePass     *ebpf.MapSpec `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.MapSpec `ebpf:"xdpl_dport"`
@@ -199,6 +201,7 @@ type FleetApplyMaps struct {
 	XdplBanEpoch       *ebpf.Map `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.Map `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplCookiePass     *ebpf.Map `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.Map `ebpf:"xdpl_dport"`
@@ -250,6 +253,7 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplBanEpoch,
 		m.XdplBans,
 		m.XdplClock,
+		m.XdplCookiePass,
 		m.XdplCounters,
 		m.XdplCtl,
 		m.XdplDport,

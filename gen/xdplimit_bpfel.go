@@ -83,6 +83,7 @@ const (
 	XdplimitXdplConstXDPL_GF_ACL_PREFIX         XdplimitXdplConst = 16
 	XdplimitXdplConstXDPL_GF_FLEET_WINDOWS      XdplimitXdplConst = 32
 	XdplimitXdplConstXDPL_GF_NO_SOURCE_FLOWS    XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_GF_SYNCOOKIE          XdplimitXdplConst = 128
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3
@@ -96,10 +97,12 @@ const (
 	XdplimitXdplConstXDPL_KEY_GLOBAL            XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_RF_SHADOW             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_RF_BAN                XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_RF_SYNCOOKIE          XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_V_PASS                XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_V_DROP                XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_V_SHADOW              XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_NVERDICTS             XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_V_COOKIE              XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_NVERDICTS             XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_ACL_ALLOW             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ACL_DENY              XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_C_ALLOW               XdplimitXdplConst = 0
@@ -119,7 +122,11 @@ const (
 	XdplimitXdplConstXDPL_C_BAN_REPLACED        XdplimitXdplConst = 14
 	XdplimitXdplConstXDPL_C_REFUSED_CACHED      XdplimitXdplConst = 15
 	XdplimitXdplConstXDPL_C_FLOW_CACHED         XdplimitXdplConst = 16
-	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 17
+	XdplimitXdplConstXDPL_C_COOKIE_KEEPALIVE    XdplimitXdplConst = 17
+	XdplimitXdplConstXDPL_C_COOKIE_UNANSWERED   XdplimitXdplConst = 18
+	XdplimitXdplConstXDPL_C_COOKIE_ACK_VALID    XdplimitXdplConst = 19
+	XdplimitXdplConstXDPL_C_COOKIE_ACK_INVALID  XdplimitXdplConst = 20
+	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 21
 	XdplimitXdplConstXDPL_CLOCK_KTIME           XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CLOCK_COARSE          XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_CLOCK_MAP             XdplimitXdplConst = 2
@@ -189,6 +196,18 @@ const (
 	XdplimitXdplConstXDPL_LOG_MAX               XdplimitXdplConst = 64
 	XdplimitXdplConstXDPL_REFUSED_BITS          XdplimitXdplConst = 10
 	XdplimitXdplConstXDPL_FLOW_BITS             XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_WHY_COOKIE_ACK        XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_SAMPLE_COOKIE_ACK     XdplimitXdplConst = 254
+	XdplimitXdplConstXDPL_COOKIE_ACK_VALID      XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_COOKIE_ACK_INVALID    XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_COOKIE_ACK_KINDS      XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_COOKIE_PASS_SLOTS     XdplimitXdplConst = 1024
+	XdplimitXdplConstXDPL_COOKIE_PASS_NS        XdplimitXdplConst = 1000000000
+	XdplimitXdplConstXDPL_COOKIE_MAX_TAGS       XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_SYNACK_TS             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_SYNACK_SACK           XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_SYNACK_WSCALE         XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_SYNACK_ECN            XdplimitXdplConst = 8
 )
 
 type XdplimitXdplControl struct {
@@ -285,6 +304,7 @@ type XdplimitXdplGenCfg struct {
 	SampleMask uint32
 	Seq        uint32
 	Pad        uint32
+	Synack     XdplimitXdplSynackCfg
 	SigMask    XdplimitXdplPkt
 }
 
@@ -431,14 +451,25 @@ type XdplimitXdplRule struct {
 
 type XdplimitXdplRuleStats struct {
 	_          structs.HostLayout
-	V          [3]XdplimitXdplCounter
+	V          [4]XdplimitXdplCounter
 	LevelDrops [4]uint64
+	CookieAcks [2]uint64
 }
 
 type XdplimitXdplState struct {
 	_ structs.HostLayout
 	A uint64
 	B uint64
+}
+
+type XdplimitXdplSynackCfg struct {
+	_        structs.HostLayout
+	Mss4     uint16
+	Mss6     uint16
+	Ttl      uint8
+	Hoplimit uint8
+	Wscale   uint8
+	Flags    uint8
 }
 
 type XdplimitXdplUnparsedCfg struct {
@@ -469,6 +500,7 @@ const (
 	XdplimitMapXdplBanEpoch        = "xdpl_ban_epoch"
 	XdplimitMapXdplBans            = "xdpl_bans"
 	XdplimitMapXdplClock           = "xdpl_clock"
+	XdplimitMapXdplCookiePass      = "xdpl_cookie_pass"
 	XdplimitMapXdplCounters        = "xdpl_counters"
 	XdplimitMapXdplCtl             = "xdpl_ctl"
 	XdplimitMapXdplDport           = "xdpl_dport"
@@ -514,6 +546,7 @@ const (
 	XdplimitVarXdplBenchRotate     = "xdpl_bench_rotate"
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
+	XdplimitVarXdplCookieAcksOn    = "xdpl_cookie_acks_on"
 	XdplimitVarXdplRecord          = "xdpl_record"
 	XdplimitVarXdplRefusedOn       = "xdpl_refused_on"
 	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
@@ -585,6 +618,7 @@ type XdplimitMapSpecs struct {
 	XdplBanEpoch       *ebpf.MapSpec `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.MapSpec `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplCookiePass     *ebpf.MapSpec `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.MapSpec `ebpf:"xdpl_dport"`
@@ -635,6 +669,7 @@ type XdplimitVariableSpecs struct {
 	XdplBenchRotate     *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
+	XdplCookieAcksOn    *ebpf.VariableSpec `ebpf:"xdpl_cookie_acks_on"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
 	XdplRefusedOn       *ebpf.VariableSpec `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
@@ -677,6 +712,7 @@ type XdplimitMaps struct {
 	XdplBanEpoch       *ebpf.Map `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.Map `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplCookiePass     *ebpf.Map `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.Map `ebpf:"xdpl_dport"`
@@ -728,6 +764,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplBanEpoch,
 		m.XdplBans,
 		m.XdplClock,
+		m.XdplCookiePass,
 		m.XdplCounters,
 		m.XdplCtl,
 		m.XdplDport,
@@ -779,6 +816,7 @@ type XdplimitVariables struct {
 	XdplBenchRotate     *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
+	XdplCookieAcksOn    *ebpf.Variable `ebpf:"xdpl_cookie_acks_on"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
 	XdplRefusedOn       *ebpf.Variable `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`

@@ -122,6 +122,9 @@ func Attach(cfg Config) (*Attachment, error) {
 	if cfg.Policy.Image == nil {
 		return nil, errors.New("no policy")
 	}
+	if cfg.Policy.Image, err = withHost(cfg.Policy.Image, cfg.Interface, nl.Attrs().MTU); err != nil {
+		return nil, err
+	}
 	if err := CheckKernel(); err != nil {
 		return nil, err
 	}
@@ -411,8 +414,20 @@ func (a *Attachment) stage(withLink bool) (string, error) {
 
 // Reload applies a new policy as one atomic switch; on error the old one
 // stays in force.
+//
+// The host's settings a policy depends on (what a syncookie rule's SYN-ACK
+// offers) are read again, in the calling thread's network namespace: call
+// it from the interface's.
 func (a *Attachment) Reload(p Policy) error {
-	if err := a.Limiter.Apply(p.Image); err != nil {
+	nl, err := netlink.LinkByIndex(a.Ifindex)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", a.Interface, err)
+	}
+	img, err := withHost(p.Image, a.Interface, nl.Attrs().MTU)
+	if err != nil {
+		return err
+	}
+	if err := a.Limiter.Apply(img); err != nil {
 		return err
 	}
 	return a.Limiter.SetPolicyInfo(p.Path, p.SHA256)

@@ -15,6 +15,9 @@ import (
 // unchanged keep their state; a changed limit starts fresh. What to write
 // is planGeneration's; Apply reads what it needs and writes the plan.
 func (l *Limiter) Apply(img *Image) error {
+	if err := img.SynAck.Check(); err != nil {
+		return err
+	}
 	l.ctlMu.Lock()
 	defer l.ctlMu.Unlock()
 	g, ctl, err := l.active()

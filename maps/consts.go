@@ -30,6 +30,8 @@ const (
 	gfACLPrefix   = uint32(gen.XdplimitXdplConstXDPL_GF_ACL_PREFIX)
 	gfFleetWin    = uint32(gen.XdplimitXdplConstXDPL_GF_FLEET_WINDOWS)
 	gfNoSrcFlows  = uint32(gen.XdplimitXdplConstXDPL_GF_NO_SOURCE_FLOWS)
+	gfSynCookie   = uint32(gen.XdplimitXdplConstXDPL_GF_SYNCOOKIE)
+	rfSynCookie   = uint8(gen.XdplimitXdplConstXDPL_RF_SYNCOOKIE)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
 	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
 	lfTrackFirst  = uint8(gen.XdplimitXdplConstXDPL_LF_TRACK_FIRST)
@@ -86,7 +88,13 @@ const (
 	VerdictPass   = Verdict(gen.XdplimitXdplConstXDPL_V_PASS)
 	VerdictDrop   = Verdict(gen.XdplimitXdplConstXDPL_V_DROP)
 	VerdictShadow = Verdict(gen.XdplimitXdplConstXDPL_V_SHADOW)
+	// VerdictCookie: a SYN over the limit of a rule with action syncookie,
+	// answered with a SYN-ACK carrying a SYN cookie; it went no further.
+	VerdictCookie = Verdict(gen.XdplimitXdplConstXDPL_V_COOKIE)
 )
+
+// Verdicts lists every verdict, in counter order.
+var Verdicts = []Verdict{VerdictPass, VerdictDrop, VerdictShadow, VerdictCookie}
 
 func (v Verdict) String() string {
 	switch v {
@@ -96,6 +104,8 @@ func (v Verdict) String() string {
 		return "drop"
 	case VerdictShadow:
 		return "shadow_drop"
+	case VerdictCookie:
+		return "syncookie"
 	}
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
@@ -133,6 +143,16 @@ const (
 	// CounterFlowCached counts packets refused from the per-CPU flow
 	// cache (bpf/flows.h) before the lists, the bans and the classifier.
 	CounterFlowCached = Counter(gen.XdplimitXdplConstXDPL_C_FLOW_CACHED)
+	// SYN cookies (bpf/syncookie.h): SYNs a cookie rule refused but passed
+	// to the stack so that its listeners keep accepting cookie ACKs (one a
+	// second per destination); SYNs refused that could not be answered
+	// (SYN+FIN or RST, a fragment, a shape the answer does not follow),
+	// dropped; ACKs to a listener whose cookie was valid (passed on) or
+	// not (dropped).
+	CounterCookieKeepalive  = Counter(gen.XdplimitXdplConstXDPL_C_COOKIE_KEEPALIVE)
+	CounterCookieUnanswered = Counter(gen.XdplimitXdplConstXDPL_C_COOKIE_UNANSWERED)
+	CounterCookieACKValid   = Counter(gen.XdplimitXdplConstXDPL_C_COOKIE_ACK_VALID)
+	CounterCookieACKInvalid = Counter(gen.XdplimitXdplConstXDPL_C_COOKIE_ACK_INVALID)
 )
 
 var counterNames = map[Counter]string{
@@ -153,6 +173,11 @@ var counterNames = map[Counter]string{
 	CounterBanReplaced:   "ban_replaced",
 	CounterRefusedCached: "refused_cached",
 	CounterFlowCached:    "flow_cached",
+
+	CounterCookieKeepalive:  "syncookie_keepalive",
+	CounterCookieUnanswered: "syncookie_unanswered",
+	CounterCookieACKValid:   "syncookie_ack_valid",
+	CounterCookieACKInvalid: "syncookie_ack_invalid",
 }
 
 func (c Counter) String() string {

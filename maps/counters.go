@@ -35,8 +35,13 @@ func (l *Limiter) Counters() (map[Counter]CounterValue, error) {
 type RuleStat struct {
 	Name       string
 	Index      int
-	Verdicts   [3]CounterValue // by Verdict
-	LevelDrops []uint64        // drops by the level that refused, in evaluation order
+	Verdicts   [nVerdicts]CounterValue // by Verdict
+	LevelDrops []uint64                // drops by the level that refused, in evaluation order
+	// SynCookie: the rule answers SYNs over its limit with cookies.
+	// CookieACKs counts its ACKs to a listener by the cookie they carried
+	// back: [0] valid (passed on), [1] not (dropped).
+	SynCookie  bool
+	CookieACKs [2]uint64
 }
 
 // Active returns the generation in force and its configuration.
@@ -81,7 +86,7 @@ func (l *Limiter) inForce(g uint32, ctl gen.XdplimitXdplControl) ([]installed, e
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, installed{name: name, slot: r.CounterSlot, levels: r.Levels[:r.Nlevels]})
+		out = append(out, installed{name: name, slot: r.CounterSlot, levels: r.Levels[:r.Nlevels], flags: r.Flags})
 	}
 	return out, nil
 }
@@ -107,7 +112,7 @@ func (l *Limiter) RuleStats() ([]RuleStat, error) {
 		if err := l.objs.XdplStats.Lookup(r.slot, &vals); err != nil {
 			return nil, err
 		}
-		rs := RuleStat{Name: r.name, Index: i, LevelDrops: make([]uint64, len(r.levels))}
+		rs := RuleStat{Name: r.name, Index: i, LevelDrops: make([]uint64, len(r.levels)), SynCookie: r.flags&rfSynCookie != 0}
 		for _, v := range vals {
 			for k := range rs.Verdicts {
 				rs.Verdicts[k].Packets += v.V[k].Packets
@@ -115,6 +120,9 @@ func (l *Limiter) RuleStats() ([]RuleStat, error) {
 			}
 			for k := range rs.LevelDrops {
 				rs.LevelDrops[k] += v.LevelDrops[k]
+			}
+			for k := range rs.CookieACKs {
+				rs.CookieACKs[k] += v.CookieAcks[k]
 			}
 		}
 		out = append(out, rs)

@@ -19,6 +19,8 @@ const (
 	WhyUnmatched = Why(gen.XdplimitXdplConstXDPL_WHY_UNMATCHED)
 	WhyRule      = Why(gen.XdplimitXdplConstXDPL_WHY_RULE)
 	WhyBan       = Why(gen.XdplimitXdplConstXDPL_WHY_BAN)
+	// WhyCookieACK: a TCP ACK to a listener whose SYN cookie was wrong.
+	WhyCookieACK = Why(gen.XdplimitXdplConstXDPL_WHY_COOKIE_ACK)
 )
 
 func (w Why) String() string {
@@ -37,6 +39,8 @@ func (w Why) String() string {
 		return "rule"
 	case WhyBan:
 		return "ban"
+	case WhyCookieACK:
+		return "wrong SYN cookie"
 	}
 	return fmt.Sprintf("why(%d)", uint32(w))
 }

@@ -9,6 +9,10 @@ import (
 // NoLevel is DropSample.Level of a drop no rule level refused (deny list).
 const NoLevel = -1
 
+// CookieACKLevel is DropSample.Level of a TCP ACK dropped because the SYN
+// cookie it carried back was wrong; Slot is then the syncookie rule's.
+const CookieACKLevel = -2
+
 // DropSample is one sampled dropped packet.
 type DropSample struct {
 	Source, Destination netip.Addr
@@ -19,7 +23,7 @@ type DropSample struct {
 	Deny bool
 	Ban  bool
 	// Level is the refusing level's place in the policy (0 = the rule's
-	// own limit), or NoLevel.
+	// own limit), or NoLevel, or CookieACKLevel.
 	Level    int
 	Bytes    uint32 // frame length
 	IPLength uint16 // IP packet length
@@ -93,8 +97,11 @@ func dropSample(s *gen.XdplimitXdplDropSample) DropSample {
 		Source: addrOf(s.Family, s.Saddr), Destination: addrOf(s.Family, s.Daddr),
 		Level: int(s.Level), IPLength: s.Iplen, Protocol: s.Proto, TTL: s.Ttl, TOS: s.Tos,
 		TCPFlags: s.TcpFlags, HasPorts: s.Ports == portsOK}
-	if uint32(s.Level) == uint32(gen.XdplimitXdplConstXDPL_SAMPLE_NO_LEVEL) {
+	switch uint32(s.Level) {
+	case uint32(gen.XdplimitXdplConstXDPL_SAMPLE_NO_LEVEL):
 		d.Level = NoLevel
+	case uint32(gen.XdplimitXdplConstXDPL_SAMPLE_COOKIE_ACK):
+		d.Level = CookieACKLevel
 	}
 	if d.HasPorts {
 		d.SrcPort, d.DstPort = s.Sport, s.Dport

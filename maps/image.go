@@ -33,6 +33,9 @@ type RuleSpec struct {
 	Shadow bool
 	Levels []LevelSpec
 	Ban    *BanSpec // action: ban; nil otherwise
+	// SynCookie: action syncookie. A SYN over the limit is answered with a
+	// SYN-ACK carrying a SYN cookie instead of dropped (bpf/syncookie.h).
+	SynCookie bool
 }
 
 // BanSpec is what a rule with action ban bans: the exceeding packet's
@@ -75,6 +78,20 @@ type Image struct {
 	// BanLimits is the policy's bans: section, recorded in the metadata by
 	// Apply (when Set) for the commands and feeds that import bans.
 	BanLimits BanLimits
+	// SynAck is what the SYN-ACKs of syncookie rules offer; the zero value
+	// is DefaultSynAck. It describes the host, not the policy: attach
+	// fills it in from the interface and the sysctls.
+	SynAck SynAck
+}
+
+// SynCookies says whether some rule answers SYNs with cookies.
+func (img *Image) SynCookies() bool {
+	for _, r := range img.Rules {
+		if r.SynCookie {
+			return true
+		}
+	}
+	return false
 }
 
 // SetBit adds rule i to b.

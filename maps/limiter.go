@@ -54,6 +54,11 @@ type Options struct {
 	// NoRefusedCache turns the per-CPU refused-until cache off
 	// (benchmarks compare both; verdicts are the same either way).
 	NoRefusedCache bool
+	// NoCookieACKs skips the check of TCP ACKs against SYN cookies, which
+	// looks up the sockets of the namespace running the program: a replay
+	// of a capture runs where the captured host's listeners, and its
+	// cookie secret, are not.
+	NoCookieACKs bool
 }
 
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
@@ -242,6 +247,7 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		"xdpl_record":            b2u(opts.Record),
 		"xdpl_ban_set_mask":      spec.Maps[banMap].MaxEntries/BanWays - 1,
 		"xdpl_refused_on":        b2u(!opts.NoRefusedCache),
+		"xdpl_cookie_acks_on":    b2u(!opts.NoCookieACKs),
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting %s: %w", name, err)

@@ -58,6 +58,7 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplAcl4Hosts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl4Hosts }},
 	{gen.XdplimitMapXdplAcl6Hosts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplAcl6Hosts }},
 	{gen.XdplimitMapXdplFlows, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFlows }},
+	{gen.XdplimitMapXdplCookiePass, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplCookiePass }},
 	{gen.XdplimitMapXdplBanEpoch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBanEpoch }},
 	{gen.XdplimitMapXdplPktScratch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplPktScratch }},
 }

@@ -12,6 +12,7 @@ type installed struct {
 	name   string
 	slot   uint32
 	levels []gen.XdplimitXdplLevel
+	flags  uint8 // XDPL_RF_*
 }
 
 // planInput is everything that decides what Apply writes: the new policy,
@@ -97,6 +98,10 @@ func planGeneration(in planInput) (plan, error) {
 		if rs.Shadow {
 			r.Flags |= rfShadow
 		}
+		if rs.SynCookie {
+			r.Flags |= rfSynCookie
+			p.cfg.Flags |= gfSynCookie
+		}
 		if b := rs.Ban; b != nil {
 			r.Flags |= rfBan
 			r.BanBits4, r.BanBits6 = uint8(b.V4Bits), uint8(b.V6Bits)
@@ -143,6 +148,7 @@ func planGeneration(in planInput) (plan, error) {
 		p.cfg.Flags |= gfNoSrcFlows
 	}
 	p.cfg.SampleMask = sampleMask(in.img.SampleOneIn, in.sampleOneIn)
+	p.cfg.Synack = in.img.SynAck.cfg()
 	if in.bansExist {
 		p.cfg.Flags |= gfBans
 	}

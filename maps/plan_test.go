@@ -229,6 +229,8 @@ func TestPlanFlags(t *testing.T) {
 		{"global first level counting bytes", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{globBytes}}}}, 0, 0},
 		{"global first level, a rule that bans", Image{Rules: []RuleSpec{{Name: "r", Ban: &BanSpec{For: time.Minute, V4Bits: 32, V6Bits: 64}, Levels: []LevelSpec{glob}}}}, rfBan, gfBans},
 		{"global second level", Image{Rules: []RuleSpec{{Name: "r", Levels: []LevelSpec{src, glob}}}}, 0, 0},
+		// A cookie rule makes every TCP ACK a candidate for the cookie check.
+		{"syncookie", Image{Rules: []RuleSpec{{Name: "r", SynCookie: true, Levels: []LevelSpec{src}}}}, rfSynCookie, gfSynCookie},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := planGeneration(planInput{img: &c.img, cpus: 2, nextStateID: 1})
@@ -236,7 +238,7 @@ func TestPlanFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := gen.XdplimitXdplGenCfg{Dims: c.img.Dims, Nrules: uint32(len(c.img.Rules)), Flags: c.genFlags,
-				SampleMask: DefaultSampleOneIn - 1, SigMask: sigMask(c.img.Dims, p.rules)}
+				SampleMask: DefaultSampleOneIn - 1, SigMask: sigMask(c.img.Dims, p.rules), Synack: DefaultSynAck.cfg()}
 			if p.cfg != want {
 				t.Errorf("generation %+v, want %+v", p.cfg, want)
 			}

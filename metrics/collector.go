@@ -26,7 +26,8 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 // by source address.
 var (
 	packetsDesc = desc("packets_total",
-		"Packets by interface, rule and verdict (pass, drop, shadow_drop). Rules starting with an underscore are "+
+		"Packets by interface, rule and verdict (pass, drop, shadow_drop; syncookie for a rule with that action: "+
+			"the SYNs answered with a SYN-ACK carrying a cookie). Rules starting with an underscore are "+
 			"not policy rules: _allow and _deny are the allow and deny lists, _unmatched is IP traffic no rule "+
 			"matched, _malformed are frames the parser could not judge (the policy's unparsed action: pass or drop), "+
 			"_non_ip (ARP, LLDP, ...) is passed.",
@@ -98,6 +99,15 @@ var (
 		"Bans in force that a rule's new ban replaced because their set of the ban table was full (the one ending "+
 			"first goes): a rising rate means --max-bans is too small.", "interface")
 	upDesc = desc("up", upHelp, "interface")
+
+	cookieACKsDesc = desc("syncookie_acks_total",
+		"TCP ACKs to a listener checked against the SYN cookies of a rule with action syncookie, "+
+			"by result: valid (passed on) or invalid (dropped).", "interface", "rule", "result")
+	cookieEventsDesc = desc("syncookie_events_total",
+		"SYN cookie events: keepalive, a refused SYN passed to the stack so that its listeners keep "+
+			"accepting cookie ACKs (one a second per destination); unanswered, a refused SYN that could not be "+
+			"answered (SYN+FIN, a fragment, a shape the answer does not follow) and was dropped.",
+		"interface", "event")
 )
 
 const upHelp = "1 when the interface's maps were read at this scrape, 0 when reading them failed (see /healthz)."
@@ -105,7 +115,7 @@ const upHelp = "1 when the interface's maps were read at this scrape, 0 when rea
 var allDescs = []*prometheus.Desc{
 	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, insertsDesc, evictionsDesc,
 	insertFailDesc, contendedDesc, cachedDesc, untrackedDesc, unparsedDesc, unparsedDropDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
-	bansActiveDesc, bansStartedDesc, bansEndedDesc, bansReplacedDesc,
+	bansActiveDesc, bansStartedDesc, bansEndedDesc, bansReplacedDesc, cookieACKsDesc, cookieEventsDesc,
 }
 
 // target is one interface the collector reads.
@@ -207,10 +217,20 @@ func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.Progra
 		counter(packetsDesc, se.Value.Packets, iface, se.Rule, se.Verdict.String())
 		counter(bytesDesc, se.Value.Bytes, iface, se.Rule, se.Verdict.String())
 	}
+	cookies := false
 	for _, r := range s.Rules {
 		for level, n := range r.LevelDrops {
 			counter(levelDropsDesc, n, iface, r.Name, strconv.Itoa(level))
 		}
+		if r.SynCookie {
+			cookies = true
+			counter(cookieACKsDesc, r.CookieACKs[0], iface, r.Name, "valid")
+			counter(cookieACKsDesc, r.CookieACKs[1], iface, r.Name, "invalid")
+		}
+	}
+	if cookies {
+		counter(cookieEventsDesc, s.Counters[maps.CounterCookieKeepalive].Packets, iface, "keepalive")
+		counter(cookieEventsDesc, s.Counters[maps.CounterCookieUnanswered].Packets, iface, "unanswered")
 	}
 	gauge(trackedDesc, float64(s.TrackedSources()), iface)
 	gauge(capacityDesc, float64(s.Capacity), iface)

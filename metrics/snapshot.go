@@ -63,13 +63,16 @@ type Series struct {
 	Value   maps.CounterValue
 }
 
-// Series lists every (rule, verdict) counter of the snapshot: the three
-// verdicts of each rule in force, in policy order, then the reserved rules.
+// Series lists every (rule, verdict) counter of the snapshot: the
+// verdicts of each rule in force, in policy order (syncookie only for
+// rules with that action), then the reserved rules.
 func (s Snapshot) Series() []Series {
 	out := make([]Series, 0, 3*len(s.Rules)+6)
 	for _, r := range s.Rules {
-		for _, v := range []maps.Verdict{maps.VerdictPass, maps.VerdictDrop, maps.VerdictShadow} {
-			out = append(out, Series{r.Name, v, r.Verdicts[v]})
+		for _, v := range maps.Verdicts {
+			if v != maps.VerdictCookie || r.SynCookie {
+				out = append(out, Series{r.Name, v, r.Verdicts[v]})
+			}
 		}
 	}
 	c := s.Counters

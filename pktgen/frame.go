@@ -89,6 +89,12 @@ type Frame struct {
 	// NoTCPFlags builds a TCP segment with no flag set (a null scan), which
 	// a zero TCPFlags cannot say; TCPFlags must then be 0.
 	NoTCPFlags bool
+	// TCPSeq and TCPAck are the segment's sequence and acknowledgment
+	// numbers: 0 means 1 (the acknowledgment only with TCPAck set).
+	TCPSeq, TCPAck uint32
+	// TCPOptions are the segment's options in order (OptMSS, OptSACK,
+	// OptTimestamps, OptWScale, OptNOP), padded to whole words with zeros.
+	TCPOptions []TCPOption
 	ICMP       *ICMPMessage // with ProtoICMP; nil: an echo request
 	// IPv4Options adds that many 4-byte words of NOP options (0..10), for
 	// parsers that must honour the IHL.
@@ -99,6 +105,23 @@ type Frame struct {
 	// with a counting pattern), or after the IP and extension headers for a
 	// non-first fragment.
 	Payload int
+}
+
+// TCPOption is one TCP option: its kind and the bytes after the length.
+type TCPOption struct {
+	Kind uint8
+	Data []byte
+}
+
+// The TCP options a SYN offers.
+func OptNOP() TCPOption { return TCPOption{Kind: 1} }
+func OptMSS(mss uint16) TCPOption {
+	return TCPOption{Kind: 2, Data: binary.BigEndian.AppendUint16(nil, mss)}
+}
+func OptWScale(s uint8) TCPOption { return TCPOption{Kind: 3, Data: []byte{s}} }
+func OptSACK() TCPOption          { return TCPOption{Kind: 4} }
+func OptTimestamps(val, ecr uint32) TCPOption {
+	return TCPOption{Kind: 8, Data: binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, val), ecr)}
 }
 
 // ICMPMessage is an ICMP or ICMPv6 type and code.
@@ -275,13 +298,22 @@ func transport(f Frame, proto layers.IPProtocol, ip gopacket.NetworkLayer) ([]go
 		}
 		tcp := &layers.TCP{
 			SrcPort: layers.TCPPort(f.SrcPort), DstPort: layers.TCPPort(f.DstPort),
-			Seq: 1, Window: 65535,
+			Seq: max(f.TCPSeq, 1), Window: 65535,
 			FIN: flags&TCPFin != 0, SYN: flags&TCPSyn != 0, RST: flags&TCPRst != 0,
 			PSH: flags&TCPPsh != 0, ACK: flags&TCPAck != 0, URG: flags&TCPUrg != 0,
 			ECE: flags&TCPEce != 0, CWR: flags&TCPCwr != 0,
 		}
 		if tcp.ACK {
-			tcp.Ack = 1
+			tcp.Ack = max(f.TCPAck, 1)
+		}
+		for _, o := range f.TCPOptions {
+			opt := layers.TCPOption{OptionType: layers.TCPOptionKind(o.Kind), OptionData: o.Data}
+			if o.Kind > 1 {
+				opt.OptionLength = uint8(2 + len(o.Data))
+			} else {
+				opt.OptionLength = 1
+			}
+			tcp.Options = append(tcp.Options, opt)
 		}
 		if err := tcp.SetNetworkLayerForChecksum(ip); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package pktgen
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"testing"
@@ -244,5 +245,28 @@ func TestParseLayout(t *testing.T) {
 	// Truncated inside UDP: parsed, but no checksum to maintain.
 	if l, err := parseLayout(full[:14+40+4]); err != nil || l.l4CsumOff != -1 {
 		t.Errorf("truncated UDP: %+v, %v", l, err)
+	}
+}
+
+// TestFrameTCPOptions: a SYN's sequence number and options come out as
+// written, padded to whole words.
+func TestFrameTCPOptions(t *testing.T) {
+	f := Frame{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), Proto: ProtoTCP,
+		SrcPort: 40000, DstPort: 443, TCPSeq: 0x01020304,
+		TCPOptions: []TCPOption{OptMSS(1460), OptSACK(), OptTimestamps(7, 0), OptNOP(), OptWScale(7)}}
+	b, err := f.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := b[14+20:]
+	if got := binary.BigEndian.Uint32(tcp[4:]); got != 0x01020304 {
+		t.Errorf("seq %#x", got)
+	}
+	if doff := int(tcp[12]>>4) * 4; doff != 20+20 {
+		t.Errorf("data offset %d, want 40 (4+2+10+1+3 option bytes)", doff)
+	}
+	want := []byte{2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 7, 0, 0, 0, 0, 1, 3, 3, 7}
+	if got := tcp[20:40]; !bytes.Equal(got, want) {
+		t.Errorf("options % x, want % x", got, want)
 	}
 }

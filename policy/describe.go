@@ -35,6 +35,10 @@ func (p *Policy) Describe(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "     over limit: %s\n", r.Action)
+		if r.Action == ActionSynCookie {
+			fmt.Fprintf(w, "     answers the SYN with a SYN-ACK carrying a SYN cookie; the host needs net.ipv4.tcp_syncookies=2 "+
+				"and net.ipv4.tcp_timestamps=2 (or 0), which attach checks\n")
+		}
 		if b := r.Ban; b != nil {
 			verb := "bans"
 			if r.Action != ActionBan {

@@ -317,8 +317,13 @@ func (d *decoder) rule(n ast.Node, path string, defs ruleDefaults, names map[str
 	}
 
 	r.Action = defs.action
+	actionNode := n
 	if f, ok := m["action"]; ok {
 		r.Action = d.action(f.value, join(path, "action"))
+		actionNode = f.value
+	}
+	if r.Action == ActionSynCookie && matchOK {
+		d.checkSynCookie(r.Match, actionNode, join(path, "action"))
 	}
 
 	r.Ban = d.ban(m, n, path, r.Action, own.Key)
@@ -328,6 +333,15 @@ func (d *decoder) rule(n ast.Node, path string, defs ruleDefaults, names map[str
 	}
 	r.ok = matchOK
 	return r
+}
+
+// checkSynCookie rejects action syncookie on a rule that can match anything
+// but a TCP SYN: the answer is a SYN-ACK, which is right for a SYN alone.
+func (d *decoder) checkSynCookie(m Match, n ast.Node, path string) {
+	syn := m.TCPFlags != nil && m.TCPFlags.Set&TCPFlagSYN != 0 && m.TCPFlags.Clear&TCPFlagACK != 0
+	if m.Protocol != ProtoTCP || !syn {
+		d.errorf(n, path, "action syncookie answers TCP SYNs: the rule needs match: {protocol: tcp, tcp_flags: [syn]}")
+	}
 }
 
 // checkKeyPorts rejects a port key on packets without ports. keyNode is

@@ -125,7 +125,31 @@ func TestRuleFields(t *testing.T) {
 			}
 		}},
 		{name: "action bad", src: withRule("action: reject"), errs: []string{
-			`p.yaml:4:13: rules[0].action: unknown action "reject"; use drop, shadow or ban`}},
+			`p.yaml:4:13: rules[0].action: unknown action "reject"; use drop, shadow, ban or syncookie`}},
+		{name: "action syncookie", src: withRule("match: {protocol: tcp, dst_ports: [443], tcp_flags: [syn]}", "action: syncookie"),
+			check: func(t *testing.T, p *Policy) {
+				if rule0(t, p).Action != ActionSynCookie {
+					t.Fatal(rule0(t, p).Action)
+				}
+			}},
+		{name: "action syncookie, SYN and not ACK spelled out", src: withRule(`match: {protocol: tcp, tcp_flags: [syn, "!ack", "!fin"]}`, "action: syncookie"),
+			check: func(t *testing.T, p *Policy) {
+				if rule0(t, p).Action != ActionSynCookie {
+					t.Fatal(rule0(t, p).Action)
+				}
+			}},
+		{name: "action syncookie without tcp_flags", src: withRule("match: {protocol: tcp}", "action: syncookie"), errs: []string{
+			"p.yaml:5:13: rules[0].action: action syncookie answers TCP SYNs: the rule needs match: {protocol: tcp, tcp_flags: [syn]}"}},
+		{name: "action syncookie on SYN-ACKs", src: withRule("match: {protocol: tcp, tcp_flags: [syn, ack]}", "action: syncookie"), errs: []string{
+			"p.yaml:5:13: rules[0].action: action syncookie answers TCP SYNs: the rule needs match: {protocol: tcp, tcp_flags: [syn]}"}},
+		{name: "action syncookie on ACKs", src: withRule("match: {protocol: tcp, tcp_flags: [ack]}", "action: syncookie"), errs: []string{
+			"p.yaml:5:13: rules[0].action: action syncookie answers TCP SYNs: the rule needs match: {protocol: tcp, tcp_flags: [syn]}"}},
+		{name: "action syncookie on every protocol", src: withRule("action: syncookie"), errs: []string{
+			"p.yaml:4:13: rules[0].action: action syncookie answers TCP SYNs: the rule needs match: {protocol: tcp, tcp_flags: [syn]}"}},
+		{name: "defaults action syncookie on UDP", src: "defaults: {action: syncookie}\n" + withRule("match: {protocol: udp}"), errs: []string{
+			"p.yaml:3:5: rules[0].action: action syncookie answers TCP SYNs: the rule needs match: {protocol: tcp, tcp_flags: [syn]}"}},
+		{name: "action syncookie with a ban", src: withRule("match: {protocol: tcp, tcp_flags: [syn]}", "action: syncookie", "ban: {for: 1m}"), errs: []string{
+			"p.yaml:6:5: rules[0].ban: ban: needs action: ban (or shadow, to record bans without enforcing them)"}},
 		{name: "defaults action", src: "defaults: {action: shadow}\n" + withRule(), check: func(t *testing.T, p *Policy) {
 			if rule0(t, p).Action != ActionShadow {
 				t.Fatal(rule0(t, p).Action)
@@ -139,7 +163,7 @@ func TestRuleFields(t *testing.T) {
 		{name: "defaults unknown field", src: "defaults: {limit: 1}\nrules: []\n", errs: []string{
 			`p.yaml:1:12: defaults: unknown field "limit"; allowed: key, action`}},
 		{name: "defaults bad action", src: "defaults: {action: pass}\nrules: []\n", errs: []string{
-			`p.yaml:1:20: defaults.action: unknown action "pass"; use drop, shadow or ban`}},
+			`p.yaml:1:20: defaults.action: unknown action "pass"; use drop, shadow, ban or syncookie`}},
 	})
 }
 

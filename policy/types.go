@@ -244,9 +244,14 @@ const (
 	ActionDrop   Action = iota // drop and count
 	ActionShadow               // count as a would-drop and let it pass
 	ActionBan                  // drop, and ban the source prefix for Rule.Ban.For
+	// ActionSynCookie answers a TCP SYN over the limit with a SYN-ACK
+	// carrying a SYN cookie, from the datapath, instead of dropping it:
+	// only a client that receives the answer and completes the handshake
+	// reaches the host. Only on rules that match SYNs alone.
+	ActionSynCookie
 )
 
-var actionNames = []string{"drop", "shadow", "ban"}
+var actionNames = []string{"drop", "shadow", "ban", "syncookie"}
 
 func (a Action) String() string { return enumString(int(a), actionNames) }
 

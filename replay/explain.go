@@ -117,6 +117,7 @@ func explainFrame(p *policy.Policy, f Frame, off time.Duration, seen int, d maps
 func explainDecision(p *policy.Policy, pk parsed, d maps.Decision) string {
 	verdict := map[maps.Verdict]string{
 		maps.VerdictPass: "pass", maps.VerdictDrop: "drop", maps.VerdictShadow: "shadow-drop (counted as a drop, passed)",
+		maps.VerdictCookie: "answered with a SYN-ACK carrying a SYN cookie (the SYN goes no further)",
 	}[d.Verdict]
 	switch d.Why {
 	case maps.WhyNonIP:

@@ -61,9 +61,13 @@ type RuleResult struct {
 	Name               string
 	Line               int
 	Pass, Drop, Shadow Counts
-	// Refused counts the packets each level refused (dropped or
-	// shadow-dropped), in policy order: 0 is the rule's own limit, i the
-	// aggregate level i-1.
+	// Cookie counts the SYNs a rule with action syncookie would answer
+	// with a SYN-ACK carrying a cookie (the program sends them with
+	// XDP_TX; a replay sends nothing).
+	Cookie Counts
+	// Refused counts the packets each level refused (dropped,
+	// shadow-dropped or answered with a cookie), in policy order: 0 is the
+	// rule's own limit, i the aggregate level i-1.
 	Refused []uint64
 }
 
@@ -73,6 +77,7 @@ type SourceDrops struct {
 	Source       netip.Addr
 	Rule         string // a rule name, or "deny list"
 	Drop, Shadow Counts
+	Cookie       Counts // SYNs answered with a cookie
 }
 
 // BanEvent is a ban a rule started during the replay: at the frame that
@@ -182,8 +187,11 @@ type sourceRule struct {
 }
 
 func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, error) {
+	// ACKs are not checked against SYN cookies: the program would look up
+	// this host's sockets, not the captured host's.
 	l, err := maps.Load(maps.Options{
 		Clock: maps.ClockMap, Record: true, MaxSources: opts.MaxSources, TrackAfter: opts.TrackAfter,
+		NoCookieACKs: true,
 	})
 	if err != nil {
 		return nil, err
@@ -301,9 +309,12 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 				sd = &SourceDrops{Source: k.src, Rule: name}
 				drops[k] = sd
 			}
-			if d.Verdict == maps.VerdictDrop {
+			switch d.Verdict {
+			case maps.VerdictDrop:
 				sd.Drop.add(seen)
-			} else {
+			case maps.VerdictCookie:
+				sd.Cookie.add(seen)
+			default:
 				sd.Shadow.add(seen)
 			}
 		}
@@ -368,11 +379,15 @@ func probeLinear(l *maps.Limiter) (int, error) {
 const (
 	xdpDrop = 1
 	xdpPass = 2
+	xdpTX   = 3 // a SYN answered with a cookie
 )
 
 func xdpAction(v maps.Verdict) uint32 {
-	if v == maps.VerdictDrop {
+	switch v {
+	case maps.VerdictDrop:
 		return xdpDrop
+	case maps.VerdictCookie:
+		return xdpTX
 	}
 	return xdpPass
 }
@@ -422,6 +437,8 @@ func (r *Report) tally(d maps.Decision, bytes int) error {
 			rr.Drop.add(bytes)
 		case maps.VerdictShadow:
 			rr.Shadow.add(bytes)
+		case maps.VerdictCookie:
+			rr.Cookie.add(bytes)
 		default:
 			return fmt.Errorf("unknown verdict %v", d.Verdict)
 		}
@@ -451,7 +468,8 @@ func (r *Report) crossCheck(l *maps.Limiter, base map[maps.Counter]maps.CounterV
 	}
 	for i, s := range stats {
 		rr := r.Rules[i]
-		for v, c := range map[maps.Verdict]Counts{maps.VerdictPass: rr.Pass, maps.VerdictDrop: rr.Drop, maps.VerdictShadow: rr.Shadow} {
+		for v, c := range map[maps.Verdict]Counts{maps.VerdictPass: rr.Pass, maps.VerdictDrop: rr.Drop,
+			maps.VerdictShadow: rr.Shadow, maps.VerdictCookie: rr.Cookie} {
 			if got := s.Verdicts[v]; got.Packets != c.Packets || got.Bytes != c.Bytes {
 				return fmt.Errorf("rule %s: the program counted %v %d packets, %d bytes; its recorded decisions add up to %d, %d",
 					rr.Name, v, got.Packets, got.Bytes, c.Packets, c.Bytes)

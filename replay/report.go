@@ -58,12 +58,31 @@ func (r *Report) Write(w io.Writer) error {
 	fmt.Fprintf(ew, "state table %d entries, %s\n\n", r.MaxSources, track)
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tPASS PKTS\tPASS BYTES\tDROP PKTS\tDROP BYTES\tSHADOW PKTS\tSHADOW BYTES\tREFUSED BY LEVEL")
+	// The SYN-ACKs a syncookie rule would send get a column of their own
+	// where the policy has such a rule.
+	cookies := false
+	for _, rule := range p.Rules {
+		cookies = cookies || rule.Action == policy.ActionSynCookie
+	}
+	cookieHead := ""
+	if cookies {
+		cookieHead = "\tSYN-ACKS SENT"
+	}
+	fmt.Fprintln(tw, "RULE\tPASS PKTS\tPASS BYTES\tDROP PKTS\tDROP BYTES\tSHADOW PKTS\tSHADOW BYTES"+cookieHead+"\tREFUSED BY LEVEL")
 	for _, rr := range r.Rules {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", rr.Name, rr.Pass.Packets, rr.Pass.Bytes,
-			rr.Drop.Packets, rr.Drop.Bytes, rr.Shadow.Packets, rr.Shadow.Bytes, levels(rr.Refused))
+		cookieCol := ""
+		if cookies {
+			cookieCol = fmt.Sprintf("\t%d", rr.Cookie.Packets)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d%s\t%s\n", rr.Name, rr.Pass.Packets, rr.Pass.Bytes,
+			rr.Drop.Packets, rr.Drop.Bytes, rr.Shadow.Packets, rr.Shadow.Bytes, cookieCol, levels(rr.Refused))
 	}
 	tw.Flush()
+	if cookies {
+		fmt.Fprintln(ew, "note: SYN-ACKS SENT are the SYNs over a syncookie rule's limit that the program would answer "+
+			"with a SYN cookie; it passes one such SYN a second per destination to the stack instead (counted as a "+
+			"pass), and a replay checks no ACK against the cookies (the captured host's listeners are not here)")
+	}
 	fmt.Fprintln(ew)
 
 	denyVerdict := "drop"
@@ -126,7 +145,8 @@ func (r *Report) Write(w io.Writer) error {
 			if s.Source.IsValid() {
 				src = s.Source.String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", src, s.Rule, s.Drop.Packets, s.Drop.Bytes, s.Shadow.Packets, s.Shadow.Bytes)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", src, s.Rule, s.Drop.Packets+s.Cookie.Packets,
+				s.Drop.Bytes+s.Cookie.Bytes, s.Shadow.Packets, s.Shadow.Bytes)
 		}
 		tw.Flush()
 	}

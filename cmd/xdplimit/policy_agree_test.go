@@ -47,6 +47,13 @@ func TestPolicyCheckAgreesWithAttach(t *testing.T) {
 		}
 	}
 	v := testutil.NewUniqueVethPair(t, "xpas", "xpar")
+	// A host set up for every example: the syncookie one needs these, and
+	// attach checks them (a host check, which policy check cannot make).
+	for k, val := range map[string]string{"net.ipv4.tcp_syncookies": "2", "net.ipv4.tcp_timestamps": "2"} {
+		if err := v.PeerNS.SetSysctl(k, val); err != nil {
+			t.Fatal(err)
+		}
+	}
 	attach := func(path string) error {
 		var a *agent.Agent
 		err := v.PeerNS.Do(func() (err error) {

@@ -80,13 +80,21 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  rule\tpass pkts\tpass bytes\tdrop pkts\tdrop bytes\tshadow pkts\t")
+	fmt.Fprintln(tw, "  rule\tpass pkts\tpass bytes\tdrop pkts\tdrop bytes\tshadow pkts\tcookie pkts\t")
+	var cookies []maps.RuleStat
 	for _, r := range rules {
 		v := r.Verdicts
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t\n", termsafe.Escape(r.Name), v[maps.VerdictPass].Packets, v[maps.VerdictPass].Bytes,
-			v[maps.VerdictDrop].Packets, v[maps.VerdictDrop].Bytes, v[maps.VerdictShadow].Packets)
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", termsafe.Escape(r.Name), v[maps.VerdictPass].Packets, v[maps.VerdictPass].Bytes,
+			v[maps.VerdictDrop].Packets, v[maps.VerdictDrop].Bytes, v[maps.VerdictShadow].Packets, v[maps.VerdictCookie].Packets)
+		if r.SynCookie {
+			cookies = append(cookies, r)
+		}
 	}
 	tw.Flush()
+	for _, r := range cookies {
+		fmt.Fprintf(w, "  syncookie %s: %d SYNs answered, ACKs with a valid cookie %d, with a wrong one %d (dropped)\n",
+			termsafe.Escape(r.Name), r.Verdicts[maps.VerdictCookie].Packets, r.CookieACKs[0], r.CookieACKs[1])
+	}
 	cs, err := s.Limiter.Counters()
 	if err != nil {
 		return err

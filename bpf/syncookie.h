@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* SYN cookies from XDP. A rule with action syncookie answers the SYNs its
+ * levels refuse with a SYN-ACK whose sequence number is the kernel's own
+ * SYN cookie (bpf_tcp_raw_gen_syncookie_*), sent back out of the interface
+ * (XDP_TX); the SYN goes no further. The client's ACK to a listener is
+ * checked against the cookies here, and passed only when it is valid; the
+ * listener, in tcp_syncookies=2 mode, validates it again and opens the
+ * connection without a SYN queue entry.
+ *
+ * The SYN-ACK is what the host's stack would send (xdpl_synack_cfg, read
+ * by the control plane from the interface's MTU and the sysctls): the MSS
+ * from the cookie's table, capped by the MTU; with client timestamps, a
+ * timestamp whose low bits carry the window scale, SACK and ECN as the
+ * kernel's cookies encode them (cookie_init_timestamp), so that they
+ * survive; addresses, ports and MACs mirrored, VLAN tags kept as received.
+ *
+ * Two kernel rules shape the rest:
+ *   - a listener validates cookie ACKs only within two minutes of a cookie
+ *     it sent itself (tcp_synq_no_recent_overflow), so a refused SYN still
+ *     reaches the stack once a second per destination (xdpl_cookie_pass_due),
+ *     where tcp_syncookies=2 answers it with a cookie;
+ *   - the kernel decodes the options from the echoed timestamp after
+ *     subtracting a per-connection offset only it knows, unless
+ *     tcp_timestamps=2, which the control plane requires for timestamps. */
+#ifndef XDPLIMIT_SYNCOOKIE_H
+#define XDPLIMIT_SYNCOOKIE_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_endian.h>
+#include "xdplimit_maps.h"
+#include "parsing_defs.h"
+#include "classify.h"
+#include "clock.h"
+#include "hash.h"
+#include "csum.h"
+
+/* Check TCP ACKs against the cookies (a load-time knob, set from Go; off
+ * in pcap replay, which runs where the captured host's listeners are not). */
+volatile const __u32 xdpl_cookie_acks_on = 1;
+
+#define XDPL_TCP_FIN 0x01
+#define XDPL_TCP_SYN 0x02
+#define XDPL_TCP_RST 0x04
+#define XDPL_TCP_ACK 0x10
+#define XDPL_TCP_ECE 0x40
+#define XDPL_TCP_CWR 0x80
+
+/* Where the IP and TCP headers of a segment are. */
+struct xdpl_segment {
+	__u32 l3;    /* offset of the IP header */
+	__u32 l4;    /* offset of the TCP header */
+	__u32 thlen; /* TCP header length, 20 to 60 */
+	__u32 family;
+};
+
+/* Finds the headers of a TCP segment the parser judged, in the shapes an
+ * answer is built for: behind at most XDPL_COOKIE_MAX_TAGS VLAN tags, IPv4
+ * unfragmented (options allowed) or IPv6 without extension headers. 0, or
+ * -1 for any other shape. */
+static __always_inline int xdpl_segment_at(struct xdp_md *ctx, struct xdpl_segment *s)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 off = 12;
+
+	if (data + ETH_HLEN > end)
+		return -1;
+	__be16 proto = *(__be16 *)(data + off);
+
+#pragma unroll
+	for (int i = 0; i < XDPL_COOKIE_MAX_TAGS; i++) {
+		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+			break;
+		off += 4;
+		if (data + off + 2 > end)
+			return -1;
+		proto = *(__be16 *)(data + off);
+	}
+	off += 2;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = data + off;
+
+		if ((void *)(ip + 1) > end || ip->ihl < 5 || ip->protocol != IPPROTO_TCP ||
+		    (ip->frag_off & bpf_htons(XDPL_IP_MF | XDPL_IP_OFFMASK)))
+			return -1;
+		s->l4 = off + ip->ihl * 4;
+		s->family = 4;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = data + off;
+
+		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_TCP)
+			return -1;
+		s->l4 = off + sizeof(*ip6);
+		s->family = 6;
+	} else {
+		return -1;
+	}
+	s->l3 = off;
+	__u32 l4 = s->l4;
+	__u8 *doff = data + (l4 & 0xff) + 12;
+
+	if ((void *)(doff + 1) > end)
+		return -1;
+	s->thlen = (*doff >> 4) * 4;
+	if (s->thlen < 20 || data + l4 + s->thlen > end)
+		return -1;
+	return 0;
+}
+
+/* The SYN's TCP header and what its options offer, read by
+ * xdpl_tcpopt_step one option at a time (a bpf_loop callback: the verifier
+ * checks it once, where a loop over the options multiplied its states
+ * past its budget). */
+struct xdpl_tcpopts {
+	__u8 b[64];
+	__u32 len;   /* of the header */
+	__u32 i;     /* the next option's offset in b */
+	__u32 tsval; /* the SYN's timestamp value, network order */
+	__u8 ts;
+	__u8 sack;
+	__u8 ws;
+	__u8 wscale;
+};
+
+static long xdpl_tcpopt_step(__u64 n, void *ctx)
+{
+	struct xdpl_tcpopts *o = ctx;
+	__u32 i = o->i;
+
+	if (i >= o->len || i >= 60)
+		return 1;
+	__u8 kind = o->b[i & 63];
+
+	if (kind == 0) /* end of options */
+		return 1;
+	if (kind == 1) { /* no-op */
+		o->i = i + 1;
+		return 0;
+	}
+	__u8 len = o->b[(i + 1) & 63];
+
+	if (len < 2 || i + len > o->len)
+		return 1;
+	if (kind == 8 && len == 10) {
+		o->ts = 1;
+		__builtin_memcpy(&o->tsval, &o->b[(i + 2) & 63], 4);
+	} else if (kind == 3 && len == 3) {
+		__u8 w = o->b[(i + 2) & 63];
+
+		o->ws = 1;
+		o->wscale = w > 14 ? 14 : w; /* TCP_MAX_WSCALE, as tcp_parse_options clamps */
+	} else if (kind == 4 && len == 2) {
+		o->sack = 1;
+	}
+	o->i = i + len;
+	return 0;
+}
+
+/* The one's complement sum of n 32-bit words as loaded: byte order does
+ * not matter to it (csum.h), so the result stores back as the checksum. */
+static __always_inline __u16 xdpl_csum_words(__u32 *w, __u32 n, __u64 sum)
+{
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		if (i < n)
+			sum += w[i];
+	return ~csum_fold32s(sum) & 0xffff;
+}
+
+/* Rewrites the SYN in ctx into its SYN-ACK, in place: 0, or -1 when the
+ * SYN is not one to answer (SYN+FIN or RST, which the stack discards; a
+ * shape xdpl_segment_at does not follow) or the frame could not be
+ * rewritten. A global function, verified once; gen is the generation whose
+ * xdpl_synack_cfg applies. */
+__attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
+{
+	__u32 zero = 0;
+	struct xdpl_control *ctl = bpf_map_lookup_elem(&xdpl_ctl, &zero);
+	struct xdpl_segment s;
+	struct xdpl_tcpopts o = {};
+
+	if (!ctl || xdpl_segment_at(ctx, &s))
+		return -1;
+	struct xdpl_synack_cfg cfg = ctl->gen[gen & 1].synack;
+	__u32 thlen = s.thlen;
+
+	/* Checked again here, on the register the helper gets: clang knows
+	 * the bounds from xdpl_segment_at and folds them into a shift and a
+	 * mask, from which the verifier reads 0..60. */
+	asm volatile("" : "+r"(thlen));
+	if (thlen < 20 || thlen > 60)
+		return -1;
+	if (bpf_xdp_load_bytes(ctx, s.l4, o.b, thlen))
+		return -1;
+	__u8 flags = o.b[13];
+
+	if ((flags & (XDPL_TCP_SYN | XDPL_TCP_ACK | XDPL_TCP_FIN | XDPL_TCP_RST)) != XDPL_TCP_SYN)
+		return -1;
+
+	/* The cookie, from the addresses, the ports, the client's sequence
+	 * number and MSS: the helpers read the addresses from the IP header
+	 * (here a copy of them, where the header has them) and everything
+	 * else from the TCP header. */
+	__u32 ip[10] = {};
+	__s64 v;
+
+	if (s.family == 4) {
+		if (bpf_xdp_load_bytes(ctx, s.l3 + 12, &ip[3], 8))
+			return -1;
+		v = bpf_tcp_raw_gen_syncookie_ipv4((void *)ip, (void *)o.b, thlen);
+	} else {
+		if (bpf_xdp_load_bytes(ctx, s.l3 + 8, &ip[2], 32))
+			return -1;
+		v = bpf_tcp_raw_gen_syncookie_ipv6((void *)ip, (void *)o.b, thlen);
+	}
+	if (v < 0)
+		return -1;
+	__u32 cookie = (__u32)v;
+	__u32 mss = (__u32)(v >> 32);
+	__u32 cap = s.family == 4 ? cfg.mss4 : cfg.mss6;
+
+	if (cap && mss > cap)
+		mss = cap;
+
+	o.len = thlen;
+	o.i = 20;
+	bpf_loop(40, xdpl_tcpopt_step, &o, 0);
+	/* Without a timestamp to carry them, a cookie keeps neither SACK nor
+	 * the window scale, and the kernel offers neither (tcp_conn_request). */
+	int ts = o.ts && (cfg.flags & XDPL_SYNACK_TS);
+	int sack = ts && o.sack && (cfg.flags & XDPL_SYNACK_SACK);
+	int ws = ts && o.ws && (cfg.flags & XDPL_SYNACK_WSCALE);
+	int ecn = ts && (flags & (XDPL_TCP_ECE | XDPL_TCP_CWR)) == (XDPL_TCP_ECE | XDPL_TCP_CWR) &&
+		  (cfg.flags & XDPL_SYNACK_ECN);
+	__u32 tcplen = 24 + (ts ? 12 : 0) + (ws ? 4 : 0);
+	__u32 iplen = s.family == 4 ? 20 : 40;
+	__u32 sports, seq, tsecr = o.tsval;
+	__u8 wscale = o.wscale;
+
+	__builtin_memcpy(&sports, &o.b[0], 4);
+	__builtin_memcpy(&seq, &o.b[4], 4);
+
+	/* The TCP header, in words as they will sit in the frame, over the
+	 * SYN's (read above; the stack is too small for both). */
+	__u32 *t = (__u32 *)o.b;
+
+	__builtin_memset(o.b, 0, 40);
+	t[0] = sports >> 16 | sports << 16; /* the ports swapped */
+	t[1] = bpf_htonl(cookie);
+	t[2] = bpf_htonl(bpf_ntohl(seq) + 1);
+	/* A window of whole segments, as the stack's first one (65160 for
+	 * 1460 with timestamps). */
+	__u32 seg = mss - (ts ? 12 : 0);
+	__u32 win = seg > 0 && seg < 65536 ? 65535 / seg * seg : 65535;
+	__u32 tflags = XDPL_TCP_SYN | XDPL_TCP_ACK | (ecn ? XDPL_TCP_ECE : 0);
+
+	t[3] = bpf_htonl((tcplen / 4) << 28 | tflags << 16 | win);
+	t[5] = bpf_htonl(2 << 24 | 4 << 16 | mss);
+	if (ts) {
+		/* cookie_init_timestamp: the clock in ms with its low 6 bits
+		 * replaced by the options, never ahead of now. */
+		__u64 now = bpf_ktime_get_ns() / 1000000;
+		__u64 opts = (ws ? wscale : 0xf) | (sack ? 0x10 : 0) | (ecn ? 0x20 : 0);
+		__u64 tsv = (now & ~0x3fULL) | opts;
+
+		if (tsv > now)
+			tsv -= 0x40;
+		t[6] = bpf_htonl(sack ? 4 << 24 | 2 << 16 | 8 << 8 | 10
+				      : 1 << 24 | 1 << 16 | 8 << 8 | 10);
+		t[7] = bpf_htonl((__u32)tsv);
+		t[8] = tsecr;
+	}
+	if (ws)
+		t[9] = bpf_htonl(1 << 24 | 3 << 16 | 3 << 8 | cfg.wscale);
+
+	/* The IP header, over the copy of the addresses (each header has them
+	 * where the copy does), swapped; and the pseudo-header's sum. */
+	__u64 pseudo;
+
+	if (s.family == 4) {
+		__u32 src = ip[3];
+
+		ip[3] = ip[4];
+		ip[4] = src;
+		ip[0] = bpf_htonl(0x45 << 24 | (iplen + tcplen));
+		ip[1] = bpf_htonl(0x4000); /* DF */
+		ip[2] = bpf_htonl((__u32)cfg.ttl << 24 | IPPROTO_TCP << 16);
+		ip[2] |= (__u32)xdpl_csum_words(ip, 5, 0) << 16;
+		pseudo = (__u64)ip[3] + ip[4] + bpf_htonl(IPPROTO_TCP << 16 | tcplen);
+	} else {
+		pseudo = bpf_htonl(tcplen) + bpf_htonl(IPPROTO_TCP);
+#pragma unroll
+		for (int i = 2; i < 6; i++) {
+			__u32 src = ip[i];
+
+			ip[i] = ip[i + 4];
+			ip[i + 4] = src;
+			pseudo += (__u64)ip[i] + ip[i + 4];
+		}
+		ip[0] = bpf_htonl(0x60000000);
+		ip[1] = bpf_htonl(tcplen << 16 | IPPROTO_TCP << 8 | cfg.hoplimit);
+	}
+	__u16 check = xdpl_csum_words(t, tcplen / 4, pseudo);
+
+	__builtin_memcpy(o.b + 16, &check, 2);
+
+	/* The MACs swapped. */
+	__u8 mac[12];
+
+	if (bpf_xdp_load_bytes(ctx, 0, mac, 12))
+		return -1;
+#pragma unroll
+	for (int i = 0; i < 6; i++) {
+		__u8 b = mac[i];
+
+		mac[i] = mac[i + 6];
+		mac[i + 6] = b;
+	}
+
+	int grow = (int)(s.l3 + iplen + tcplen) - (int)bpf_xdp_get_buff_len(ctx);
+	__u32 il = iplen, tl = tcplen;
+
+	asm volatile("" : "+r"(il), "+r"(tl));
+	if (il < 20 || il > 40 || tl < 24 || tl > 40)
+		return -1;
+	if (bpf_xdp_adjust_tail(ctx, grow))
+		return -1;
+	if (bpf_xdp_store_bytes(ctx, 0, mac, 12) || bpf_xdp_store_bytes(ctx, s.l3, ip, il) ||
+	    bpf_xdp_store_bytes(ctx, s.l3 + il, o.b, tl))
+		return -1;
+	return 0;
+}
+
+/* What xdpl_cookie_ack found: the cookie rule the connection's SYN went to
+ * (rk, its key in xdpl_rules; slot, its counter slot). */
+struct xdpl_cookie_rule {
+	__s32 rk;
+	__u32 slot;
+};
+
+enum {
+	XDPL_ACK_NOT_OURS = 0, /* no cookie rule, no listener: the stack judges */
+	XDPL_ACK_VALID = 1,
+	XDPL_ACK_INVALID = 2,
+};
+
+/* Checks a TCP ACK (no SYN, no RST) against the SYN cookies. An ACK is one
+ * to check when the rule its connection's SYN would have met answers with
+ * cookies (the packet is classified as that SYN: a pure SYN from the same
+ * addresses and ports) and its 4-tuple reaches only a listener: a
+ * connection in any other state (established, time-wait, a request the
+ * stack queued) owns it. Counts the result in the rule's cookie_acks. */
+__attribute__((noinline)) int xdpl_cookie_ack(struct xdp_md *ctx, struct xdpl_pkt *p, __u32 gen,
+					      struct xdpl_cookie_rule *res)
+{
+	__u32 zero = 0;
+	struct xdpl_control *ctl = bpf_map_lookup_elem(&xdpl_ctl, &zero);
+
+	if (!ctl || !p || !res)
+		return XDPL_ACK_NOT_OURS;
+	gen &= 1;
+	__u8 flags = p->tcp_flags;
+
+	p->tcp_flags = XDPL_TCP_SYN;
+	int idx = xdpl_classify(gen, &ctl->gen[gen], p);
+
+	p->tcp_flags = flags;
+	if (idx < 0)
+		return XDPL_ACK_NOT_OURS;
+	__u32 rk = gen * XDPL_MAX_RULES + idx;
+	struct xdpl_rule *r = bpf_map_lookup_elem(&xdpl_rules, &rk);
+
+	if (!r || !(r->flags & XDPL_RF_SYNCOOKIE))
+		return XDPL_ACK_NOT_OURS;
+
+	struct bpf_sock_tuple t = {};
+	__u32 tlen;
+
+	if (p->family == 4) {
+		t.ipv4.saddr = p->saddr[0];
+		t.ipv4.daddr = p->daddr[0];
+		t.ipv4.sport = bpf_htons(p->sport);
+		t.ipv4.dport = bpf_htons(p->dport);
+		tlen = sizeof(t.ipv4);
+	} else {
+		__builtin_memcpy(t.ipv6.saddr, p->saddr, 16);
+		__builtin_memcpy(t.ipv6.daddr, p->daddr, 16);
+		t.ipv6.sport = bpf_htons(p->sport);
+		t.ipv6.dport = bpf_htons(p->dport);
+		tlen = sizeof(t.ipv6);
+	}
+	struct bpf_sock *sk = bpf_skc_lookup_tcp(ctx, &t, tlen, BPF_F_CURRENT_NETNS, 0);
+
+	if (!sk)
+		return XDPL_ACK_NOT_OURS;
+	int listener = sk->state == BPF_TCP_LISTEN;
+
+	bpf_sk_release(sk);
+	if (!listener)
+		return XDPL_ACK_NOT_OURS;
+
+	struct xdpl_segment s;
+	__u32 ip[10] = {};
+	__u32 th[5];
+	long err;
+
+	if (xdpl_segment_at(ctx, &s) || bpf_xdp_load_bytes(ctx, s.l4, th, 20))
+		return XDPL_ACK_NOT_OURS;
+	if (s.family == 4) {
+		if (bpf_xdp_load_bytes(ctx, s.l3 + 12, &ip[3], 8))
+			return XDPL_ACK_NOT_OURS;
+		err = bpf_tcp_raw_check_syncookie_ipv4((void *)ip, (void *)th);
+	} else {
+		if (bpf_xdp_load_bytes(ctx, s.l3 + 8, &ip[2], 32))
+			return XDPL_ACK_NOT_OURS;
+		err = bpf_tcp_raw_check_syncookie_ipv6((void *)ip, (void *)th);
+	}
+	__u32 kind = err ? XDPL_COOKIE_ACK_INVALID : XDPL_COOKIE_ACK_VALID;
+	struct xdpl_rule_stats *st = bpf_map_lookup_elem(&xdpl_stats, &r->counter_slot);
+
+	if (st)
+		st->cookie_acks[kind & 1]++;
+	res->rk = rk;
+	res->slot = r->counter_slot;
+	return err ? XDPL_ACK_INVALID : XDPL_ACK_VALID;
+}
+
+/* Whether a SYN refused by a cookie rule should reach the stack instead,
+ * to keep its listeners accepting cookie ACKs: the first one to its
+ * destination (address and port, hashed into XDPL_COOKIE_PASS_SLOTS) in
+ * XDPL_COOKIE_PASS_NS. Another CPU racing here passes one more. */
+static __always_inline int xdpl_cookie_pass_due(struct xdpl_pkt *p)
+{
+	__u32 a = p->daddr[0] ^ p->daddr[1] ^ p->daddr[2] ^ p->daddr[3];
+	__u32 k = xdpl_fmix64((__u64)a << 16 | p->dport) & (XDPL_COOKIE_PASS_SLOTS - 1);
+	__u64 *last = bpf_map_lookup_elem(&xdpl_cookie_pass, &k);
+	struct xdpl_clk clk;
+
+	if (!last)
+		return 0;
+	xdpl_clk_start(&clk);
+	__u64 now = xdpl_now(&clk, 0);
+
+	/* Signed: another CPU may have stored a later time since. */
+	if (*last && (__s64)(now - *last) < XDPL_COOKIE_PASS_NS)
+		return 0;
+	*last = now;
+	return 1;
+}
+
+#endif
