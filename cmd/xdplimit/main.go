@@ -9,11 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/internal/buildinfo"
 	"github.com/xdplimit/xdplimit/loader"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -23,7 +21,10 @@ func newRootCmd() *cobra.Command {
 anything for the packet. Policies are YAML files; see docs/policy.md.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what the version command prints.
+		Version: buildinfo.Read().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newAttachCmd(), newDetachCmd(), newStatusCmd(), newReloadCmd(),
 		newPolicyCmd(), newDemoCmd(), newTopCmd(), newVersionCmd(),
 		newBanCmd(), newUnbanCmd(), newBansCmd())
