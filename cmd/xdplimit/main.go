@@ -27,7 +27,7 @@ anything for the packet. Policies are YAML files; see docs/policy.md.`,
 	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newAttachCmd(), newDetachCmd(), newStatusCmd(), newReloadCmd(),
 		newPolicyCmd(), newDemoCmd(), newTopCmd(), newVersionCmd(),
-		newBanCmd(), newUnbanCmd(), newBansCmd())
+		newBanCmd(), newUnbanCmd(), newBansCmd(), newGenDocsCmd())
 	return root
 }
 
