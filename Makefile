@@ -4,7 +4,17 @@ CLANG     ?= clang-19
 BIN       := bin/xdplimit
 export CGO_ENABLED ?= 0
 
-.PHONY: all deps generate check-generate build test test-go test-vm demo bench lint clean
+# What `xdplimit version` prints: git describe, the commit, and as the build
+# date the commit's time (SOURCE_DATE_EPOCH, the reproducible-builds
+# convention), so that building one commit twice gives identical files.
+VERSION           := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT            := $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+BUILD_DATE        := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+BUILDINFO         := github.com/xdplimit/xdplimit/internal/buildinfo
+VERSION_LDFLAGS   := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
+
+.PHONY: all deps generate check-generate build dist test test-go test-vm demo bench lint clean
 
 all: build
 
@@ -21,7 +31,32 @@ check-generate: generate
 	@git diff --exit-code --stat -- gen/ || { echo "gen/ is stale: run make generate and commit"; exit 1; }
 
 build:
-	$(GO) build -o $(BIN) ./cmd/xdplimit
+	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN) ./cmd/xdplimit
+
+# ---- dist: what a release ships, in $(DIST) ----
+# xdplimit_<version>_linux_amd64: static (no cgo), stripped, paths trimmed.
+# xdplimit_<debversion>_amd64.deb: built by nfpm (a Go tool dependency) from
+# packaging/nfpm.yaml, with man pages and completions generated from the
+# binary's own command tree. SHA256SUMS of both. The Debian version is
+# derived from git describe by packaging/deb-version.sh (see there).
+DIST           ?= dist
+DEB_MAINTAINER ?= xdplimit maintainers <xdplimit@users.noreply.github.com>
+DIST_BIN       := $(DIST)/xdplimit_$(VERSION)_linux_amd64
+DIST_GEN       := $(DIST)/.gen
+
+dist:
+	@deb=$$(packaging/deb-version.sh '$(VERSION)' "$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y%m%d)") || exit 1; \
+	set -ex; \
+	rm -rf $(DIST) && mkdir -p $(DIST_GEN); \
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)' -o $(DIST_BIN) ./cmd/xdplimit; \
+	$(DIST_BIN) gendocs $(DIST_GEN); \
+	gzip -9n $(DIST_GEN)/man8/*.8; \
+	{ printf 'xdplimit (%s) unstable; urgency=medium\n\n  * Built from commit %s (%s).\n\n' "$$deb" '$(COMMIT)' '$(VERSION)'; \
+	  printf ' -- %s  %s\n' '$(DEB_MAINTAINER)' "$$(date -u -R -d @$(SOURCE_DATE_EPOCH))"; } | gzip -9n > $(DIST_GEN)/changelog.gz; \
+	DEB_VERSION="$$deb" DEB_MAINTAINER='$(DEB_MAINTAINER)' DIST_BIN=$(DIST_BIN) DIST_GEN=$(DIST_GEN) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+		$(GO) tool nfpm package --config packaging/nfpm.yaml --packager deb --target $(DIST)/; \
+	rm -rf $(DIST_GEN); \
+	cd $(DIST) && sha256sum xdplimit_* > SHA256SUMS
 
 # Everything: generated code fresh, lint, every Go test on this kernel (root:
 # they load the real program and build veth labs), then the VM suite on 6.1.
@@ -78,4 +113,4 @@ demo: deps build
 	./$(BIN) demo
 
 clean:
-	rm -rf bin .cache/vm/initramfs*
+	rm -rf bin dist .cache/vm/initramfs*
