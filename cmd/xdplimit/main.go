@@ -18,7 +18,9 @@ func newRootCmd() *cobra.Command {
 		Use:   "xdplimit",
 		Short: "Per-source flood limiter at the NIC driver level (XDP)",
 		Long: `xdplimit drops what exceeds per-source rate limits before the kernel allocates
-anything for the packet. Policies are YAML files; see docs/policy.md.`,
+anything for the packet. Policies are YAML files; see docs/policy.md (installed
+in /usr/share/doc/xdplimit/docs/ by the package). Under systemd, the unit
+xdplimit@IFACE enforces /etc/xdplimit/IFACE.yaml on IFACE.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// --version prints what the version command prints.
