@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/loader"
 )
 
 // TestDebianPackage builds the release with make dist, checks the static
@@ -19,8 +20,10 @@ import (
 // A real install rather than dpkg --root into a scratch tree: that is what
 // operators do, it runs the maintainer scripts as dpkg runs them, and
 // systemd-analyze then checks the unit where systemd would load it, against
-// the installed binary. The machine is left as it was: nothing starts (no
-// instance of the unit is enabled) and the purge removes every file.
+// the installed binary. Before the purge, the installed binary attaches on
+// a veth of the test's own as an enabled unit instance would, and stops:
+// the purge must detach it. The machine is left as it was: the purge
+// removes every file, the test its veth, namespaces and enable link.
 func TestDebianPackage(t *testing.T) {
 	testutil.Require(t, os.Geteuid() == 0, "installing a package needs root")
 	requireTools(t, map[string]string{
@@ -62,11 +65,18 @@ func TestDebianPackage(t *testing.T) {
 	run(t, "/", nil, 2*time.Minute, "dpkg", "-i", deb)
 	checkInstalled(t, describe, debVersion)
 
+	// Removal detaches what the unit's instances left attached: nothing
+	// would be left to detach it.
+	ns, iface := attachAsUnit(t)
 	run(t, "/", nil, 2*time.Minute, "dpkg", "--purge", "xdplimit")
-	for _, p := range []string{"/usr/sbin/xdplimit", "/lib/systemd/system/xdplimit@.service", "/etc/xdplimit", "/usr/share/doc/xdplimit"} {
+	for _, p := range []string{"/usr/sbin/xdplimit", "/lib/systemd/system/xdplimit@.service", "/etc/xdplimit",
+		"/usr/share/doc/xdplimit", filepath.Join(loader.PinRoot, iface)} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s is left after dpkg --purge", p)
 		}
+	}
+	if xdpAttached(t, ns, iface) {
+		t.Errorf("%s still has an XDP program after dpkg --purge", iface)
 	}
 }
 
