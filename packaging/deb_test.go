@@ -75,7 +75,7 @@ func TestDebianPackage(t *testing.T) {
 			t.Errorf("%s is left after dpkg --purge", p)
 		}
 	}
-	if xdpAttached(t, ns, iface) {
+	if ns.XDPProgID(t, iface) != 0 {
 		t.Errorf("%s still has an XDP program after dpkg --purge", iface)
 	}
 }

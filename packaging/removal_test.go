@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 )
@@ -82,26 +80,8 @@ func attachAsUnit(t *testing.T) (*testutil.Netns, string) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("attach after SIGTERM: %v", err)
 	}
-	if !xdpAttached(t, veth.NS, iface) {
+	if veth.NS.XDPProgID(t, iface) == 0 {
 		t.Fatalf("%s: no XDP program after the attach process stopped (the unit's stop keeps it)", iface)
 	}
 	return veth.NS, iface
-}
-
-// xdpAttached reports whether iface, in ns, has an XDP program.
-func xdpAttached(t *testing.T, ns *testutil.Netns, iface string) bool {
-	t.Helper()
-	var attached bool
-	err := ns.Do(func() error {
-		l, err := netlink.LinkByName(iface)
-		if err != nil {
-			return err
-		}
-		attached = l.Attrs().Xdp != nil && l.Attrs().Xdp.Attached
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return attached
 }
