@@ -4,7 +4,17 @@ CLANG     ?= clang-19
 BIN       := bin/xdplimit
 export CGO_ENABLED ?= 0
 
-.PHONY: all deps generate check-generate build test test-go test-vm demo bench lint clean
+# What `xdplimit version` prints: git describe, the commit, and as the build
+# date the commit's time (SOURCE_DATE_EPOCH, the reproducible-builds
+# convention), so that building one commit twice gives identical files.
+VERSION           := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT            := $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+BUILD_DATE        := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+BUILDINFO         := github.com/xdplimit/xdplimit/internal/buildinfo
+VERSION_LDFLAGS   := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
+
+.PHONY: all deps generate check-generate build dist test test-go test-vm demo bench lint clean
 
 all: build
 
@@ -21,10 +31,36 @@ check-generate: generate
 	@git diff --exit-code --stat -- gen/ || { echo "gen/ is stale: run make generate and commit"; exit 1; }
 
 build:
-	$(GO) build -o $(BIN) ./cmd/xdplimit
+	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN) ./cmd/xdplimit
+
+# ---- dist: what a release ships, in $(DIST) ----
+# xdplimit_<version>_linux_amd64: static (no cgo), stripped, paths trimmed.
+# xdplimit_<debversion>_amd64.deb: built by nfpm (a Go tool dependency) from
+# packaging/nfpm.yaml, with man pages and completions generated from the
+# binary's own command tree. SHA256SUMS of both. The Debian version is
+# derived from git describe by packaging/deb-version.sh (see there).
+DIST           ?= dist
+DEB_MAINTAINER ?= xdplimit maintainers <xdplimit@users.noreply.github.com>
+DIST_BIN       := $(DIST)/xdplimit_$(VERSION)_linux_amd64
+DIST_GEN       := $(DIST)/.gen
+
+dist:
+	@deb=$$(packaging/deb-version.sh '$(VERSION)' "$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y%m%d)") || exit 1; \
+	set -ex; \
+	rm -rf $(DIST) && mkdir -p $(DIST_GEN); \
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)' -o $(DIST_BIN) ./cmd/xdplimit; \
+	$(DIST_BIN) gendocs $(DIST_GEN); \
+	gzip -9n $(DIST_GEN)/man8/*.8; \
+	{ printf 'xdplimit (%s) unstable; urgency=medium\n\n  * Built from commit %s (%s).\n\n' "$$deb" '$(COMMIT)' '$(VERSION)'; \
+	  printf ' -- %s  %s\n' '$(DEB_MAINTAINER)' "$$(date -u -R -d @$(SOURCE_DATE_EPOCH))"; } | gzip -9n > $(DIST_GEN)/changelog.gz; \
+	DEB_VERSION="$$deb" DEB_MAINTAINER='$(DEB_MAINTAINER)' DIST_BIN=$(DIST_BIN) DIST_GEN=$(DIST_GEN) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+		$(GO) tool nfpm package --config packaging/nfpm.yaml --packager deb --target $(DIST)/; \
+	rm -rf $(DIST_GEN); \
+	cd $(DIST) && sha256sum xdplimit_* > SHA256SUMS
 
 # Everything: generated code fresh, lint, every Go test on this kernel (root:
-# they load the real program and build veth labs), then the VM suite on 6.1.
+# they load the real program and build veth labs), then the VM suite on 6.1
+# and 6.12.
 # Packages run one at a time (-p 1): accuracy and throughput tests must not
 # share the two CPUs with each other.
 test: deps check-generate lint build test-go test-vm
@@ -39,13 +75,21 @@ lint:
 	clang-format-19 --dry-run --Werror bpf/*.c bpf/*.h
 	CLANG=$(CLANG) bash scripts/check-bpf-headers.sh
 
-# ---- test-vm: the kernel-facing tests inside Debian's 6.1 LTS cloud kernel (qemu) ----
+# ---- test-vm: the kernel-facing tests inside Debian's cloud kernels (qemu) ----
+# VM_KERNELS: the kernel series to boot, one VM run each, in turn: 6.1 is
+# the oldest the project tests (Debian 12's kernel), 6.12 the next LTS
+# (Debian 12's second kernel series). VM_KERNEL_<series> names the Debian
+# metapackage (or image package) to boot; the runner resolves it with
+# apt-cache, and caches each kernel version in its own entry.
 # VM_TEST_PKGS: packages whose tests run in the VM, each as a static test
 # binary run from a copy of its package's testdata/. The xdplimit binary goes
 # along for the end-to-end suite (XDPLIMIT_BIN). Kernel, modules, the KVM
 # verdict and console logs are cached under .cache/vm. XDPLIMIT_VM_ACCEL=kvm|tcg
 # overrides the accelerator; by default a one-time probe decides (TCG here:
-# KVM hangs in this nested VM).
+# KVM hangs in this nested VM). Every kernel runs even when one fails.
+VM_KERNELS      ?= 6.1 6.12
+VM_KERNEL_6.1   ?= linux-image-cloud-amd64
+VM_KERNEL_6.12  ?= linux-image-6.12-cloud-amd64
 VM_TEST_PKGS ?= ./test/vm/qemu/smoke ./loader ./maps ./test/vm
 VM_TIMEOUT   ?= 35m
 # Per test binary: the maps suite takes over 10 min under emulation (TCG).
@@ -55,17 +99,27 @@ VM_BIN       := .cache/vm/bin
 
 test-vm:
 	@rm -rf $(VM_BIN) && mkdir -p $(VM_BIN)
-	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(VM_BIN)/xdplimit ./cmd/xdplimit
+	CGO_ENABLED=0 $(GO) build -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(VM_BIN)/xdplimit ./cmd/xdplimit
+	$(GO) build -o $(VM_BIN)/vm-runner ./test/vm/qemu
 	@set -e; bins=; \
 	for pkg in $(VM_TEST_PKGS); do \
 		bin=$(VM_BIN)/$$(echo "$${pkg#./}" | tr / _).test; \
 		CGO_ENABLED=0 $(GO) test -c -ldflags='-s -w' -o $$bin $$pkg; \
 		if [ -e $$bin ]; then bins="$$bins $$bin:$$pkg"; fi; \
 	done; \
-	$(GO) run ./test/vm/qemu --kernel-cache .cache/vm --timeout $(VM_TIMEOUT) --test-timeout $(VM_TEST_TIMEOUT) \
-		--file $(VM_BIN)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
-		--module 8021q --module bridge \
-		$(VM_ARGS) -- $$bins
+	failed=; \
+	for k in $(foreach k,$(VM_KERNELS),$(k)=$(VM_KERNEL_$(k))); do \
+		series=$${k%%=*}; pkg=$${k#*=}; \
+		[ -n "$$pkg" ] || { echo "test-vm: no VM_KERNEL_$$series"; exit 2; }; \
+		echo "==== test-vm: Linux $$series ($$pkg) ===="; \
+		start=$$(date +%s); \
+		$(VM_BIN)/vm-runner --kernel $$pkg --kernel-cache .cache/vm --timeout $(VM_TIMEOUT) --test-timeout $(VM_TEST_TIMEOUT) \
+			--file $(VM_BIN)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
+			--module 8021q --module bridge \
+			$(VM_ARGS) -- $$bins || failed="$$failed $$series"; \
+		echo "==== test-vm: Linux $$series took $$(( $$(date +%s) - start ))s ===="; \
+	done; \
+	[ -z "$$failed" ] || { echo "test-vm: FAILED on Linux$$failed"; exit 1; }
 
 # Regenerates BENCHMARKS.md and bench/veth.png from a real run (root; ~5 min
 # idle, <15 min loaded). BENCH_FLAGS=-quick for a one-minute run to iterate
@@ -78,4 +132,4 @@ demo: deps build
 	./$(BIN) demo
 
 clean:
-	rm -rf bin .cache/vm/initramfs*
+	rm -rf bin dist .cache/vm/initramfs*

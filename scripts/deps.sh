@@ -12,6 +12,7 @@ PKGS=(
   iproute2 ethtool
   nftables iptables
   tcpdump
+  lintian systemd
   qemu-system-x86 busybox-static cpio kmod
   prometheus
   gnuplot-nox

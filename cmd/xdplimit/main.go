@@ -9,24 +9,27 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/internal/buildinfo"
 	"github.com/xdplimit/xdplimit/loader"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "xdplimit",
 		Short: "Per-source flood limiter at the NIC driver level (XDP)",
 		Long: `xdplimit drops what exceeds per-source rate limits before the kernel allocates
-anything for the packet. Policies are YAML files; see docs/policy.md.`,
+anything for the packet. Policies are YAML files; see docs/policy.md (installed
+in /usr/share/doc/xdplimit/docs/ by the package). Under systemd, the unit
+xdplimit@IFACE enforces /etc/xdplimit/IFACE.yaml on IFACE.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what the version command prints.
+		Version: buildinfo.Read().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newAttachCmd(), newDetachCmd(), newStatusCmd(), newReloadCmd(),
 		newPolicyCmd(), newDemoCmd(), newTopCmd(), newVersionCmd(),
-		newBanCmd(), newUnbanCmd(), newBansCmd())
+		newBanCmd(), newUnbanCmd(), newBansCmd(), newGenDocsCmd())
 	return root
 }
 

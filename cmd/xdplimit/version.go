@@ -2,20 +2,19 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/spf13/cobra"
 
-	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/internal/buildinfo"
 )
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version, commit, build date, Go release and map layout",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "xdplimit %s (map layout %d, %s)\n", version, maps.LayoutVersion, runtime.Version())
+			fmt.Fprint(cmd.OutOrStdout(), buildinfo.Read())
 		},
 	}
 }

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"fmt"
-	"runtime"
 	"testing"
 
-	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/internal/buildinfo"
 )
 
 func TestVersion(t *testing.T) {
+	want := buildinfo.Read().String()
 	runCases(t, []cliCase{
-		{name: "prints", args: []string{"version"},
-			stdout: fmt.Sprintf("xdplimit dev (map layout %d, %s)\n", maps.LayoutVersion, runtime.Version())},
+		{name: "command", args: []string{"version"}, stdout: want},
+		{name: "flag", args: []string{"--version"}, stdout: want},
 		refused("argument", `unknown command "x" for "xdplimit version"`, "version", "x"),
 	})
 }

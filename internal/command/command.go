@@ -26,8 +26,14 @@ var ErrTimeout = errors.New("command timed out")
 // Called inside netns.Netns.Do, the command runs in that network namespace: a
 // child inherits the namespace of the thread that forks it.
 func Run(timeout time.Duration, name string, args ...string) ([]byte, error) {
+	return RunCmd(timeout, exec.Command(name, args...))
+}
+
+// RunCmd is Run for a command the caller prepared (its Dir, its Env); Run
+// sets its output and process attributes.
+func RunCmd(timeout time.Duration, cmd *exec.Cmd) ([]byte, error) {
 	var out bytes.Buffer
-	cmd := exec.Command(name, args...)
+	name := cmd.Args[0]
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
@@ -116,4 +118,24 @@ func NewVeth(tb testing.TB, ns, peerNS *Netns, cfg VethConfig) *Veth {
 		tb.Fatal(err)
 	}
 	return &Veth{Veth: *v, NS: ns, PeerNS: peerNS}
+}
+
+// XDPProgID is the id of the XDP program attached to iface in n, 0 if none.
+func (n *Netns) XDPProgID(tb testing.TB, iface string) uint32 {
+	tb.Helper()
+	var id uint32
+	err := n.Do(func() error {
+		l, err := netlink.LinkByName(iface)
+		if err != nil {
+			return err
+		}
+		if x := l.Attrs().Xdp; x != nil && x.Attached {
+			id = x.ProgId
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return id
 }

@@ -2,7 +2,7 @@
 // generator through veth pairs in namespaces the tests create, with the real
 // xdplimit binary attached on the receiving end, and the packets that reach
 // the receiver's IP stack counted by the kernel's own SNMP counters. The
-// same test binary runs on the host and inside the 6.1 LTS VM (make test-vm).
+// same test binary runs on the host and inside the 6.1 and 6.12 LTS VMs (make test-vm).
 package vm
 
 import (

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -50,8 +51,10 @@ func (k *kernel) close() {
 }
 
 // ensureKernel returns the cached kernel that metaPkg (a Debian metapackage
-// such as linux-image-cloud-amd64) currently points to, downloading and
-// unpacking it first if it is not cached yet.
+// such as linux-image-cloud-amd64 or linux-image-6.12-cloud-amd64, or an
+// image package such as linux-image-6.12.107+deb12-cloud-amd64-unsigned)
+// currently points to, downloading and unpacking it first if it is not
+// cached yet.
 //
 // The version is resolved with apt-cache on every run (offline, from the local
 // package lists) rather than pinned, because Debian removes superseded kernel
@@ -96,12 +99,21 @@ func ensureKernel(cacheDir, metaPkg string, logf func(string, ...any)) (*kernel,
 
 // resolveKernelPackage maps the metapackage to the versioned image package it
 // depends on, e.g. linux-image-cloud-amd64 -> linux-image-6.1.0-56-cloud-amd64.
+// An image package (linux-image-<version>..., depending on no other image)
+// resolves to itself.
 func resolveKernelPackage(metaPkg string) (pkg, version string, err error) {
 	out, err := exec.Command("apt-cache", "show", "--no-all-versions", metaPkg).Output()
 	if err != nil {
 		return "", "", fmt.Errorf("apt-cache show %s: %w", metaPkg, exitDetail(err))
 	}
 	pkg, version, ok := parseKernelDepends(metaPkg, string(out))
+	if !ok && imagePackage.MatchString(metaPkg) {
+		pkg, version = metaPkg, controlField(string(out), "Version")
+		if version == "" {
+			return "", "", fmt.Errorf("apt-cache show %s: no Version field", pkg)
+		}
+		return pkg, version, nil
+	}
 	if !ok {
 		return "", "", fmt.Errorf("%s depends on no linux-image-* package", metaPkg)
 	}
@@ -120,6 +132,10 @@ func resolveKernelPackage(metaPkg string) (pkg, version string, err error) {
 	}
 	return pkg, version, nil
 }
+
+// imagePackage matches Debian's kernel image packages (not metapackages):
+// linux-image-6.1.0-56-cloud-amd64, linux-image-6.12.107+deb12-cloud-amd64-unsigned.
+var imagePackage = regexp.MustCompile(`^linux-image-[0-9]+\.[0-9]+\.[0-9]+[-+]`)
 
 // parseKernelDepends picks the image package out of a metapackage's control
 // record ("Depends: linux-image-6.1.0-56-cloud-amd64 (= 6.1.192-2)"), with

@@ -1,6 +1,7 @@
 // Command qemu runs statically linked Go test binaries inside a qemu VM booted
-// from Debian's 6.1 LTS cloud kernel, so that the XDP code is tested against
-// the oldest kernel the project supports rather than whatever the host runs.
+// from a Debian cloud kernel (by default the 6.1 LTS one; --kernel picks
+// another, such as 6.12), so that the XDP code is tested against the kernels
+// the project supports rather than whatever the host runs.
 //
 //	go run ./test/vm/qemu [flags] -- a.test b.test:./pkg/dir ...
 //
@@ -78,7 +79,9 @@ func run() int {
 	fs.IntVar(&o.smp, "smp", 2, "VM CPUs")
 	fs.StringVar(&o.appendArgs, "append", "", "extra kernel command line")
 	fs.StringVar(&o.logPath, "log", "", "console log file (default <kernel-cache>/logs/run-<time>.log)")
-	fs.StringVar(&o.kernelMeta, "kernel-meta", "linux-image-cloud-amd64", "Debian metapackage whose image package is booted")
+	fs.StringVar(&o.kernelMeta, "kernel", "linux-image-cloud-amd64",
+		"Debian package to boot: a metapackage (its current image package is booted, e.g. linux-image-6.12-cloud-amd64) or an image package")
+	fs.StringVar(&o.kernelMeta, "kernel-meta", "linux-image-cloud-amd64", "the same as --kernel")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./test/vm/qemu [flags] -- test-binary[:package-dir]...\n\n")
 		fs.PrintDefaults()

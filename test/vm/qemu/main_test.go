@@ -96,6 +96,22 @@ func TestParseKernelDepends(t *testing.T) {
 	}
 }
 
+func TestImagePackage(t *testing.T) {
+	for name, want := range map[string]bool{
+		"linux-image-6.1.0-56-cloud-amd64":                true,
+		"linux-image-6.12.107+deb12-cloud-amd64-unsigned": true,
+		"linux-image-6.12.117+deb12-cloud-amd64":          true,
+		"linux-image-cloud-amd64":                         false,
+		"linux-image-6.12-cloud-amd64":                    false,
+		"linux-image-amd64":                               false,
+		"linux-headers-6.1.0-56-cloud-amd64":              false,
+	} {
+		if got := imagePackage.MatchString(name); got != want {
+			t.Errorf("%s: image package %v, want %v", name, got, want)
+		}
+	}
+}
+
 func TestModuleName(t *testing.T) {
 	for in, want := range map[string]string{
 		"/x/kernel/drivers/net/veth.ko":     "veth",
