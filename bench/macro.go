@@ -391,10 +391,6 @@ func macroRun(e *env, g *pktgen.Generator, c *macroConfig, s macroScenario, coun
 		}
 	}()
 	p := c.pair
-	rx0, err := p.xdpRx()
-	if err != nil {
-		return err
-	}
 	snmp0, err := p.v.PeerNS.Counters()
 	if err != nil {
 		return err
@@ -402,23 +398,7 @@ func macroRun(e *env, g *pktgen.Generator, c *macroConfig, s macroScenario, coun
 	if err := g.SetSources(s.sources); err != nil {
 		return err
 	}
-	soft0, err := softirqdTime()
-	if err != nil {
-		return err
-	}
-	// Bounded twice: by the packet count and by a hard timeout far above
-	// the slowest configuration's time for it.
-	ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
-	defer cancel()
-	r, err := g.Send(ctx, p.v.NS.Path(), p.v.Name, p.frame, count, 0, 1)
-	if err != nil {
-		return fmt.Errorf("send: %w", err)
-	}
-	rx1, err := p.settle()
-	if err != nil {
-		return err
-	}
-	soft1, err := softirqdTime()
+	r, received, softirqd, err := p.timedFlood(e, g, count)
 	if err != nil {
 		return err
 	}
@@ -426,14 +406,14 @@ func macroRun(e *env, g *pktgen.Generator, c *macroConfig, s macroScenario, coun
 	if err != nil {
 		return err
 	}
-	rx := float64(rx1 - rx0)
+	rx := float64(received)
 	if rx == 0 || r.Elapsed <= 0 {
 		return fmt.Errorf("the receiver saw no frames (sent %d)", r.Sent)
 	}
 	d := snmp1.Delta(snmp0)
 	mpps := rx / r.Elapsed.Seconds() / 1e6
 	cell.mpps = append(cell.mpps, mpps)
-	cpu := r.CPUTime + (soft1 - soft0)
+	cpu := r.CPUTime + softirqd
 	if cpu > 0 {
 		cell.cpuMpps = append(cell.cpuMpps, rx/cpu.Seconds()/1e6)
 	}
@@ -447,6 +427,37 @@ func macroRun(e *env, g *pktgen.Generator, c *macroConfig, s macroScenario, coun
 	}
 	e.Logf("macro: %-12s %-7s %6.3f Mpps, %6.3f per CPU-s (sent %d in %v, CPU %v + ksoftirqd %v, received %d, %d reached UDP%s)",
 		c.id, s.id, mpps, rx/cpu.Seconds()/1e6, r.Sent, r.Elapsed.Round(time.Millisecond), r.CPUTime.Round(time.Millisecond),
-		(soft1 - soft0).Round(time.Millisecond), uint64(rx), d.UDPNoPorts+d.UDPInDatagrams, extra)
+		softirqd.Round(time.Millisecond), uint64(rx), d.UDPNoPorts+d.UDPInDatagrams, extra)
 	return nil
+}
+
+// timedFlood sends count frames of p's from both CPUs and waits until the
+// receiver has taken them in. It returns the send, the frames the
+// receiving end's XDP program saw and the ksoftirqd time meanwhile
+// (softirq work deferred there, which the senders' CPU time misses).
+func (p *vethPair) timedFlood(e *env, g *pktgen.Generator, count uint64) (r pktgen.Result, received uint64, softirqd time.Duration, err error) {
+	rx0, err := p.xdpRx()
+	if err != nil {
+		return r, 0, 0, err
+	}
+	soft0, err := softirqdTime()
+	if err != nil {
+		return r, 0, 0, err
+	}
+	// Bounded twice: by the packet count and by a hard timeout far above
+	// the slowest configuration's time for it.
+	ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
+	defer cancel()
+	if r, err = g.Send(ctx, p.v.NS.Path(), p.v.Name, p.frame, count, 0, 1); err != nil {
+		return r, 0, 0, fmt.Errorf("send: %w", err)
+	}
+	rx1, err := p.settle()
+	if err != nil {
+		return r, 0, 0, err
+	}
+	soft1, err := softirqdTime()
+	if err != nil {
+		return r, 0, 0, err
+	}
+	return r, rx1 - rx0, soft1 - soft0, nil
 }

@@ -4,7 +4,7 @@
 // writes BENCHMARKS.md and a chart of the veth comparison. `make bench` runs
 // it; run it as root.
 //
-//	go run ./bench [-quick] [-only micro,macro,accuracy,control,fleet] [-out BENCHMARKS.md] [-chart bench/veth.png]
+//	go run ./bench [-quick] [-only micro,macro,syncookie,accuracy,control,fleet] [-out BENCHMARKS.md] [-chart bench/veth.png]
 //
 // Every result is a ratio of configurations measured side by side in one
 // run, interleaved, each a median over repetitions: the absolute numbers
@@ -25,7 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var sections = []string{"micro", "macro", "accuracy", "control", "fleet"}
+var sections = []string{"micro", "macro", "syncookie", "accuracy", "control", "fleet"}
 
 func main() {
 	quick := flag.Bool("quick", false, "fewer repetitions and packets, for iterating (a minute or two); the report says so")
@@ -85,6 +85,7 @@ func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart,
 	}
 	step("micro", func() (err error) { rep.Micro, err = microBench(e, quick); return err })
 	step("macro", func() (err error) { rep.Macro, err = macroBench(e, quick); return err })
+	step("syncookie", func() (err error) { rep.SynCookie, err = synCookieBench(e, quick); return err })
 	step("accuracy", func() (err error) { rep.Accuracy, err = accuracyBench(e, quick); return err })
 	step("control", func() (err error) { rep.Control, err = controlBench(e, quick); return err })
 	step("fleet", func() (err error) { rep.Fleet, err = fleetBench(e, quick); return err })

@@ -375,6 +375,7 @@ func microBench(e *env, quick bool) (*microResults, error) {
 			"allow: {files: [allow.netset]}\n"+oneRule(tbDrop), map[string][]byte{"allow.netset": allowList(100_000, 1)}))
 
 	addDropPathCases(add, limiter, base32)
+	addSynCookieCases(add, limiter)
 
 	for _, c := range res.Cases {
 		if c.err == nil {

@@ -67,6 +67,7 @@ type report struct {
 	Machine   machine
 	Micro     *microResults
 	Macro     *macroResults
+	SynCookie *synResults
 	Accuracy  *accuracyResults
 	Control   *controlResults
 	Fleet     *fleetResults
@@ -270,6 +271,7 @@ func (r *report) write(e *env, out, chart, script string) error {
 	if err := r.writeMacro(e, &b, out, chart, script); err != nil {
 		return err
 	}
+	r.writeSynCookie(&b)
 	r.writeAccuracy(&b)
 	r.writeControl(&b)
 	r.writeFleet(&b)
@@ -299,7 +301,10 @@ func (r *report) writeMicro(b *strings.Builder) error {
 	p("next address of a full-period walk; the harness advances the frame between calls so that no call\n")
 	p("repeats an address. The parser alone is the program loaded with `xdpl_bench_parse_only`, which drops\n")
 	p("every packet right after the parser has read and checked its headers as the stack would: the floor under\n")
-	p("every verdict, since issue 12 requires that check of every packet.\n\n")
+	p("every verdict, since issue 12 requires that check of every packet. The SYN cookie cases run a 74-byte SYN\n")
+	p("and set `xdpl_bench_frame`, which copies the SYN back into the buffer before each run: the kernel re-runs\n")
+	p("one buffer and keeps what the program wrote, and an answered SYN leaves a SYN-ACK there. All three pay\n")
+	p("that copy, so they compare like with like.\n\n")
 	p("Inserts is the share of measured packets that created a source-table entry (the `new_source` counter);\n")
 	p("cached, the share refused from the per-CPU flow cache or refused-until cache (`flow_cached` + `refused_cached`, issue 14).\n\n")
 	p("| Case | ns/packet (median) | min – max | × bare XDP_DROP | Inserts | Cached |\n|---|---:|---:|---:|---:|---:|\n")

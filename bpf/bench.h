@@ -22,6 +22,26 @@ volatile const __be32 xdpl_bench_base = 0;
  * verdict. 0 = off. */
 volatile const __u32 xdpl_bench_parse_only = 0;
 
+/* Restore each test-run buffer to the first xdpl_bench_frame_len bytes of
+ * xdpl_bench_frame before anything else: the kernel re-runs one buffer and
+ * keeps what the program wrote into it, so a SYN answered once is a
+ * SYN-ACK from the second run on. The frame is in .bss, not .rodata:
+ * bpf_xdp_store_bytes took its source as writable memory until stable
+ * kernels fixed it in 2025. 0 = off. */
+#define XDPL_BENCH_FRAME_MAX 128
+volatile const __u32 xdpl_bench_frame_len = 0;
+__u8 xdpl_bench_frame[XDPL_BENCH_FRAME_MAX];
+
+static __always_inline void xdpl_bench_restore(struct xdp_md *ctx)
+{
+	__u32 len = xdpl_bench_frame_len;
+	int grow = (int)len - (int)(ctx->data_end - ctx->data);
+
+	if (len > XDPL_BENCH_FRAME_MAX || (grow && bpf_xdp_adjust_tail(ctx, grow)))
+		return;
+	bpf_xdp_store_bytes(ctx, 0, xdpl_bench_frame, len);
+}
+
 static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 {
 	struct ethhdr *eth = data;
@@ -42,10 +62,12 @@ static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 	iph->saddr = next;
 }
 
-/* The benchmarks' stage, before the packet is parsed: rotates its source,
- * or parses it into p and ends it there (1: drop it). */
+/* The benchmarks' stage, before the packet is parsed: restores the frame,
+ * rotates its source, or parses it into p and ends it there (1: drop it). */
 static __always_inline int xdpl_bench(struct xdp_md *ctx, struct xdpl_pkt *p)
 {
+	if (xdpl_bench_frame_len)
+		xdpl_bench_restore(ctx);
 	if (xdpl_bench_rotate)
 		xdpl_bench_next_source((void *)(long)ctx->data, (void *)(long)ctx->data_end);
 	if (!xdpl_bench_parse_only)

@@ -542,6 +542,8 @@ const (
 	XdplimitProgXdplMain           = "xdpl_main"
 	XdplimitVarXdplBanSetMask      = "xdpl_ban_set_mask"
 	XdplimitVarXdplBenchBase       = "xdpl_bench_base"
+	XdplimitVarXdplBenchFrame      = "xdpl_bench_frame"
+	XdplimitVarXdplBenchFrameLen   = "xdpl_bench_frame_len"
 	XdplimitVarXdplBenchParseOnly  = "xdpl_bench_parse_only"
 	XdplimitVarXdplBenchRotate     = "xdpl_bench_rotate"
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
@@ -665,6 +667,8 @@ type XdplimitMapSpecs struct {
 type XdplimitVariableSpecs struct {
 	XdplBanSetMask      *ebpf.VariableSpec `ebpf:"xdpl_ban_set_mask"`
 	XdplBenchBase       *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
+	XdplBenchFrame      *ebpf.VariableSpec `ebpf:"xdpl_bench_frame"`
+	XdplBenchFrameLen   *ebpf.VariableSpec `ebpf:"xdpl_bench_frame_len"`
 	XdplBenchParseOnly  *ebpf.VariableSpec `ebpf:"xdpl_bench_parse_only"`
 	XdplBenchRotate     *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
@@ -812,6 +816,8 @@ func (m *XdplimitMaps) Close() error {
 type XdplimitVariables struct {
 	XdplBanSetMask      *ebpf.Variable `ebpf:"xdpl_ban_set_mask"`
 	XdplBenchBase       *ebpf.Variable `ebpf:"xdpl_bench_base"`
+	XdplBenchFrame      *ebpf.Variable `ebpf:"xdpl_bench_frame"`
+	XdplBenchFrameLen   *ebpf.Variable `ebpf:"xdpl_bench_frame_len"`
 	XdplBenchParseOnly  *ebpf.Variable `ebpf:"xdpl_bench_parse_only"`
 	XdplBenchRotate     *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`

@@ -41,6 +41,11 @@ type Options struct {
 	// BenchParseOnly (benchmarks only) makes the program parse each
 	// packet and drop it, nothing more: the floor under every verdict.
 	BenchParseOnly bool
+	// BenchFrame (benchmarks only) makes the program restore each
+	// test-run buffer to this frame before anything else (at most 128
+	// bytes): for verdicts that rewrite the frame (a SYN answered with a
+	// SYN-ACK), which the kernel's repeated runs would otherwise see.
+	BenchFrame []byte
 	// Record makes the program record each packet's decision, read with
 	// LastDecision (pcap replay; costs a map write per packet).
 	Record bool
@@ -253,11 +258,27 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 			return fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
+	if err := setBenchFrame(spec, opts.BenchFrame); err != nil {
+		return err
+	}
 	// The coarse clock counts jiffies; this is how many ns each one is.
 	if err := spec.Variables["xdpl_tick_ns"].Set(CoarseTick()); err != nil {
 		return fmt.Errorf("setting xdpl_tick_ns: %w", err)
 	}
 	return nil
+}
+
+func setBenchFrame(spec *ebpf.CollectionSpec, frame []byte) error {
+	v := spec.Variables["xdpl_bench_frame"]
+	if len(frame) > int(v.Size()) {
+		return fmt.Errorf("bench frame of %d bytes: at most %d", len(frame), v.Size())
+	}
+	buf := make([]byte, v.Size())
+	copy(buf, frame)
+	if err := v.Set(buf); err != nil {
+		return fmt.Errorf("setting xdpl_bench_frame: %w", err)
+	}
+	return spec.Variables["xdpl_bench_frame_len"].Set(uint32(len(frame)))
 }
 
 const sketchMap = gen.XdplimitMapXdplSketchMap

@@ -60,6 +60,7 @@ func TestVerifierBudget(t *testing.T) {
 		{"coarse+bench-rotate", Options{Clock: ClockCoarse, BenchRotate: 1 << 20,
 			BenchBase: netip.MustParseAddr("10.0.0.0"), NoRefusedCache: true}},
 		{"coarse+bench-parse-only", Options{Clock: ClockCoarse, BenchParseOnly: true}},
+		{"coarse+bench-frame", Options{Clock: ClockCoarse, BenchFrame: make([]byte, 74)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stats, err := verifierStats(c.opts)

@@ -134,6 +134,20 @@ tests:
         values: '0x10 1x30'
       - series: 'xdplimit_policy_reloads_total{instance="h1",interface="eth0",result="success"}'
         values: '0x10 0x30'
+      # 120000/min = 2000 SYNs/s answered with cookies: a flood.
+      - series: 'xdplimit_packets_total{instance="h1",interface="eth0",rule="web-syn",verdict="syncookie"}'
+        values: '0+120000x40'
+      # 600/min = 10/s: a trickle, no flood.
+      - series: 'xdplimit_packets_total{instance="h1",interface="eth0",rule="ssh-syn",verdict="syncookie"}'
+        values: '0+600x40'
+      # Cookie ACKs: 10/s valid, 1000/s invalid for web-syn (an ACK flood);
+      # only invalid ones at ssh-syn, but 1/s.
+      - series: 'xdplimit_syncookie_acks_total{instance="h1",interface="eth0",rule="web-syn",result="valid"}'
+        values: '0+600x40'
+      - series: 'xdplimit_syncookie_acks_total{instance="h1",interface="eth0",rule="web-syn",result="invalid"}'
+        values: '0+60000x40'
+      - series: 'xdplimit_syncookie_acks_total{instance="h1",interface="eth0",rule="ssh-syn",result="invalid"}'
+        values: '0+60x40'
     alert_rule_test:
       - eval_time: 5m
         alertname: XdplimitMapsUnreadable
@@ -181,6 +195,26 @@ tests:
       - eval_time: 30m
         alertname: XdplimitPolicyReloadFailed
         exp_alerts: []
+      - eval_time: 4m
+        alertname: XdplimitSynFloodAnswered
+        exp_alerts: []
+      - eval_time: 20m
+        alertname: XdplimitSynFloodAnswered
+        exp_alerts:
+          - exp_labels: {severity: warning, instance: h1, interface: eth0, rule: web-syn}
+            exp_annotations:
+              summary: "xdplimit answers 2k SYNs/s with cookies on eth0 (rule web-syn)"
+              description: "`+synFloodRunbook+`"
+      - eval_time: 4m
+        alertname: XdplimitInvalidCookieAcks
+        exp_alerts: []
+      - eval_time: 20m
+        alertname: XdplimitInvalidCookieAcks
+        exp_alerts:
+          - exp_labels: {severity: warning, instance: h1, interface: eth0, rule: web-syn}
+            exp_annotations:
+              summary: "99.01%% of the cookie ACKs on eth0 (rule web-syn) are invalid"
+              description: "`+ackFloodRunbook+`"
 `, rules)
 	tf := filepath.Join(t.TempDir(), "alerts_test.yml")
 	if err := os.WriteFile(tf, []byte(test), 0o644); err != nil {
@@ -191,6 +225,23 @@ tests:
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
 }
+
+// The SYN cookie alerts' descriptions as promtool renders them for h1 eth0,
+// escaped for a YAML double-quoted string.
+const (
+	synFloodRunbook = `A SYN flood on h1 eth0 has been answered from XDP for 5 minutes: ` +
+		`SYNs over rule web-syn's limit get a SYN-ACK carrying a SYN cookie and never reach the ` +
+		`listener. What to check: real clients still connect (xdplimit_syncookie_acks_total{result=\"valid\"} ` +
+		`near its usual rate; ` + "`xdplimit status eth0`" + `); where the flood comes from ` +
+		`(` + "`xdplimit top eth0`" + `, the drop log's syncookie lines); the uplink, which sends one ` +
+		`SYN-ACK back per SYN: if it saturates, have the flood filtered upstream. Nothing to do on the host ` +
+		`while the valid ACKs keep up.`
+	ackFloodRunbook = `ACKs to a listening port on h1 carry wrong SYN cookies and are dropped in XDP ` +
+		`(the drop log's bad_cookie lines): an ACK flood against a port rule web-syn answers ` +
+		`SYNs for, or clients answering SYN-ACKs minutes late. They never reach the listener, and cost a ` +
+		`socket lookup and a cookie check each. If their rate grows, limit ACKs to the port with a rule of ` +
+		`their own (tcp_flags: [ack], docs/policy.md \"SYN cookies\"), and have the flood filtered upstream.`
+)
 
 // TestDashboard parses the dashboard, checks the metric names its queries
 // use, and has promtool parse every query (Grafana's variables substituted)
@@ -260,7 +311,8 @@ func TestDashboard(t *testing.T) {
 	}
 	for _, want := range []string{"xdplimit_packets_total", "xdplimit_tracked_sources", "xdplimit_source_table_capacity",
 		"xdplimit_source_inserts_total", "xdplimit_source_table_evictions_total",
-		"xdplimit_source_table_insert_failures_total", "xdplimit_policy_reloads_total"} {
+		"xdplimit_source_table_insert_failures_total", "xdplimit_policy_reloads_total",
+		"xdplimit_syncookie_acks_total", "xdplimit_syncookie_events_total"} {
 		if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("the dashboard shows no %s", want)
 		}

@@ -10,8 +10,9 @@ import (
 )
 
 // Counters is a snapshot of a namespace's IP and UDP SNMP counters, read
-// from the kernel's own tables (/proc/net/snmp and snmp6) so that tests can
-// check what reached the IP stack without trusting xdplimit's counters.
+// from the kernel's own tables (/proc/net/snmp, snmp6 and netstat) so that
+// tests can check what reached the IP stack without trusting xdplimit's
+// counters.
 type Counters struct {
 	// IPInReceives counts IPv4 packets handed to the stack (before any
 	// validation); IP6InReceives likewise for IPv6.
@@ -24,8 +25,10 @@ type Counters struct {
 	UDPInDatagrams, UDPNoPorts, UDPInErrors, UDPRcvbufErrors, UDPInCsumErrors      uint64
 	UDP6InDatagrams, UDP6NoPorts, UDP6InErrors, UDP6RcvbufErrors, UDP6InCsumErrors uint64
 
-	// Raw holds every counter of both files, keyed "Ip.InReceives",
-	// "Udp.NoPorts", "Icmp.InMsgs" (snmp) and "Ip6InReceives" (snmp6).
+	// Raw holds every counter of the three files, keyed "Ip.InReceives",
+	// "Udp.NoPorts", "Icmp.InMsgs" (snmp), "Ip6InReceives" (snmp6) and
+	// "TcpExt.SyncookiesSent" (netstat, the TCP extensions nstat shows as
+	// TcpExtSyncookiesSent).
 	Raw map[string]uint64
 }
 
@@ -94,6 +97,14 @@ func readCounters(dir string) (Counters, error) {
 	}
 	if err := parseSNMP(snmp, c.Raw); err != nil {
 		return c, err
+	}
+	// netstat has snmp's layout.
+	netstat, err := os.ReadFile(dir + "/netstat")
+	if err != nil {
+		return c, err
+	}
+	if err := parseSNMP(netstat, c.Raw); err != nil {
+		return c, fmt.Errorf("netstat: %w", err)
 	}
 	// snmp6 is absent when IPv6 is disabled; that is no error.
 	if snmp6, err := os.ReadFile(dir + "/snmp6"); err == nil {

@@ -283,7 +283,9 @@ func (l *lab) requireClean(t *testing.T) {
 	}
 }
 
-// statusCount reads one rule's counter from `xdplimit status`.
+// ruleCounts reads one rule's counters from `xdplimit status`: its line
+// has the name, then packets and bytes passed and dropped, shadow drops and
+// SYNs answered with a cookie.
 func (l *lab) ruleCounts(t *testing.T, rule string) (pass, drop, shadow uint64) {
 	t.Helper()
 	out, err := l.run(t, "status", l.PeerName)
@@ -292,7 +294,7 @@ func (l *lab) ruleCounts(t *testing.T, rule string) (pass, drop, shadow uint64) 
 	}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 6 && f[0] == rule {
+		if len(f) == 7 && f[0] == rule {
 			fmt.Sscan(f[1], &pass)
 			fmt.Sscan(f[3], &drop)
 			fmt.Sscan(f[5], &shadow)

@@ -1,0 +1,277 @@
+package vm
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
+)
+
+// SYN cookies end to end (docs/policy.md "SYN cookies"): a listener behind
+// the limiter, a flood of forged SYNs at the generator's full rate, and a
+// real client (the kernel's TCP, through Go's net.Dial) that must get
+// through. The lab is cookielab_test.go; the TCP ends cookieconn_test.go.
+
+// connectLimit is the target for a client under the flood: a
+// connection within 1.5 s, the kernel's first SYN retransmit (1 s)
+// included.
+const connectLimit = 1500 * time.Millisecond
+
+// floodPolicy is today's defence against a SYN flood, per source and
+// global, with the action under test.
+func floodPolicy(action string) string {
+	return cookiePolicy("{algorithm: token_bucket, rate: 2000/s, burst: 2000}", action)
+}
+
+// floodRun is one configuration's run: the client's dials under the flood
+// and what the limiter and the listener counted meanwhile.
+type floodRun struct {
+	name      string
+	flood     pktgen.Result
+	arrived   uint64 // of the flood, at the listener's end (the rest its full ring dropped)
+	outlasted bool   // the flood was still running when the client finished
+	dials     dialStats
+	retrans   uint64 // SYNs the client sent again (TcpExtTCPSynRetrans)
+	rule      verdicts
+	stack     tcpExt
+}
+
+func (r floodRun) String() string {
+	return fmt.Sprintf("%s; %d SYNs sent again; flood %v, %d reached the listener's end", r.dials, r.retrans, r.flood, r.arrived)
+}
+
+// underFlood floods the cookie port from forged sources, waits until
+// arriving (what the receiver counts of the flood) has moved by 1000, runs
+// n client connections, workers at a time, each with the dial timeout
+// given, then stops the flood.
+func (cl *cookieLab) underFlood(t *testing.T, name string, bound uint64, n, workers int, timeout time.Duration,
+	limiter bool, arriving func() uint64) floodRun {
+	t.Helper()
+	r := floodRun{name: name}
+	var v0 verdicts
+	if limiter {
+		v0 = cl.verdicts(t)
+	}
+	x0 := cl.tcpExt(t)
+	retrans0 := cl.C.Snapshot(t).Raw["TcpExt.TCPSynRetrans"]
+	drops0, _ := cl.ringDrops(t)
+	start := arriving()
+	f := cl.startFlood(t, cl.segment(cookiePort, pktgen.TCPSyn, 0), forgedSources, bound)
+	waitFor(t, name+": the flood reaching the listener's end", time.Minute, func() bool { return arriving() >= start+1000 })
+	res := cl.dialAll(n, workers, cookiePort, timeout)
+	r.flood, r.outlasted = f.stop(t)
+	cl.settle(t)
+	drops1, _ := cl.ringDrops(t)
+	r.arrived = r.flood.Sent - min(r.flood.Sent, drops1-drops0)
+	r.dials = summarize(res, connectLimit)
+	r.retrans = cl.C.Snapshot(t).Raw["TcpExt.TCPSynRetrans"] - retrans0
+	r.stack = cl.tcpExt(t).minus(x0)
+	if limiter {
+		r.rule = cl.verdicts(t).minus(v0)
+	}
+	t.Logf("%s: %v", name, r)
+	t.Logf("%s: %v", name, r.stack)
+	if limiter {
+		t.Logf("%s: %v", name, r.rule)
+	}
+	if !r.outlasted {
+		t.Errorf("%s: the flood ended before the client did (bound %d frames): the run is not one under a flood", name, bound)
+	}
+	return r
+}
+
+// A client opens 1000 connections during the flood and exchanges data on
+// each. With action syncookie at least 99% connect within 1.5 s, every
+// exchange completes, and the flood's SYNs never reach the stack: the
+// listener's accept queue never overflows and it sent no more cookies of
+// its own than the rule admitted (the global level's share, and one SYN a
+// second to keep its listeners accepting cookie ACKs). Beside it, reported
+// and not asserted, the same client against today's defence (the same
+// limits, action drop: the client's SYNs are refused as the flood's are,
+// but for the tokens that pile up while the generator pauses for the
+// client, TRAPS.md) and against the kernel's own cookies without XDP.
+func TestSynCookieFlood(t *testing.T) {
+	cl := newCookieLab(t)
+	p := cl.attachPolicy(t, floodPolicy("syncookie"))
+	syn := cl.segment(cookiePort, pktgen.TCPSyn, 0)
+
+	// The generator's rate into this receiver sizes the floods: each is
+	// bounded by two minutes of it, far more than a client run takes
+	// (it stops the flood), and by the generator's timeout.
+	cal := cl.send(t, syn, forgedSources, floodCount(400_000))
+	bound := uint64(cal.PPS() * 120)
+	t.Logf("generator, forged SYNs into the limiter: %v", cal)
+
+	judged := func() uint64 { v := cl.verdicts(t); return v.cookie + v.drop }
+	answeredByStack := func() uint64 { return cl.tcpExt(t).sent }
+	accepted0 := cl.srv.accepted()
+
+	a := cl.underFlood(t, "syncookie", bound, 1000, 8, 3*time.Second+500*time.Millisecond, true, judged)
+	if a.dials.within*100 < 99*a.dials.n {
+		t.Errorf("syncookie: %d of %d connected within %v, want at least 99%%", a.dials.within, a.dials.n, connectLimit)
+	}
+	if a.dials.exchFailed > 0 {
+		t.Errorf("syncookie: %d exchanges on connected connections failed", a.dials.exchFailed)
+	}
+	// Every connection reached the listener, and only the client's. It
+	// may accept a few more than the client made: an ACK of a SYN-ACK
+	// answering a retransmitted SYN that arrives after its connection
+	// closed carries a cookie still valid, and opens it again (the
+	// client resets it); the kernel's own cookies do the same.
+	accepted := cl.srv.accepted()
+	if got := accepted[clientNet.Addr()] - accepted0[clientNet.Addr()]; got < a.dials.connected {
+		t.Errorf("syncookie: the listener accepted %d connections from the client, which connected %d times", got, a.dials.connected)
+	} else if got > a.dials.connected {
+		t.Logf("syncookie: the listener accepted %d connections from the client, which connected %d times", got, a.dials.connected)
+	}
+	for from, n := range accepted {
+		if from != clientNet.Addr() && n != accepted0[from] {
+			t.Errorf("syncookie: the listener accepted %d connections from %v", n-accepted0[from], from)
+		}
+	}
+	if a.stack.overflows != 0 {
+		t.Errorf("syncookie: the listener's accept queue overflowed %d times (TcpExtListenOverflows)", a.stack.overflows)
+	}
+	if a.stack.sent > a.rule.pass {
+		t.Errorf("syncookie: the listener sent %d cookies of its own, more than the %d SYNs the rule admitted: "+
+			"SYNs the rule answered reached the stack", a.stack.sent, a.rule.pass)
+	}
+	if a.rule.cookie == 0 {
+		t.Errorf("syncookie: the rule answered none of the %d SYNs that arrived", a.arrived)
+	}
+
+	cl.reload(t, floodPolicy("drop"))
+	b := cl.underFlood(t, "drop", bound, 200, 40, connectLimit, true, judged)
+
+	// The kernel alone. A live frame reaches the listener's end only
+	// through an XDP program there (TRAPS.md): a pass program, the
+	// cheapest, with the limiter gone.
+	if err := p.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("attach exited with %v:\n%s", err, p.out)
+	}
+	cl.requireClean(t)
+	pass, err := pktgen.AttachSink(cl.PeerNS.Path(), cl.PeerName, pktgen.SinkPass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pass.Close()
+	c := cl.underFlood(t, "no XDP, kernel cookies", bound, 200, 40, connectLimit, false, answeredByStack)
+
+	// The floods' rates differ: the receiver's work runs in the
+	// generator's softirq, on the same two CPUs, and slows it down.
+	t.Logf("side by side %s, a client under a flood of forged SYNs from the generator at its full rate:", where())
+	for _, r := range []floodRun{a, b, c} {
+		t.Logf("  %-24s %5.1f%% connected within %v (%d of %d), dial median %s, p99 %s; flood %.0f SYNs/s, %.0f%% of them reached the listener's end",
+			r.name, 100*float64(r.dials.within)/float64(r.dials.n), connectLimit, r.dials.within, r.dials.n,
+			fmtDial(r.dials.median), fmtDial(r.dials.p99), r.flood.PPS(), 100*float64(r.arrived)/float64(max(r.flood.Sent, 1)))
+	}
+}
+
+func where() string {
+	if os.Getenv("XDPLIMIT_VM") != "" {
+		return "in the VM (emulated CPUs)"
+	}
+	return "on the host"
+}
+
+// What a cookie rule does with segments other than a client's SYN, each
+// sent from F with the generator, checked against the limiter's counters,
+// the listener's and what came back to F (docs/policy.md "SYN cookies"):
+// forged ACKs never open a connection, a SYN with payload is answered, a
+// SYN+FIN is not, and SYNs to a port the rule does not match go to the
+// stack. The rule answers every SYN to its port but the first and the
+// keepalives. Each check is exact about the frames that reached the
+// limiter: those sent less those the listener's full veth ring dropped.
+func TestSynCookieForgedAndOddSegments(t *testing.T) {
+	cl := newCookieLab(t)
+	cl.attachPolicy(t, tightPolicy)
+	const n = 500
+	type before struct {
+		v         verdicts
+		x         tcpExt
+		drops     uint64
+		sink      uint64
+		others    uint64 // connections accepted from anyone
+		unmatched uint64
+	}
+	snap := func() before {
+		var b before
+		b.v, b.x, b.sink = cl.verdicts(t), cl.tcpExt(t), cl.sink.dropped(t)
+		b.drops, _ = cl.ringDrops(t)
+		for _, k := range cl.srv.accepted() {
+			b.others += uint64(k)
+		}
+		_, cs := cl.cookieRule(t)
+		b.unmatched = cs[maps.CounterUnmatched].Packets
+		return b
+	}
+	// send floods the frame and returns the frames that reached the
+	// limiter and what changed.
+	send := func(frame []byte, src pktgen.Sources) (arrived uint64, v verdicts, x tcpExt, sink, accepted, unmatched uint64) {
+		b := snap()
+		// In calls of one live-frames batch (64): within a call the
+		// generator reuses pages its receiver sent back, and a page
+		// whose frame the limiter shrank into a SYN-ACK comes back
+		// that short, truncating a longer frame (a SYN with payload:
+		// 244 of 500 arrived truncated in one call).
+		var sent uint64
+		for sent < n {
+			sent += cl.send(t, frame, src, min(64, n-sent)).Sent
+		}
+		cl.settle(t)
+		a := snap()
+		arrived = sent - (a.drops - b.drops)
+		return arrived, a.v.minus(b.v), a.x.minus(b.x), a.sink - b.sink, a.others - b.others, a.unmatched - b.unmatched
+	}
+
+	t.Run("forged ACKs", func(t *testing.T) {
+		arrived, v, x, _, accepted, _ := send(cl.segment(cookiePort, pktgen.TCPAck, 0), forgedSources)
+		t.Logf("%d of %d arrived; %v; %v; %d connections accepted", arrived, n, v, x, accepted)
+		if v.ackInvalid != arrived || v.ackValid != 0 {
+			t.Errorf("of %d forged ACKs, %d were counted with an invalid cookie and %d with a valid one", arrived, v.ackInvalid, v.ackValid)
+		}
+		if accepted != 0 || x.passiveOpens != 0 || x.recv != 0 || x.failed != 0 {
+			t.Errorf("forged ACKs reached the listener: %d connections accepted; %v", accepted, x)
+		}
+	})
+	t.Run("SYN with payload", func(t *testing.T) {
+		arrived, v, x, sink, _, _ := send(cl.segment(cookiePort, pktgen.TCPSyn, 100), forgedSource)
+		t.Logf("%d of %d arrived; %v; %v; %d frames came back to the source", arrived, n, v, x, sink)
+		// The first SYN of the test is under the limit; then one a
+		// second to the listener.
+		if v.pass+v.cookie != arrived || v.drop != 0 || v.pass > v.keepalive+1 {
+			t.Errorf("of %d SYNs with payload, %d answered, %d passed, %d dropped", arrived, v.cookie, v.pass, v.drop)
+		}
+		if sink < v.cookie {
+			t.Errorf("%d SYN-ACKs came back for the %d SYNs answered", sink, v.cookie)
+		}
+		if x.sent > v.pass {
+			t.Errorf("the listener answered %d SYNs itself, the rule passed %d", x.sent, v.pass)
+		}
+	})
+	t.Run("SYN+FIN", func(t *testing.T) {
+		arrived, v, _, sink, _, _ := send(cl.segment(cookiePort, pktgen.TCPSyn|pktgen.TCPFin, 0), forgedSource)
+		t.Logf("%d of %d arrived; %v; %d frames came back to the source", arrived, n, v, sink)
+		if v.cookie != 0 || v.unanswered != v.drop || v.pass != v.keepalive || v.drop+v.pass != arrived {
+			t.Errorf("of %d SYN+FINs: %v; want all dropped unanswered but the keepalives", arrived, v)
+		}
+		// The listener discards the keepalives: nothing comes back.
+		if sink != 0 {
+			t.Errorf("%d frames came back for SYN+FINs", sink)
+		}
+	})
+	t.Run("SYN to a port the rule does not match", func(t *testing.T) {
+		arrived, v, x, _, _, unmatched := send(cl.segment(closedPort, pktgen.TCPSyn, 0), forgedSource)
+		t.Logf("%d of %d arrived; %v; %d unmatched; the listener's stack took in %d TCP segments", arrived, n, v, unmatched, x.inSegs)
+		if v != (verdicts{}) || unmatched != arrived {
+			t.Errorf("of %d SYNs to port %d: %v, %d unmatched; want all unmatched", arrived, closedPort, v, unmatched)
+		}
+		if x.inSegs < arrived {
+			t.Errorf("%d SYNs to port %d arrived, the listener's stack took in %d segments", arrived, closedPort, x.inSegs)
+		}
+	})
+}
