@@ -108,11 +108,20 @@ static __always_inline __u32 next_source(struct pktgen_state *st)
 SEC("xdp")
 int xdpl_pktgen(struct xdp_md *ctx)
 {
+	__u32 zero = 0;
+	__u32 want = pktgen_config.frame_len;
+
+	/* Restore the length and the headers: the page may carry the last
+	 * receiver's edits. */
+	if (want) {
+		int grow = (int)want - (int)bpf_xdp_get_buff_len(ctx);
+
+		if (grow && bpf_xdp_adjust_tail(ctx, grow))
+			goto bad;
+	}
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	__u32 zero = 0;
 
-	/* Restore the headers: the page may carry the last receiver's edits. */
 	for (int i = 0; i < PKTGEN_HDR_WORDS; i++) {
 		__u64 *w = data + i * 8;
 

@@ -69,6 +69,10 @@ struct pktgen_cfg {
 	__u16 ip_csum_off;
 	__u16 l4_csum_off;
 	__u16 hdr_words; /* words of hdr to restore, <= PKTGEN_HDR_WORDS */
+	/* The template's length: a page can come back from a receiver that
+	 * changed its frame's length (an XDP program answering in place). */
+	__u16 frame_len;
+	__u16 pad[3];
 	/* The template's first bytes (all its headers). Live-frames pages are
 	 * recycled with whatever the receiver did to them: the stack's VLAN
 	 * untagging moves the MAC header inside the page, and the next frame

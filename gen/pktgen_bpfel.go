@@ -29,6 +29,8 @@ type PktgenPktgenCfg struct {
 	IpCsumOff uint16
 	L4CsumOff uint16
 	HdrWords  uint16
+	FrameLen  uint16
+	Pad       [3]uint16
 	_         [4]byte
 	Hdr       [16]uint64
 }

@@ -53,6 +53,7 @@ func (g *Generator) prepare(frame []byte) ([]byte, gen.PktgenPktgenCfg, error) {
 		cfg.Hdr[i] = binary.NativeEndian.Uint64(template[i*8:])
 	}
 	cfg.HdrWords = uint16(words)
+	cfg.FrameLen = uint16(len(template))
 	if l.ipCsumOff >= 0 {
 		cfg.Flags |= uint32(gen.PktgenPktgenFlagsPKTGEN_F_IP4CSUM)
 		cfg.IpCsumOff = uint16(l.ipCsumOff)
