@@ -73,6 +73,10 @@ type Limiter struct {
 	// ctlMu orders this process's writes of the control word: Apply's
 	// and EnableBanLookup's (a fleet engine's, from its own goroutine).
 	ctlMu sync.Mutex
+	// banMu orders this process's writes of the ban table: each picks
+	// slots from one reading of it, and two feeds (the fleet sync, a
+	// CrowdSec bouncer) write from their own goroutines.
+	banMu sync.Mutex
 }
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the
