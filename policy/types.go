@@ -39,6 +39,8 @@ type Policy struct {
 	// Bans is the bans: section, defaults applied: how far bans from the
 	// fleet's Redis and ban feeds may reach.
 	Bans BanLimits
+	// CrowdSec is the crowdsec: section, nil when the policy has none.
+	CrowdSec *CrowdSec
 
 	Warnings []Diagnostic // sorted by position, like errors
 }
