@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/xdplimit/xdplimit/compiler"
+	"github.com/xdplimit/xdplimit/crowdsec"
 	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/policy"
@@ -37,5 +38,11 @@ func CompilePolicy(path string, warnings io.Writer) (loader.Policy, *policy.Poli
 			return loader.Policy{}, nil, err
 		}
 	}
-	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet, Log: p.Log}, p, nil
+	if p.CrowdSec != nil {
+		// So is a bouncer key that cannot be read, or that others may.
+		if _, err := crowdsec.ReadKeyFile(p.CrowdSec.APIKeyFile); err != nil {
+			return loader.Policy{}, nil, err
+		}
+	}
+	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet, Log: p.Log, CrowdSec: p.CrowdSec}, p, nil
 }

@@ -120,6 +120,14 @@ func (b *Bouncer) Poll(ctx context.Context) (PollResult, error) {
 	err = b.apply(s, &res)
 	res.Took = time.Since(start)
 	b.resync = err != nil
+	if err == nil {
+		level := b.cfg.Log.Debug
+		if res.Startup {
+			level = b.cfg.Log.Info
+		}
+		level("crowdsec: poll applied", "startup", res.Startup, "new", res.New, "deleted", res.Deleted,
+			"banned", res.Banned, "unbanned", res.Unbanned, "skipped", sum(res.Skipped), "took", res.Took)
+	}
 	now := b.cfg.Now()
 	b.record(func(st *Stats) {
 		st.Polls++
@@ -196,12 +204,6 @@ func (b *Bouncer) apply(s *Stream, res *PollResult) error {
 		return &PollError{KindTarget, err}
 	}
 	res.Applied = applied
-	level := b.cfg.Log.Debug
-	if res.Startup {
-		level = b.cfg.Log.Info
-	}
-	level("crowdsec: poll applied", "startup", res.Startup, "new", res.New, "deleted", res.Deleted,
-		"banned", res.Banned, "unbanned", res.Unbanned, "skipped", sum(res.Skipped))
 	return nil
 }
 
