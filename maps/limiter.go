@@ -174,6 +174,7 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 		return nil, err
 	}
 	sizeBans(spec, opts.MaxBans)
+	sizeTries(spec)
 	if err := checkPinnedLayout(opts.Pinned); err != nil {
 		return nil, err
 	}
@@ -204,9 +205,9 @@ func checkPinnedLayout(pinned map[string]*ebpf.Map) error {
 
 // sizeFromPinned gives the spec the size of a pinned state table: an adopted
 // or inspected table keeps the size it was attached with (--max-sources);
-// resizing needs a detach.
+// resizing needs a detach. So do the tries (pinned by an earlier build).
 func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
-	for _, name := range []string{Sources4Map, SourcesMap, LogsMap, sketchMap} {
+	for _, name := range append([]string{Sources4Map, SourcesMap, LogsMap, sketchMap}, tries...) {
 		if m, ok := pinned[name]; ok {
 			spec.Maps[name].MaxEntries = m.MaxEntries()
 		}
