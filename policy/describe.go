@@ -55,6 +55,9 @@ func (p *Policy) Describe(w io.Writer) {
 		fmt.Fprintf(w, "fleet: Redis %v (cluster %v), namespace %s, sync every %s, fallback %s\n",
 			f.Redis, f.Cluster, f.Namespace, f.Sync, f.Fallback)
 	}
+	if g := p.GeoIP; g != nil {
+		g.describe(w)
+	}
 	if c := p.CrowdSec; c != nil {
 		fmt.Fprintf(w, "crowdsec: %s\n", c)
 	}

@@ -125,10 +125,18 @@ func (d *decoder) policy(data []byte) *Policy {
 			p.Mode = Mode(v)
 		}
 	}
+	if f, ok := top["geoip"]; ok {
+		d.geoipSection(f)
+	}
 	defs := d.defaults(top["defaults"])
 	p.Rules = d.rules(top["rules"], defs, p.Mode)
 	allow := d.addrList(top["allow"], "allow")
 	deny := d.addrList(top["deny"], "deny")
+	if len(d.errs) == 0 {
+		// Reading databases for a policy refused anyway would only
+		// slow its errors down.
+		d.resolveGeo(p, &allow, &deny)
+	}
 	p.Allow, p.Deny = d.checkOverlap(allow, deny)
 	p.Unparsed = d.unparsed(top["unparsed"])
 	if f, ok := top["fleet"]; ok {

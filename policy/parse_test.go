@@ -193,9 +193,9 @@ rules: []`, check: func(t *testing.T, p *Policy) {
 		{name: "bad entries", src: "allow: [10.0.0.0/8, nope]\ndeny: {cidrs: [x], hosts: [1.2.3.4]}\n", errs: []string{
 			`p.yaml:1:21: allow[1]: "nope" is not an IP address or CIDR (like 192.0.2.0/24 or 2001:db8::/32)`,
 			`p.yaml:2:16: deny.cidrs[0]: "x" is not an IP address or CIDR (like 192.0.2.0/24 or 2001:db8::/32)`,
-			`p.yaml:2:20: deny: unknown field "hosts"; allowed: cidrs, files`}},
+			`p.yaml:2:20: deny: unknown field "hosts"; allowed: cidrs, files, countries, asns`}},
 		{name: "allow a string", src: "allow: 10.0.0.0/8\n", errs: []string{
-			`p.yaml:1:8: allow: expected a list of CIDRs or a mapping with cidrs and files, got "10.0.0.0/8"`}},
+			`p.yaml:1:8: allow: expected a list of CIDRs or a mapping with cidrs, files, countries and asns, got "10.0.0.0/8"`}},
 		{name: "host bits", src: "allow: [10.0.0.1/8]\n", warns: []string{
 			"p.yaml:1:9: allow[0]: 10.0.0.1/8 is masked to 10.0.0.0/8"}},
 	})
