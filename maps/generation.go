@@ -201,10 +201,8 @@ func lpmKeys[K, V any](m *ebpf.Map) ([]K, error) {
 		if err == nil {
 			continue
 		}
-		if !errors.Is(err, ebpf.ErrNotSupported) {
-			return nil, err
-		}
-		// Kernels without batch lookups of tries: key by key.
+		// Kernels without batch lookups of tries: key by key (which
+		// says what is wrong if anything else is).
 		out = out[:0]
 		var cur, next K
 		var prev any
