@@ -303,11 +303,12 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // Reload reads and compiles the policy file again and applies it as one
-// atomic switch, then brings the fleet sync and the drop log in line with
-// it. It returns why the policy was refused, and then the previous policy
-// stays in force; the result is also logged, with trigger as its cause, and
-// counted in xdplimit_policy_reloads_total. Reloads are serialised; after
-// Run has stopped the agent, Reload returns ErrStopped.
+// atomic switch, then brings the fleet sync, the drop log and the CrowdSec
+// bouncer in line with it. It returns why the policy was refused, and then
+// the previous policy stays in force; the result is also logged, with
+// trigger as its cause, and counted in xdplimit_policy_reloads_total.
+// Reloads are serialised; after Run has stopped the agent, Reload returns
+// ErrStopped.
 func (a *Agent) Reload(trigger string) error {
 	_, err := a.reload(trigger)
 	return err

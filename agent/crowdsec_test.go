@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -108,35 +107,14 @@ func (l *csLab) applied(what string, fn func(ctx context.Context) error) {
 
 // probe sends 20 UDP datagrams from the sending namespace's address of
 // dst's family to dst and returns how many reached the receiver's UDP
-// layer (no socket listens: Udp.NoPorts counts each).
+// layer.
 func (l *csLab) probe(dst netip.Addr) uint64 {
 	l.t.Helper()
-	const n = 20
-	before := l.v.PeerNS.Settle(l.t)
-	err := l.v.NS.Do(func() error {
-		// Unconnected: the port unreachable answers do not fail the
-		// next writes.
-		c, err := net.ListenUDP("udp", nil)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9))
-		for range n {
-			if _, err := c.WriteToUDP([]byte("probe"), to); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		l.t.Fatal(err)
+	src := l.v.Addr
+	if dst.Is6() {
+		src = l.v.Addr6
 	}
-	d := l.v.PeerNS.Settle(l.t).Delta(before)
-	if dst.Is4() {
-		return d.UDPNoPorts
-	}
-	return d.UDP6NoPorts
+	return sendFrom(l.t, l.v, src, dst, 20)
 }
 
 func (l *csLab) expectProbe(dst netip.Addr, pass bool, when string) {

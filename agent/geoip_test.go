@@ -25,11 +25,14 @@ import (
 )
 
 // sendFrom sends n UDP datagrams from src (an address of the sending
-// namespace) to dst and returns how many reached the receiver's UDP layer.
+// namespace) to dst and returns how many reached the receiver's UDP layer
+// (no socket listens there: Udp.NoPorts counts each).
 func sendFrom(t *testing.T, v *testutil.Veth, src, dst netip.Addr, n int) uint64 {
 	t.Helper()
 	before := v.PeerNS.Settle(t)
 	err := v.NS.Do(func() error {
+		// Unconnected: the port unreachable answers do not fail the
+		// next writes.
 		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)))
 		if err != nil {
 			return err

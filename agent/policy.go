@@ -11,9 +11,10 @@ import (
 	"github.com/xdplimit/xdplimit/policy"
 )
 
-// CompilePolicy reads, validates and compiles a policy file exactly as an
-// agent does at start and at every reload, so that a command checking a
-// policy ahead of time can refuse what an agent would refuse. Warnings go to
+// CompilePolicy reads, validates and compiles a policy file (with its list
+// files and GeoIP databases, its fleet password and CrowdSec key files)
+// exactly as an agent does at start and at every reload, so that a command
+// checking a policy ahead of time can refuse what an agent would refuse. Warnings go to
 // warnings, one "warning: " line each, as soon as the file has parsed (also
 // when compiling then fails). A policy with errors returns the
 // policy.ErrorList of policy.Load unwrapped, each error with its file, line

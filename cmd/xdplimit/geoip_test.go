@@ -1,18 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/xdplimit/xdplimit/internal/mmdbtest"
 	"github.com/xdplimit/xdplimit/internal/testutil"
@@ -46,41 +39,23 @@ rules:
     limit: {algorithm: token_bucket, rate: 1/s, burst: 1}
 `, country, asn))
 
-	var buf bytes.Buffer
-	w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dst4, dst6 := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("2001:db8:ff::1")
-	// Four frames from each source, 1 ms apart, one source after the other:
-	// 1-4 DE, 5-8 DE (IPv6), 9-12 CN, 13-16 CN (IPv6), 17-20 AS64496 (FR),
-	// 21-24 FR outside the AS, 25-28 nowhere.
-	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	n := 0
+	// Four frames from each source, one source after the other: 1-4 DE,
+	// 5-8 DE (IPv6), 9-12 CN, 13-16 CN (IPv6), 17-20 AS64496 (FR), 21-24
+	// FR outside the AS, 25-28 nowhere.
+	var frames [][]byte
 	for _, src := range []string{"192.0.2.9", "2001:db8:1::9", "198.51.100.9", "2001:db8:2::9", "203.0.113.9",
 		"203.0.113.200", "10.9.9.9"} {
 		a := netip.MustParseAddr(src)
 		for range 4 {
-			var f []byte
 			if a.Is4() {
-				f = pktgen.UDP4(a, dst4, 4000, 53, 18)
+				frames = append(frames, pktgen.UDP4(a, dst4, 4000, 53, 18))
 			} else {
-				f = pktgen.UDP6(a, dst6, 4000, 53, 18)
+				frames = append(frames, pktgen.UDP6(a, dst6, 4000, 53, 18))
 			}
-			ci := gopacket.CaptureInfo{Timestamp: start.Add(time.Duration(n) * time.Millisecond), CaptureLength: len(f), Length: len(f)}
-			if err := w.WritePacket(ci, f); err != nil {
-				t.Fatal(err)
-			}
-			n++
 		}
 	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	capture := filepath.Join(dir, "c.pcapng")
-	if err := os.WriteFile(capture, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	capture := writeCapture(t, frames)
 	out, errOut, code := runCLI("policy", "test", pol, "--pcap", capture, "--max-sources", "4096",
 		"--explain", "1,3,5,9,13,17,18,21,25")
 	if code != 0 {
