@@ -204,17 +204,10 @@ func prefixBitmaps(rules []policy.Rule, get func(*policy.Match) ([]netip.Prefix,
 			maps.SetBit(&free, i)
 			continue
 		}
-		var v4, v6 []netip.Prefix
 		for _, p := range ps {
-			p = p.Masked()
-			set[p] = true
-			if p.Addr().Is4() {
-				v4 = append(v4, p)
-			} else {
-				v6 = append(v6, p)
-			}
+			set[p.Masked()] = true
 		}
-		cons = append(cons, constraint{i, append(geoip.Merge(v4), geoip.Merge(v6)...)})
+		cons = append(cons, constraint{i, geoip.MergeAll(ps)})
 	}
 	out := make([]maps.PrefixBitmap, 0, len(set))
 	for p := range set {

@@ -39,6 +39,20 @@ func Merge(ps []netip.Prefix) []netip.Prefix {
 	return slices.Clip(out)
 }
 
+// MergeAll is Merge of prefixes of both families, into a new slice: the
+// IPv4 ones merged, then the IPv6 ones (the order Intersect reads).
+func MergeAll(ps []netip.Prefix) []netip.Prefix {
+	var v4, v6 []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() {
+			v4 = append(v4, p)
+		} else {
+			v6 = append(v6, p)
+		}
+	}
+	return append(Merge(v4), Merge(v6)...)
+}
+
 func comparePrefix(a, b netip.Prefix) int {
 	if c := a.Addr().Compare(b.Addr()); c != 0 {
 		return c

@@ -145,4 +145,11 @@ func TestIntersect(t *testing.T) {
 			t.Errorf("Intersect(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
 		}
 	}
+	in := p("2001:db8::/33", "10.0.1.0/24", "2001:db8:8000::/33", "10.0.0.0/24", "10.0.0.0/16")
+	if got, want := MergeAll(in), p("10.0.0.0/16", "2001:db8::/32"); !slices.Equal(got, want) {
+		t.Errorf("MergeAll = %v, want %v", got, want)
+	}
+	if in[0] != netip.MustParsePrefix("2001:db8::/33") {
+		t.Errorf("MergeAll changed its argument: %v", in)
+	}
 }

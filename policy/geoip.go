@@ -214,12 +214,11 @@ func (d *decoder) resolveGeo(p *Policy, allow, deny *[]listEntry) {
 		return // errors reported
 	}
 	union := func(keys []geoKey) []netip.Prefix {
-		var v4, v6 []netip.Prefix
+		var ps []netip.Prefix
 		for _, k := range keys {
-			s := sets[k.key]
-			v4, v6 = append(v4, s.V4...), append(v6, s.V6...)
+			ps = append(ps, sets[k.key].Prefixes()...)
 		}
-		return append(geoip.Merge(v4), geoip.Merge(v6)...)
+		return geoip.MergeAll(ps)
 	}
 	byPath := map[string]*geoRef{}
 	for _, r := range d.geoRefs {
@@ -231,20 +230,15 @@ func (d *decoder) resolveGeo(p *Policy, allow, deny *[]listEntry) {
 		if ref == nil || !r.Match.geoSrc() {
 			continue
 		}
-		var src []netip.Prefix
-		for j, part := range [][]geoKey{ref.countries, ref.asns} {
-			if len(part) == 0 {
-				continue
-			}
-			if u := union(part); j == 0 || len(ref.countries) == 0 {
-				src = u
-			} else {
-				src = geoip.Intersect(src, u)
-			}
+		src := union(ref.countries)
+		switch {
+		case len(ref.countries) == 0:
+			src = union(ref.asns)
+		case len(ref.asns) > 0:
+			src = geoip.Intersect(src, union(ref.asns))
 		}
 		if len(r.Match.SrcCIDRs) > 0 {
-			cidrs := slices.Clone(r.Match.SrcCIDRs)
-			src = geoip.Intersect(src, append(geoip.Merge(onlyFamily(cidrs, true)), geoip.Merge(onlyFamily(cidrs, false))...))
+			src = geoip.Intersect(src, geoip.MergeAll(r.Match.SrcCIDRs))
 		}
 		r.Match.SrcGeo = src
 		if len(src) == 0 {
@@ -275,16 +269,6 @@ func (d *decoder) resolveGeo(p *Policy, allow, deny *[]listEntry) {
 		p.GeoIP.use(l.name, ps, false)
 	}
 	*deny = d.geoBoth(*allow, *deny)
-}
-
-func onlyFamily(ps []netip.Prefix, v4 bool) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range ps {
-		if p.Addr().Is4() == v4 {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // use records what one rule or list compiles to.
