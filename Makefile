@@ -20,6 +20,7 @@ all: build
 
 deps:
 	bash scripts/deps.sh
+	$(GO) mod download
 
 # Rebuild gen/ from bpf/ with the pinned clang. The output is committed.
 generate:

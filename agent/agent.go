@@ -4,7 +4,8 @@
 // that serves it for every interface), compiles the policy, waits for the
 // interface if it is missing, attaches the limiter (or adopts the pinned
 // state an earlier agent left, migrating it from another map layout), runs
-// the fleet sync and the drop log beside it, reloads the policy on request
+// the fleet sync, the drop log and the CrowdSec bouncer beside it, reloads
+// the policy on request
 // (or, with Watch, when its files change and have settled), and at the end
 // leaves the limiter attached and pinned, or with DetachOnExit detaches it.
 //
@@ -84,6 +85,9 @@ type Config struct {
 	// FleetDialer, when set, opens the fleet sync's connections to Redis
 	// (tests dial from the namespace their Redis runs in).
 	FleetDialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// CrowdSecDialer, when set, opens the CrowdSec bouncer's connections
+	// to the Local API (tests dial from the namespace their LAPI runs in).
+	CrowdSecDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // ErrStopped is returned by Run and Reload once Run has stopped the agent.
@@ -104,6 +108,7 @@ type Agent struct {
 	exp       *metrics.Exporter
 	fleet     *fleetRunner
 	dropLog   *dropLogRunner
+	crowdsec  *crowdsecRunner
 	changes   <-chan struct{} // the policy's files changed; nil when not watched
 	stopWatch func()
 
@@ -121,10 +126,10 @@ type Agent struct {
 // metrics address, compiles the policy, waits for the interface as
 // Config.WaitForInterface says (until ctx ends), and attaches the limiter
 // with the policy; then it starts what runs beside it: the policy's
-// watcher, the fleet sync and the drop log. On error nothing is left
-// behind: the interface is as it was, the socket and the metrics port are
-// released. A fleet sync or drop log that cannot start is logged, and the
-// limiter enforces without it, as after a reload.
+// watcher, the fleet sync, the drop log and the CrowdSec bouncer. On error
+// nothing is left behind: the interface is as it was, the socket and the
+// metrics port are released. A fleet sync, drop log or bouncer that cannot
+// start is logged, and the limiter enforces without it, as after a reload.
 //
 // The caller must then call Run, which alone stops the agent.
 func Start(ctx context.Context, cfg Config) (_ *Agent, err error) {
@@ -195,6 +200,11 @@ func Start(ctx context.Context, cfg Config) (_ *Agent, err error) {
 	if err := a.dropLog.apply(pol.Log); err != nil {
 		// A file that cannot be opened: enforcement goes on.
 		a.log.Error("drop log not started", "err", err)
+	}
+	a.crowdsec = newCrowdSecRunner(a.att, a.log, a.exp.Registry(), cfg.CrowdSecDialer)
+	if err := a.crowdsec.apply(pol.CrowdSec); err != nil {
+		// Only a key file that changed since the policy was read.
+		a.log.Error("crowdsec bouncer not started", "err", err)
 	}
 	if err := a.exp.Add(a.att.Interface, a.att.Limiter, 0); err != nil {
 		a.log.Warn("metrics unavailable", "err", err)
@@ -271,10 +281,10 @@ func (a *Agent) MetricsAddr() net.Addr {
 // Run serves until ctx ends, reloading when the watcher reports changed
 // contents of the policy's files, then stops the agent: the watcher, the
 // drop log (after its last lines), the metrics server and the control
-// socket (after the requests in flight) and the fleet sync stop while the
-// maps are open; then the limiter is left attached and pinned or, with
-// DetachOnExit, detached and its pins removed. It returns the error of that
-// last step.
+// socket (after the requests in flight), the fleet sync and the CrowdSec
+// bouncer stop while the maps are open; then the limiter is left attached
+// and pinned or, with DetachOnExit, detached and its pins removed. It
+// returns the error of that last step.
 func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	stopped := a.stopped
@@ -293,11 +303,12 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // Reload reads and compiles the policy file again and applies it as one
-// atomic switch, then brings the fleet sync and the drop log in line with
-// it. It returns why the policy was refused, and then the previous policy
-// stays in force; the result is also logged, with trigger as its cause, and
-// counted in xdplimit_policy_reloads_total. Reloads are serialised; after
-// Run has stopped the agent, Reload returns ErrStopped.
+// atomic switch, then brings the fleet sync, the drop log and the CrowdSec
+// bouncer in line with it. It returns why the policy was refused, and then
+// the previous policy stays in force; the result is also logged, with
+// trigger as its cause, and counted in xdplimit_policy_reloads_total.
+// Reloads are serialised; after Run has stopped the agent, Reload returns
+// ErrStopped.
 func (a *Agent) Reload(trigger string) error {
 	_, err := a.reload(trigger)
 	return err
@@ -337,6 +348,9 @@ func (a *Agent) reload(trigger string) (warnings []string, err error) {
 	if err := a.dropLog.apply(p.Log); err != nil {
 		a.log.Error("drop log not started", "err", err)
 	}
+	if err := a.crowdsec.apply(p.CrowdSec); err != nil {
+		a.log.Error("crowdsec bouncer not changed", "err", err)
+	}
 	return warnings, nil
 }
 
@@ -367,6 +381,7 @@ func (a *Agent) stop() error {
 	}
 	a.ctl.stop()
 	a.fleet.stop()
+	a.crowdsec.stop()
 	a.ns.Close()
 	if a.cfg.DetachOnExit {
 		a.log.Info("detaching (--detach-on-exit)", "interface", a.att.Interface)

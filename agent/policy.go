@@ -5,14 +5,16 @@ import (
 	"io"
 
 	"github.com/xdplimit/xdplimit/compiler"
+	"github.com/xdplimit/xdplimit/crowdsec"
 	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/policy"
 )
 
-// CompilePolicy reads, validates and compiles a policy file exactly as an
-// agent does at start and at every reload, so that a command checking a
-// policy ahead of time can refuse what an agent would refuse. Warnings go to
+// CompilePolicy reads, validates and compiles a policy file (with its list
+// files and GeoIP databases, its fleet password and CrowdSec key files)
+// exactly as an agent does at start and at every reload, so that a command
+// checking a policy ahead of time can refuse what an agent would refuse. Warnings go to
 // warnings, one "warning: " line each, as soon as the file has parsed (also
 // when compiling then fails). A policy with errors returns the
 // policy.ErrorList of policy.Load unwrapped, each error with its file, line
@@ -37,5 +39,11 @@ func CompilePolicy(path string, warnings io.Writer) (loader.Policy, *policy.Poli
 			return loader.Policy{}, nil, err
 		}
 	}
-	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet, Log: p.Log}, p, nil
+	if p.CrowdSec != nil {
+		// So is a bouncer key that cannot be read, or that others may.
+		if _, err := crowdsec.ReadKeyFile(p.CrowdSec.APIKeyFile); err != nil {
+			return loader.Policy{}, nil, err
+		}
+	}
+	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet, Log: p.Log, CrowdSec: p.CrowdSec}, p, nil
 }

@@ -135,6 +135,26 @@ func From(b maps.Ban, source string) bool {
 	return !b.Shadow && strings.HasPrefix(b.Reason, source+": ")
 }
 
+// CrowdSec is the source of a CrowdSec bouncer's bans.
+const CrowdSec = "crowdsec"
+
+// hostFeeds are the sources whose bans belong to the host that applied
+// them: every host reads such a feed for itself (each host's bouncer asks
+// the LAPI), so the fleet neither shares their bans, which every host
+// would then hold twice and could not lift when the feed deletes them, nor
+// overwrites them with its own.
+var hostFeeds = []string{CrowdSec}
+
+// HostFeed says whether b came from a feed the fleet leaves to each host.
+func HostFeed(b maps.Ban) bool {
+	for _, s := range hostFeeds {
+		if From(b, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // Covers says what a ban of p covers, in words an operator checks before
 // forcing it: "0.0.0.0/0 covers every IPv4 address (4294967296 addresses)".
 func Covers(p netip.Prefix) string {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/xdplimit/xdplimit/geoip"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/model"
 	"github.com/xdplimit/xdplimit/policy"
@@ -49,7 +50,7 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 		if len(m.SrcPorts) > 0 {
 			img.Dims |= maps.DimSport
 		}
-		if len(m.SrcCIDRs) > 0 {
+		if _, constrained := m.Sources(); constrained {
 			img.Dims |= maps.DimSrc
 		}
 		if len(m.DstCIDRs) > 0 {
@@ -120,10 +121,10 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 	}
 	compileSignature(img, rules)
 	if img.Dims&maps.DimSrc != 0 {
-		img.Src = prefixBitmaps(rules, func(m *policy.Match) []netip.Prefix { return m.SrcCIDRs })
+		img.Src = prefixBitmaps(rules, func(m *policy.Match) ([]netip.Prefix, bool) { return m.Sources() })
 	}
 	if img.Dims&maps.DimDst != 0 {
-		img.Dst = prefixBitmaps(rules, func(m *policy.Match) []netip.Prefix { return m.DstCIDRs })
+		img.Dst = prefixBitmaps(rules, func(m *policy.Match) ([]netip.Prefix, bool) { return m.DstCIDRs, len(m.DstCIDRs) > 0 })
 	}
 	if err := compileUnparsed(img, p); err != nil {
 		return nil, fmt.Errorf("%s: unparsed: %w", p.Path, err)
@@ -181,42 +182,57 @@ func rangeBitmaps(rules []policy.Rule, slots uint32, get func(*policy.Match) []p
 // prefixBitmaps builds LPM entries so that the longest prefix matching an
 // address carries every rule that matches the address: each prefix any rule
 // names, plus /0 per family, maps to the rules without a constraint on this
-// dimension and the rules with a prefix containing it.
-func prefixBitmaps(rules []policy.Rule, get func(*policy.Match) []netip.Prefix) []maps.PrefixBitmap {
+// dimension and the rules with a prefix containing it. get returns a rule's
+// prefixes and whether it constrains the dimension (a rule whose countries
+// hold no network constrains it with none). A country's set is up to
+// hundreds of thousands of prefixes: each entry looks each rule up in its
+// merged prefixes with a binary search.
+func prefixBitmaps(rules []policy.Rule, get func(*policy.Match) ([]netip.Prefix, bool)) []maps.PrefixBitmap {
 	set := map[netip.Prefix]bool{
 		netip.PrefixFrom(netip.IPv4Unspecified(), 0): true,
 		netip.PrefixFrom(netip.IPv6Unspecified(), 0): true,
 	}
+	type constraint struct {
+		rule  int
+		cover []netip.Prefix // sorted, disjoint
+	}
+	var cons []constraint
+	var free maps.Bitmap // the rules without a constraint
 	for i := range rules {
-		for _, p := range get(&rules[i].Match) {
+		ps, constrained := get(&rules[i].Match)
+		if !constrained {
+			maps.SetBit(&free, i)
+			continue
+		}
+		for _, p := range ps {
 			set[p.Masked()] = true
 		}
+		cons = append(cons, constraint{i, geoip.MergeAll(ps)})
 	}
-	var out []maps.PrefixBitmap
+	out := make([]maps.PrefixBitmap, 0, len(set))
 	for p := range set {
-		e := maps.PrefixBitmap{Prefix: p}
-		for i := range rules {
-			cidrs := get(&rules[i].Match)
-			if len(cidrs) == 0 {
-				maps.SetBit(&e.Rules, i)
-				continue
-			}
-			for _, c := range cidrs {
-				if c.Addr().Is4() == p.Addr().Is4() && c.Bits() <= p.Bits() && c.Contains(p.Addr()) {
-					maps.SetBit(&e.Rules, i)
-					break
-				}
+		e := maps.PrefixBitmap{Prefix: p, Rules: free}
+		for _, c := range cons {
+			if covers(c.cover, p) {
+				maps.SetBit(&e.Rules, c.rule)
 			}
 		}
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b maps.PrefixBitmap) int {
-		if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
-			return c
-		}
-		return a.Prefix.Bits() - b.Prefix.Bits()
-	})
+	slices.SortFunc(out, func(a, b maps.PrefixBitmap) int { return a.Prefix.Compare(b.Prefix) })
 	return out
+}
+
+// covers says whether a prefix of cover (sorted, disjoint) holds p: only
+// the last one sorting at or before p can.
+func covers(cover []netip.Prefix, p netip.Prefix) bool {
+	i, _ := slices.BinarySearchFunc(cover, p, func(c, p netip.Prefix) int {
+		if c.Compare(p) <= 0 {
+			return -1
+		}
+		return 1
+	})
+	return i > 0 && cover[i-1].Bits() <= p.Bits() && cover[i-1].Contains(p.Addr())
 }
 
 func compileRule(r policy.Rule) (maps.RuleSpec, error) {

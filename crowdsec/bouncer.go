@@ -8,39 +8,62 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/xdplimit/xdplimit/internal/termsafe"
 )
 
-// Target applies decisions; the daemon implements it over its ban table.
-// The Bouncer calls it from one goroutine at a time.
+// Ban is a decision that passed the Bouncer's checks: one of the
+// configured types, scope Ip or Range (the value parsed strictly), inside
+// the origin and scenario filters. Type, Origin and Scenario are the LAPI's
+// text, unescaped: whoever added the decision wrote them.
+type Ban struct {
+	ID     int64
+	Prefix netip.Prefix // an Ip decision's address as a host prefix, a Range's CIDR as written
+	// Left is a new decision's time left, positive; zero for a deleted one.
+	Left                   time.Duration
+	Type, Origin, Scenario string
+}
+
+// Batch is one poll's decisions for the Target.
+type Batch struct {
+	// Startup: a full resynchronisation (startup=true). New then holds
+	// every decision the LAPI has in force, Deleted every one it still
+	// remembers as ended.
+	Startup      bool
+	New, Deleted []Ban
+}
+
+// Applied is what the Target did with a Batch.
+type Applied struct {
+	Banned   int // bans written (new, renewed, or from earlier batches that waited)
+	Unbanned int // bans ended because their decisions were deleted
+	NotHeld  int // deletions that ended no ban (never applied, already ended, or someone else's)
+}
+
+// Target applies decisions; the daemon's is Table, over its ban table.
+// The Bouncer calls it from one goroutine at a time, once per successful
+// poll (with an empty Batch when nothing changed).
 type Target interface {
-	// Ban bans p (masked; IPv4 as a 4-byte prefix, never IPv4-mapped)
-	// for d with this origin and reason. A ban already held on exactly p
-	// gets the new end, origin and reason.
-	Ban(p netip.Prefix, d time.Duration, origin, reason string) error
-	// Unban ends the ban on exactly p if, and only if, the ban held there
-	// has this origin, and says whether it ended one. A ban from anywhere
-	// else (manual, a rule's, another feed's) must be left alone.
-	Unban(p netip.Prefix, origin string) (bool, error)
+	// Apply applies b: the deleted decisions first, then the new ones,
+	// so that a prefix both deleted and decided again ends up banned.
+	// An error says the ban table could not be read or written at all:
+	// the next poll then resynchronises.
+	Apply(b Batch) (Applied, error)
 }
 
 // Bouncer polls a CrowdSec Local API's decision stream and applies its
 // ban decisions through a Target.
 //
 // The first poll, and the first after any failed poll (LAPI down or
-// restarting, a refused key, an answer over a limit or garbled), asks for
-// everything (startup=true) and applies it. Such a resynchronisation never
-// removes a ban the Target already holds merely because the LAPI no longer
-// lists it: the Bouncer keeps no list of its own, and the bans it applied
-// end on their own when their duration runs out. Only what the LAPI
-// reports deleted is unbanned, and only where the ban carries the same
-// origin (Origin(origin, scenario)) as one this Bouncer would have set.
-// The LAPI reports a deletion (cscli decisions delete, or expiry) in the
-// deleted list of the next poll, also of the poll after (it looks back
-// 2 s), and a startup answer lists every decision it still holds as
-// expired: an Unban that finds nothing is normal.
-//
-// Within a poll the deleted list is applied before the new one, so a
-// prefix both deleted and decided again ends up banned.
+// restarting, a refused key, an answer over a limit or garbled, a Target
+// that failed), asks for everything (startup=true) and hands it to the
+// Target. The Target must not remove a ban merely because a
+// resynchronisation no longer lists its decision: bans end on their own
+// when their duration runs out, and only what the LAPI reports deleted is
+// unbanned. The LAPI reports a deletion (cscli decisions delete, or expiry)
+// in the deleted list of the next poll, also of the poll after (it looks
+// back 2 s), and a startup answer lists every decision it still holds as
+// expired: a deletion that finds nothing is normal.
 type Bouncer struct {
 	cfg    Config
 	rules  *rules
@@ -72,18 +95,17 @@ func New(cfg Config, t Target) (*Bouncer, error) {
 
 // PollResult is what one successful poll did.
 type PollResult struct {
-	Startup  bool // a full resynchronisation (startup=true)
-	New      int  // decisions in the new list
-	Deleted  int  // decisions in the deleted list
-	Applied  int  // Target.Ban calls that succeeded
-	Unbanned int  // Target.Unban calls that ended a ban
-	NotHeld  int  // Target.Unban calls that found no ban of ours
-	Skipped  map[SkipReason]int
-	Took     time.Duration
+	Startup bool // a full resynchronisation (startup=true)
+	New     int  // decisions in the new list
+	Deleted int  // decisions in the deleted list
+	Applied      // what the Target did
+	Skipped map[SkipReason]int
+	Took    time.Duration
 }
 
 // Poll asks the LAPI once and applies the answer. A *PollError says that
-// nothing was applied; the next poll then resynchronises.
+// nothing was applied (or, of kind KindTarget, that the Target failed
+// part way); the next poll then resynchronises.
 func (b *Bouncer) Poll(ctx context.Context) (PollResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -95,24 +117,36 @@ func (b *Bouncer) Poll(ctx context.Context) (PollResult, error) {
 		b.record(func(st *Stats) { st.Polls++; st.PollErrors[err.(*PollError).Kind]++ })
 		return res, err
 	}
-	b.apply(s, &res)
+	err = b.apply(s, &res)
 	res.Took = time.Since(start)
-	b.resync = false
+	b.resync = err != nil
+	if err == nil {
+		level := b.cfg.Log.Debug
+		if res.Startup {
+			level = b.cfg.Log.Info
+		}
+		level("crowdsec: poll applied", "startup", res.Startup, "new", res.New, "deleted", res.Deleted,
+			"banned", res.Banned, "unbanned", res.Unbanned, "skipped", sum(res.Skipped), "took", res.Took)
+	}
 	now := b.cfg.Now()
 	b.record(func(st *Stats) {
 		st.Polls++
-		if res.Startup {
-			st.Resyncs++
-		}
-		st.Applied += uint64(res.Applied)
-		st.Unbanned += uint64(res.Unbanned)
-		st.NotHeld += uint64(res.NotHeld)
 		for r, n := range res.Skipped {
 			st.Skipped[r] += uint64(n)
 		}
+		if err != nil {
+			st.PollErrors[KindTarget]++
+			return
+		}
+		if res.Startup {
+			st.Resyncs++
+		}
+		st.Applied += uint64(res.Banned)
+		st.Unbanned += uint64(res.Unbanned)
+		st.NotHeld += uint64(res.NotHeld)
 		st.LastSuccess = now
 	})
-	return res, nil
+	return res, err
 }
 
 // firstSkip is one skip reason's count in a poll and its first example,
@@ -122,7 +156,9 @@ type firstSkip struct {
 	example string
 }
 
-func (b *Bouncer) apply(s *Stream, res *PollResult) {
+// apply checks the answer's decisions and hands those that pass to the
+// Target.
+func (b *Bouncer) apply(s *Stream, res *PollResult) error {
 	res.New, res.Deleted = len(s.New), len(s.Deleted)
 	firsts := map[SkipReason]*firstSkip{}
 	skip := func(r SkipReason, d *Decision, err error) {
@@ -132,7 +168,7 @@ func (b *Bouncer) apply(s *Stream, res *PollResult) {
 			f = &firstSkip{}
 			firsts[r] = f
 			if d != nil {
-				f.example = fmt.Sprintf("decision %d (%q %q %q): %v", d.ID, clean(d.Scope, 32), clean(d.Value, 64), clean(d.Type, 32), err)
+				f.example = fmt.Sprintf("decision %d (%s %s %s): %v", d.ID, quote(d.Scope, 32), quote(d.Value, 64), quote(d.Type, 32), err)
 			} else {
 				f.example = fmt.Sprint(err)
 			}
@@ -142,70 +178,38 @@ func (b *Bouncer) apply(s *Stream, res *PollResult) {
 	for range s.Malformed {
 		skip(SkipMalformed, nil, fmt.Errorf("%d list elements were not decision objects", s.Malformed))
 	}
-
-	for i := range s.Deleted {
-		d := &s.Deleted[i]
-		a, why, err := b.rules.check(d, true)
-		if why != "" {
-			skip(why, d, err)
-			continue
-		}
-		ended, err := b.target.Unban(a.prefix, a.origin)
-		switch {
-		case err != nil:
-			skip(SkipTarget, d, fmt.Errorf("unban %s: %w", a.prefix, err))
-		case ended:
-			res.Unbanned++
-		default:
-			res.NotHeld++
-		}
-	}
-
-	// Coalesced per prefix, the longest decision winning: a prefix can
-	// come twice (1.2.3.4 and ::ffff:1.2.3.4 are two LAPI values), and a
-	// shorter duplicate applied second would cut the ban short.
-	type pending struct {
-		a action
-		d *Decision
-	}
-	byPrefix := make(map[netip.Prefix]int, len(s.New))
-	var todo []pending
-	for i := range s.New {
-		d := &s.New[i]
-		a, why, err := b.rules.check(d, false)
-		if why != "" {
-			skip(why, d, err)
-			continue
-		}
-		if j, ok := byPrefix[a.prefix]; ok {
-			if a.dur > todo[j].a.dur {
-				todo[j] = pending{a, d}
+	batch := Batch{Startup: res.Startup}
+	for _, l := range []struct {
+		in      []Decision
+		out     *[]Ban
+		deleted bool
+	}{{s.Deleted, &batch.Deleted, true}, {s.New, &batch.New, false}} {
+		for i := range l.in {
+			d := &l.in[i]
+			ban, why, err := b.rules.check(d, l.deleted)
+			if why != "" {
+				skip(why, d, err)
+				continue
 			}
-			continue
+			*l.out = append(*l.out, ban)
 		}
-		byPrefix[a.prefix] = len(todo)
-		todo = append(todo, pending{a, d})
 	}
-	for _, p := range todo {
-		if err := b.target.Ban(p.a.prefix, p.a.dur, p.a.origin, p.a.reason); err != nil {
-			skip(SkipTarget, p.d, fmt.Errorf("ban %s: %w", p.a.prefix, err))
-			continue
-		}
-		res.Applied++
-	}
-
 	for _, r := range SkipReasons {
 		if f := firsts[r]; f != nil && r.logged() {
 			b.cfg.Log.Warn("crowdsec: decisions skipped", "reason", string(r), "count", f.n, "first", f.example)
 		}
 	}
-	level := b.cfg.Log.Debug
-	if res.Startup {
-		level = b.cfg.Log.Info
+	applied, err := b.target.Apply(batch)
+	if err != nil {
+		return &PollError{KindTarget, err}
 	}
-	level("crowdsec: poll applied", "startup", res.Startup, "new", res.New, "deleted", res.Deleted,
-		"applied", res.Applied, "unbanned", res.Unbanned, "skipped", sum(res.Skipped))
+	res.Applied = applied
+	return nil
 }
+
+// quote is outside text for a log line: escaped for a terminal, cut to n
+// bytes, in quotes.
+func quote(s string, n int) string { return `"` + termsafe.Clip(s, n) + `"` }
 
 func sum(m map[SkipReason]int) int {
 	n := 0

@@ -22,10 +22,11 @@ const (
 	KindTooMany  ErrorKind = "too_many"  // the answer exceeded MaxDecisions
 	KindDecode   ErrorKind = "decode"    // not the JSON of a stream answer
 	KindCanceled ErrorKind = "canceled"  // the caller's context ended
+	KindTarget   ErrorKind = "target"    // the Target failed: the ban table could not be read or written
 )
 
 // ErrorKinds lists every kind, for metrics that show zeros.
-var ErrorKinds = []ErrorKind{KindConnect, KindTimeout, KindAuth, KindStatus, KindTooLarge, KindTooMany, KindDecode, KindCanceled}
+var ErrorKinds = []ErrorKind{KindConnect, KindTimeout, KindAuth, KindStatus, KindTooLarge, KindTooMany, KindDecode, KindCanceled, KindTarget}
 
 // PollError is a poll that applied nothing.
 type PollError struct {
@@ -125,5 +126,5 @@ func classify(ctx context.Context, err error) *PollError {
 // snippet is the start of an error answer, printable, for the log.
 func snippet(r io.Reader) string {
 	b, _ := io.ReadAll(io.LimitReader(r, 256))
-	return fmt.Sprintf("%q", clean(strings.TrimSpace(string(b)), 256))
+	return quote(strings.TrimSpace(string(b)), 256)
 }

@@ -19,12 +19,8 @@ const (
 	DefaultInterval     = 10 * time.Second
 	DefaultTimeout      = time.Minute
 	DefaultMaxBackoff   = 5 * time.Minute
-	DefaultMinPrefix4   = 8
-	DefaultMinPrefix6   = 32
 	DefaultMaxBytes     = 64 << 20
 	DefaultMaxDecisions = 1 << 18
-	DefaultMinDuration  = time.Second
-	DefaultMaxDuration  = 30 * 24 * time.Hour
 )
 
 // Config configures a Bouncer. Zero fields take the defaults above.
@@ -57,19 +53,11 @@ type Config struct {
 	// contains one of these; ScenariosNotContaining rejects those whose
 	// scenario contains one of these. Case-insensitive, as the LAPI does.
 	ScenariosContaining, ScenariosNotContaining []string
-	// MinPrefix4 and MinPrefix6 are the shortest prefix applied per
-	// family (default /8 and /32): a wider range is skipped and logged.
-	// 0 means the default, so the minimum cannot be switched off.
-	MinPrefix4, MinPrefix6 int
 	// MaxBytes bounds one answer (64 MiB), MaxDecisions its decisions
 	// (new and deleted together; 262144). An answer over either is an
 	// error and nothing of it is applied.
 	MaxBytes     int64
 	MaxDecisions int
-	// MinDuration and MaxDuration clamp a ban's duration (1 s, 30 days:
-	// the ban table's own bounds). A longer decision comes back only with
-	// the next resynchronisation once its ban has ended.
-	MinDuration, MaxDuration time.Duration
 	// UserAgent is sent with each request as TYPE/VERSION: the LAPI
 	// records both (cscli bouncers list) and warns on each request
 	// without the slash. Default xdplimit-crowdsec-bouncer/unknown.
@@ -122,26 +110,12 @@ func (c Config) withDefaults() (Config, *rules, error) {
 	dur(&c.Interval, DefaultInterval)
 	dur(&c.Timeout, DefaultTimeout)
 	dur(&c.MaxBackoff, DefaultMaxBackoff)
-	dur(&c.MinDuration, DefaultMinDuration)
-	dur(&c.MaxDuration, DefaultMaxDuration)
 	c.MaxBackoff = max(c.MaxBackoff, c.Interval)
-	if c.MinDuration > c.MaxDuration {
-		return c, nil, fmt.Errorf("crowdsec: MinDuration %v above MaxDuration %v", c.MinDuration, c.MaxDuration)
-	}
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
 	if c.MaxDecisions <= 0 {
 		c.MaxDecisions = DefaultMaxDecisions
-	}
-	if c.MinPrefix4 == 0 {
-		c.MinPrefix4 = DefaultMinPrefix4
-	}
-	if c.MinPrefix6 == 0 {
-		c.MinPrefix6 = DefaultMinPrefix6
-	}
-	if c.MinPrefix4 < 0 || c.MinPrefix4 > 32 || c.MinPrefix6 < 0 || c.MinPrefix6 > 128 {
-		return c, nil, fmt.Errorf("crowdsec: minimum prefixes /%d and /%d out of range", c.MinPrefix4, c.MinPrefix6)
 	}
 	// Copies: the lists are normalised below, and the caller's are not
 	// ours to change.
@@ -161,8 +135,7 @@ func (c Config) withDefaults() (Config, *rules, error) {
 	if c.UserAgent == "" {
 		c.UserAgent = "xdplimit-crowdsec-bouncer/unknown"
 	}
-	r := &rules{types: map[string]bool{}, scopes: map[string]bool{}, min4: c.MinPrefix4, min6: c.MinPrefix6,
-		minDur: c.MinDuration, maxDur: c.MaxDuration}
+	r := &rules{types: map[string]bool{}, scopes: map[string]bool{}}
 	// The LAPI splits its filters on commas: a comma inside one value
 	// would silently become two.
 	lists := []struct {

@@ -5,6 +5,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/xdplimit/xdplimit/banfeed"
+	"github.com/xdplimit/xdplimit/maps"
 )
 
 // A startup answer exactly as crowdsec 1.4.6 sent it (TRAPS.md).
@@ -93,16 +96,17 @@ func (r *repeater) Read(p []byte) (int, error) {
 }
 
 // FuzzDecodeStream: any input decodes or fails without panicking, within
-// the limits, and whatever the checks then admit is safe to hand to the
-// Target: a valid masked prefix no wider than the minimum, a positive
-// clamped duration, bounded printable strings.
+// the limits, and whatever the checks and then the ban table's gate (as
+// Table runs it) admit is safe for the ban table: a valid canonical prefix
+// no wider than the minimum, a duration the table takes, a reason it
+// stores as it is.
 func FuzzDecodeStream(f *testing.F) {
 	f.Add([]byte(lapiAnswer))
 	f.Add([]byte(`{"new":[{"duration":"1h","scope":"Range","type":"ban","value":"::ffff:0.0.0.0/96"}]}`))
 	f.Add([]byte(`{"new":[{"duration":"-0s","scope":"ip","type":"ban","value":"fe80::1%eth0","origin":"\u0000"}],"deleted":null}`))
 	f.Add([]byte(`{"new":[null,1,{"id":1e99}]}`))
-	r := &rules{types: map[string]bool{"ban": true}, scopes: map[string]bool{"ip": true, "range": true},
-		min4: DefaultMinPrefix4, min6: DefaultMinPrefix6, minDur: DefaultMinDuration, maxDur: DefaultMaxDuration}
+	r := &rules{types: map[string]bool{"ban": true}, scopes: map[string]bool{"ip": true, "range": true}}
+	lim := banfeed.Limits(maps.BanLimits{})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		const maxDecisions = 50
 		s, err := DecodeStream(strings.NewReader(string(in)), 1<<16, maxDecisions)
@@ -114,22 +118,27 @@ func FuzzDecodeStream(f *testing.F) {
 		}
 		for i, list := range [][]Decision{s.New, s.Deleted} {
 			for _, d := range list {
-				a, why, _ := r.check(&d, i == 1)
+				b, why, _ := r.check(&d, i == 1)
 				if why != "" {
 					continue
 				}
-				p := a.prefix
-				if !p.IsValid() || p != p.Masked() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
-					t.Fatalf("%+v: prefix %v", d, p)
+				if !b.Prefix.IsValid() || b.Prefix.Addr().Zone() != "" {
+					t.Fatalf("%+v: prefix %v", d, b.Prefix)
 				}
-				if min := r.minBits(p); p.Bits() < min {
-					t.Fatalf("%+v: %v wider than /%d", d, p, min)
+				if i == 1 {
+					continue
 				}
-				if i == 0 && (a.dur < r.minDur || a.dur > r.maxDur) {
-					t.Fatalf("%+v: duration %v", d, a.dur)
+				v := banfeed.Check(Source, banfeed.Offer{Prefix: b.Prefix, Left: b.Left, Origin: b.Origin + "/" + b.Scenario,
+					Reason: b.Type}, lim)
+				if v.Refused != "" {
+					continue
 				}
-				if len(a.origin) > MaxOriginLen || !printable(a.origin) || len(a.reason) > MaxReasonLen || !printable(a.reason) {
-					t.Fatalf("%+v: origin %q reason %q", d, a.origin, a.reason)
+				p := v.Ban.Prefix
+				if p != maps.CanonicalBanPrefix(p) || banfeed.TooWideFor(p, lim) {
+					t.Fatalf("%+v: %v admitted", d, p)
+				}
+				if err := maps.CheckBan(p, v.Ban.For, v.Ban.Reason); err != nil {
+					t.Fatalf("%+v: %v", d, err)
 				}
 			}
 		}

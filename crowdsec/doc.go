@@ -1,14 +1,14 @@
 // Package crowdsec is a CrowdSec bouncer: a client of the Local API's
 // decision stream (GET /v1/decisions/stream, as crowdsec 1.4.6 serves it)
-// that applies ban decisions on IP addresses and ranges through a Target,
-// the daemon's ban table. It is written on net/http: the official Go
-// bouncer library is not available here.
+// that applies ban decisions on IP addresses and ranges to xdplimit's ban
+// table. It is written on net/http: the official Go bouncer library is not
+// available here.
 //
-// What reaches the Target is checked first: only configured types and the
-// scopes Ip and Range; addresses parsed strictly, IPv4-mapped IPv6 made
-// IPv4, ranges wider than a per-family minimum (/8, /32) never applied;
-// durations positive and clamped; origins and reasons bounded printable
-// ASCII. Bad input is counted and logged once per kind per poll, and a
-// failing Target call skips one decision, never the batch. See Bouncer for
-// the resynchronisation rules.
+// The Bouncer speaks the protocol: it polls, resynchronises after
+// failures, bounds what it reads, and passes on only configured types, the
+// scopes Ip and Range with values parsed strictly, and what the origin and
+// scenario filters admit; bad input is counted and logged once per kind
+// per poll. Its Target decides what the ban table takes: Table, the
+// daemon's, passes every decision through banfeed's gate (the policy's
+// bans: limits, escaped origins) as every ban from outside does.
 package crowdsec

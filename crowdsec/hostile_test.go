@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/xdplimit/xdplimit/banfeed"
 )
 
 // fakeLAPI answers every request with the handler's answer and records
@@ -111,8 +113,8 @@ func TestHostileAnswersApplyNothing(t *testing.T) {
 			if k := pollKind(t, b); k != c.kind {
 				t.Fatalf("kind %q, want %q", k, c.kind)
 			}
-			if tgt.calls != 0 {
-				t.Fatalf("%d target calls after a failed poll", tgt.calls)
+			if n := tgt.tableCalls(); n != 0 {
+				t.Fatalf("%d ban table calls after a failed poll", n)
 			}
 			if st := b.Stats(); st.PollErrors[c.kind] != 1 || !st.LastSuccess.IsZero() {
 				t.Fatalf("stats %+v", st)
@@ -133,9 +135,10 @@ func TestPollCanceled(t *testing.T) {
 	}
 }
 
-// One answer full of bad decisions: each kind is skipped and counted, the
-// log says so once per kind, a failing Ban skips its decision only, and
-// the good decisions around them are applied.
+// One answer full of bad decisions: each kind is skipped (by the bouncer)
+// or refused (by the ban table's gate) and counted, the logs say so once
+// per kind, a ban the table refuses skips that decision only, and the good
+// decisions around them are applied, their hostile scenario escaped.
 func TestBadDecisionsSkippedOncePerKind(t *testing.T) {
 	var list []string
 	for i := range 50 {
@@ -155,21 +158,31 @@ func TestBadDecisionsSkippedOncePerKind(t *testing.T) {
 	tgt.failBan[mustPrefix("198.51.100.7/32")] = true
 	b, logs := newTestBouncer(t, srv.URL, tgt, nil)
 	res := mustPoll(t, b)
-	want := map[SkipReason]int{SkipValue: 50, SkipDuration: 100, SkipScope: 50, SkipTooWide: 50, SkipType: 50,
-		SkipMalformed: 50, SkipTarget: 1}
+	want := map[SkipReason]int{SkipValue: 50, SkipDuration: 100, SkipScope: 50, SkipType: 50, SkipMalformed: 50}
 	for r, n := range want {
 		if res.Skipped[r] != n {
 			t.Errorf("skipped %q: %d, want %d", r, res.Skipped[r], n)
 		}
 	}
-	if res.Applied != 49 || len(tgt.held()) != 49 {
-		t.Errorf("applied %d, held %d, want 49", res.Applied, len(tgt.held()))
+	for k, n := range map[banfeed.Kind]int{banfeed.TooWide: 50, banfeed.Datapath: 1} {
+		if got := tgt.refused(t, k); got != n {
+			t.Errorf("refused %s: %d, want %d", k, got, n)
+		}
 	}
-	if b, ok := tgt.ban("198.51.100.8/32"); !ok || b.origin != "crowdsec/crowdsec/s??" || b.reason != "ban decision 7" && b.reason != "ban decision 8" {
+	if res.Banned != 49 || len(tgt.held()) != 49 {
+		t.Errorf("applied %d, held %d, want 49", res.Banned, len(tgt.held()))
+	}
+	if b, ok := tgt.ban("198.51.100.8/32"); !ok || b.Reason != `crowdsec: crowdsec/s\x00\n: ban 8` {
 		t.Errorf("ban %+v", b)
 	}
+	gl := tgt.gateLog.String()
+	for _, k := range []string{"(too_wide: ", "(datapath: ", "stored escaped"} {
+		if n := strings.Count(gl, k); n != 1 {
+			t.Errorf("gate logged %q %d times, want once:\n%s", k, n, gl)
+		}
+	}
 	out := logs.String()
-	for _, r := range []SkipReason{SkipValue, SkipDuration, SkipScope, SkipTooWide, SkipMalformed, SkipTarget} {
+	for _, r := range []SkipReason{SkipValue, SkipDuration, SkipScope, SkipMalformed} {
 		if n := strings.Count(out, "reason="+string(r)+" "); n != 1 {
 			t.Errorf("reason %s logged %d times, want once:\n%s", r, n, out)
 		}

@@ -8,12 +8,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/banfeed"
 	"github.com/xdplimit/xdplimit/internal/crowdsecproc"
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/maps"
 )
 
 var (
@@ -66,12 +69,12 @@ func TestLAPIStartupStream(t *testing.T) {
 	tgt := newFakeTarget(t)
 	b, _ := lapiBouncer(t, s, tgt, nil)
 	res := mustPoll(t, b)
-	if !res.Startup || res.Applied != 3 {
+	if !res.Startup || res.Banned != 3 {
 		t.Fatalf("%+v", res)
 	}
 	expectHeld(t, tgt, "198.51.100.7/32", "2001:db8::1/128", "203.0.113.0/24")
 	ban, _ := tgt.ban("198.51.100.7/32")
-	if ban.origin != "crowdsec/cscli/why" || ban.d > 2*time.Minute || ban.d < time.Minute {
+	if !hasReasonPrefix(ban, "cscli", "why") || ban.Left > 2*time.Minute || ban.Left < time.Minute {
 		t.Errorf("ban %+v", ban)
 	}
 	// The LAPI filters by type itself when one is configured: the captcha
@@ -91,14 +94,14 @@ func TestLAPIDeltas(t *testing.T) {
 	b, _ := lapiBouncer(t, s, tgt, nil)
 	mustPoll(t, b)
 	add(t, s, ip("198.51.100.7"), cidr("203.0.113.0/24"))
-	if res := mustPoll(t, b); res.Startup || res.Applied != 2 {
+	if res := mustPoll(t, b); res.Startup || res.Banned != 2 {
 		t.Fatalf("%+v", res)
 	}
 	expectHeld(t, tgt, "198.51.100.7/32", "203.0.113.0/24")
 
 	// The operator bans the range by hand meanwhile: the LAPI's deletion
 	// of its decision must leave that ban alone.
-	tgt.set("203.0.113.0/24", fakeBan{time.Hour, "manual", "by hand"})
+	tgt.set("203.0.113.0/24", time.Hour, "by hand")
 	if err := s.DeleteIP(bg, "198.51.100.7"); err != nil {
 		t.Fatal(err)
 	}
@@ -125,17 +128,24 @@ func TestLAPIRanges(t *testing.T) {
 	add(t, s, cidr("0.0.0.0/0"), cidr("::/0"), cidr("::ffff:0.0.0.0/96"), cidr("10.0.0.0/7"),
 		cidr("2001:db8::/31"), cidr("::ffff:10.0.0.0/104"), cidr("192.0.2.77/24"), cidr("2001:db8::/32"),
 		ip("::ffff:198.51.100.10"))
+	// The gate of the ban table refuses what is wider than the policy's
+	// bans.min_prefix (/8 and /32 by default), IPv4-mapped ranges read as
+	// IPv4, and masks the rest.
 	tgt := newFakeTarget(t)
 	b, logs := lapiBouncer(t, s, tgt, nil)
 	res := mustPoll(t, b)
-	if res.Skipped[SkipTooWide] != 5 || res.Applied != 4 {
-		t.Fatalf("%+v\n%s", res, logs)
+	if n := tgt.refused(t, banfeed.TooWide); n != 5 || res.Banned != 4 {
+		t.Fatalf("%+v, %d refused too wide\n%s", res, n, logs)
 	}
 	expectHeld(t, tgt, "10.0.0.0/8", "192.0.2.0/24", "2001:db8::/32", "198.51.100.10/32")
+	if !strings.Contains(tgt.gateLog.String(), "crowdsec: refused") {
+		t.Errorf("gate log: %s", tgt.gateLog)
+	}
 
-	// Wider minimums, set by the operator.
+	// Wider minimums, set by the operator in bans:.
 	tgt2 := newFakeTarget(t)
-	b2, _ := lapiBouncer(t, s, tgt2, func(c *Config) { c.MinPrefix4, c.MinPrefix6 = 24, 48 })
+	tgt2.limits(maps.BanLimits{MinPrefix4: 24, MinPrefix6: 48, MaxImported: 100, MaxPerSync: 100})
+	b2, _ := lapiBouncer(t, s, tgt2, nil)
 	mustPoll(t, b2)
 	expectHeld(t, tgt2, "192.0.2.0/24", "198.51.100.10/32")
 }
@@ -190,8 +200,8 @@ func TestLAPIBadKey(t *testing.T) {
 		t.Fatalf("kind %s, want auth", k)
 	}
 	t.Logf("bad key: %v", err)
-	if st := b.Stats(); st.PollErrors[KindAuth] != 2 || tgt.calls != 0 {
-		t.Fatalf("stats %+v, %d target calls", st, tgt.calls)
+	if st := b.Stats(); st.PollErrors[KindAuth] != 2 || tgt.tableCalls() != 0 {
+		t.Fatalf("stats %+v, %d ban table calls", st, tgt.tableCalls())
 	}
 
 	// A key deleted while in use: refused from then on, bans kept.
@@ -217,7 +227,7 @@ func TestLAPIRestart(t *testing.T) {
 	b, _ := lapiBouncer(t, s, tgt, nil)
 	mustPoll(t, b)
 	// A ban this origin set in an earlier life, which the LAPI forgot.
-	tgt.set("198.51.100.99/32", fakeBan{time.Hour, Origin("cscli", "gone"), "ban decision 1"})
+	tgt.set("198.51.100.99/32", time.Hour, reasonOf("cscli", "gone", "ban", 1))
 
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
@@ -249,7 +259,7 @@ func TestLAPIRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	add(t, s, ip("192.0.2.4"))
-	if res := mustPoll(t, b); res.Startup || res.New != 1 || res.Applied != 1 {
+	if res := mustPoll(t, b); res.Startup || res.New != 1 || res.Banned != 1 {
 		t.Fatalf("%+v", res)
 	}
 
@@ -276,7 +286,8 @@ func TestLAPIRestart(t *testing.T) {
 }
 
 // 10k decisions, imported in bulk (cscli decisions import), reach the
-// Target within 2 s of the poll's start: at startup and as one delta.
+// ban table within 2 s of the poll's start: at startup and as one delta.
+// The policy's bans: allow that many per sync (the default is 1000).
 func TestLAPI10kDecisions(t *testing.T) {
 	s := testutil.StartLAPI(t)
 	batch := func(second byte) []crowdsecproc.Decision {
@@ -292,6 +303,7 @@ func TestLAPI10kDecisions(t *testing.T) {
 	}
 	t.Logf("cscli decisions import of 10k: %v", time.Since(start).Round(time.Millisecond))
 	tgt := newFakeTarget(t)
+	tgt.limits(maps.BanLimits{MinPrefix4: 8, MinPrefix6: 32, MaxImported: 20000, MaxPerSync: 10000})
 	b, _ := lapiBouncer(t, s, tgt, nil)
 	for i, name := range []string{"startup", "delta"} {
 		if i == 1 {
@@ -302,8 +314,8 @@ func TestLAPI10kDecisions(t *testing.T) {
 		start := time.Now()
 		res := mustPoll(t, b)
 		took := time.Since(start)
-		t.Logf("%s poll: %d decisions applied in %v", name, res.Applied, took.Round(time.Millisecond))
-		if res.Applied != 10000 || len(tgt.held()) != 10000*(i+1) {
+		t.Logf("%s poll: %d decisions applied in %v", name, res.Banned, took.Round(time.Millisecond))
+		if res.Banned != 10000 || len(tgt.held()) != 10000*(i+1) {
 			t.Fatalf("%s: %+v, %d held", name, res, len(tgt.held()))
 		}
 		if took > 2*time.Second && !raceDetector {

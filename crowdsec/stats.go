@@ -11,8 +11,8 @@ import (
 type Stats struct {
 	Polls    uint64 // polls tried, failed ones included
 	Resyncs  uint64 // successful startup=true polls
-	Applied  uint64 // bans applied (Target.Ban succeeded)
-	Unbanned uint64 // bans ended by a deletion (Target.Unban ended one)
+	Applied  uint64 // bans written by the Target
+	Unbanned uint64 // bans ended by a deletion
 	NotHeld  uint64 // deletions that found no ban of ours
 	Skipped  map[SkipReason]uint64
 	// PollErrors counts failed polls by kind.
@@ -61,12 +61,12 @@ func (b *Bouncer) Collector(constLabels prometheus.Labels) prometheus.Collector 
 	return &collector{b: b,
 		polls:    d("polls_total", "Polls of the CrowdSec LAPI decision stream, failed ones included."),
 		resyncs:  d("resyncs_total", "Successful full resynchronisations (startup=true polls): the first, and the first after each failure."),
-		applied:  d("decisions_applied_total", "Ban decisions applied to the ban table."),
+		applied:  d("decisions_applied_total", "Bans written to the ban table from decisions (new, renewed, or waiting from earlier polls)."),
 		unbanned: d("decisions_deleted_total", "Bans ended because the LAPI deleted (or expired) their decision."),
-		notHeld:  d("deletions_not_held_total", "Deletions from the LAPI that found no ban of this origin (already ended, never applied, or another origin's)."),
-		skipped: d("decisions_skipped_total", "Decisions not applied, by reason: type and filtered are configuration; scope, value, duration, too_wide and malformed are bad input from the LAPI; target is a failing ban table.",
+		notHeld:  d("deletions_not_held_total", "Deletions from the LAPI that ended no ban (already ended, never applied, another origin's, or another decision still in force)."),
+		skipped: d("decisions_skipped_total", "Decisions not passed to the ban table, by reason: type and filtered are configuration; scope, value, duration and malformed are bad input from the LAPI (what the ban table's limits refuse is in xdplimit_bans_refused_total).",
 			"reason"),
-		errors:      d("poll_errors_total", "Polls that applied nothing, by kind: connect, timeout, auth, status, too_large, too_many, decode, canceled.", "kind"),
+		errors:      d("poll_errors_total", "Polls that failed, by kind: connect, timeout, auth, status, too_large, too_many, decode, canceled (nothing applied); target (the ban table failed).", "kind"),
 		lastSuccess: d("last_success_timestamp_seconds", "Unix time of the last successful poll, 0 before the first."),
 	}
 }

@@ -18,7 +18,7 @@ func TestCollector(t *testing.T) {
 	}
 	b.record(func(s *Stats) {
 		s.Polls, s.Resyncs, s.Applied, s.Unbanned, s.NotHeld = 5, 1, 10, 2, 3
-		s.Skipped[SkipTooWide] = 4
+		s.Skipped[SkipValue] = 4
 		s.PollErrors[KindAuth] = 2
 		s.LastSuccess = time.Unix(1700000000, 5e8)
 	})
@@ -45,16 +45,16 @@ func TestCollector(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]float64{
-		"xdplimit_crowdsec_polls_total":                      5,
-		"xdplimit_crowdsec_resyncs_total":                    1,
-		"xdplimit_crowdsec_decisions_applied_total":          10,
-		"xdplimit_crowdsec_decisions_deleted_total":          2,
-		"xdplimit_crowdsec_deletions_not_held_total":         3,
-		"xdplimit_crowdsec_decisions_skipped_total/too_wide": 4,
-		"xdplimit_crowdsec_decisions_skipped_total/value":    0,
-		"xdplimit_crowdsec_poll_errors_total/auth":           2,
-		"xdplimit_crowdsec_poll_errors_total/connect":        0,
-		"xdplimit_crowdsec_last_success_timestamp_seconds":   1700000000.5,
+		"xdplimit_crowdsec_polls_total":                    5,
+		"xdplimit_crowdsec_resyncs_total":                  1,
+		"xdplimit_crowdsec_decisions_applied_total":        10,
+		"xdplimit_crowdsec_decisions_deleted_total":        2,
+		"xdplimit_crowdsec_deletions_not_held_total":       3,
+		"xdplimit_crowdsec_decisions_skipped_total/value":  4,
+		"xdplimit_crowdsec_decisions_skipped_total/scope":  0,
+		"xdplimit_crowdsec_poll_errors_total/auth":         2,
+		"xdplimit_crowdsec_poll_errors_total/connect":      0,
+		"xdplimit_crowdsec_last_success_timestamp_seconds": 1700000000.5,
 	} {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)

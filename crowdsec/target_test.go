@@ -11,98 +11,172 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdplimit/xdplimit/banfeed"
+	"github.com/xdplimit/xdplimit/maps"
 )
 
-// fakeBan is one ban a fakeTarget holds.
-type fakeBan struct {
-	d              time.Duration
-	origin, reason string
+// fakeTable is an in-memory ban table with maps.Limiter's contract: BanAll
+// checks each request as the real one does (maps.CheckBan) and sets a
+// prefix's end and reason; UnbanAll ends exact prefixes. It also checks
+// what a Table promises: canonical prefixes only.
+type fakeTable struct {
+	t        testing.TB
+	mu       sync.Mutex
+	bans     map[netip.Prefix]maps.Ban // Left is unused: ends holds the end
+	ends     map[netip.Prefix]time.Time
+	lim      maps.BanLimits
+	capacity uint32
+	failBan  map[netip.Prefix]bool
+	calls    int // BanAll and UnbanAll calls
+	lookup   bool
 }
 
-// fakeTarget is an in-memory ban table that keeps the Target contract:
-// Unban ends a ban only when the origin matches. It also checks what the
-// Bouncer promises to send: masked prefixes, IPv4 never mapped, bounded
-// printable origins and reasons.
+func (f *fakeTable) Bans() ([]maps.Ban, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	var out []maps.Ban
+	for p, b := range f.bans {
+		if left := f.ends[p].Sub(now); left > 0 {
+			b.Left = left
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeTable) BanAll(reqs []maps.BanRequest) ([]maps.BanResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	res := make([]maps.BanResult, len(reqs))
+	for i, r := range reqs {
+		if r.Prefix != maps.CanonicalBanPrefix(r.Prefix) {
+			f.t.Errorf("ban of %v: not canonical", r.Prefix)
+		}
+		if res[i].Err = maps.CheckBan(r.Prefix, r.For, r.Reason); res[i].Err != nil {
+			f.t.Errorf("ban %+v: %v", r, res[i].Err)
+			continue
+		}
+		if f.failBan[r.Prefix] {
+			res[i].Err = fmt.Errorf("injected failure for %v", r.Prefix)
+			continue
+		}
+		f.bans[r.Prefix] = maps.Ban{Prefix: r.Prefix, Origin: maps.OriginManual, Reason: r.Reason}
+		f.ends[r.Prefix] = time.Now().Add(r.For)
+	}
+	return res, nil
+}
+
+func (f *fakeTable) UnbanAll(ps []netip.Prefix) ([]bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	ended := make([]bool, len(ps))
+	for i, p := range ps {
+		_, ended[i] = f.bans[p]
+		delete(f.bans, p)
+		delete(f.ends, p)
+	}
+	return ended, nil
+}
+
+func (f *fakeTable) BanLookupOn() (bool, error) { return f.lookup, nil }
+func (f *fakeTable) EnableBanLookup() error     { f.lookup = true; return nil }
+func (f *fakeTable) BanLimits() (maps.BanLimits, error) {
+	return f.lim, nil
+}
+func (f *fakeTable) BansCapacity() uint32 { return f.capacity }
+
+// fakeTarget is the daemon's Target, a Table, over a fakeTable, with the
+// gate's metrics and log.
 type fakeTarget struct {
-	t       testing.TB
-	mu      sync.Mutex
-	bans    map[netip.Prefix]fakeBan
-	failBan map[netip.Prefix]bool
-	calls   int
+	*Table
+	*fakeTable
+	metrics *banfeed.Metrics
+	gateLog *logBuffer
 }
 
 func newFakeTarget(t testing.TB) *fakeTarget {
-	return &fakeTarget{t: t, bans: map[netip.Prefix]fakeBan{}, failBan: map[netip.Prefix]bool{}}
+	ft := &fakeTable{t: t, bans: map[netip.Prefix]maps.Ban{}, ends: map[netip.Prefix]time.Time{},
+		failBan: map[netip.Prefix]bool{}, capacity: 1 << 16}
+	m := banfeed.NewMetrics(Source, "test0")
+	logs := &logBuffer{}
+	gate := banfeed.NewGate(Source, m, func(format string, args ...any) { fmt.Fprintf(logs, format+"\n", args...) })
+	return &fakeTarget{Table: NewTable(ft, gate, nil), fakeTable: ft, metrics: m, gateLog: logs}
 }
 
-func (f *fakeTarget) checkArgs(p netip.Prefix, origin string) {
-	if !p.IsValid() || p != p.Masked() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
-		f.t.Errorf("target got prefix %v: not masked, mapped or zoned", p)
-	}
-	if len(origin) > MaxOriginLen || !strings.HasPrefix(origin, "crowdsec/") || !printable(origin) {
-		f.t.Errorf("target got origin %q", origin)
-	}
+// limits sets the limits of the policy in force.
+func (f *fakeTarget) limits(l maps.BanLimits) {
+	f.fakeTable.mu.Lock()
+	defer f.fakeTable.mu.Unlock()
+	l.Set = true
+	f.lim = l
 }
 
-func printable(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
+// refused is xdplimit_bans_refused_total{reason=k} of the gate.
+func (f *fakeTarget) refused(t testing.TB, k banfeed.Kind) int {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	for _, c := range f.metrics.Collectors() {
+		reg.MustRegister(c)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "xdplimit_bans_refused_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "reason" && l.GetValue() == string(k) {
+					return int(m.Counter.GetValue())
+				}
+			}
 		}
 	}
-	return true
-}
-
-func (f *fakeTarget) Ban(p netip.Prefix, d time.Duration, origin, reason string) error {
-	f.checkArgs(p, origin)
-	if d < DefaultMinDuration || d > DefaultMaxDuration || len(reason) > MaxReasonLen || !printable(reason) {
-		f.t.Errorf("target got ban %v for %v, reason %q", p, d, reason)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	if f.failBan[p] {
-		return fmt.Errorf("injected failure for %v", p)
-	}
-	f.bans[p] = fakeBan{d, origin, reason}
-	return nil
-}
-
-func (f *fakeTarget) Unban(p netip.Prefix, origin string) (bool, error) {
-	f.checkArgs(p, origin)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	if b, ok := f.bans[p]; ok && b.origin == origin {
-		delete(f.bans, p)
-		return true, nil
-	}
-	return false, nil
+	return 0
 }
 
 // held is the banned prefixes, sorted, as strings.
 func (f *fakeTarget) held() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	bans, _ := f.Bans()
 	var out []string
-	for p := range f.bans {
-		out = append(out, p.String())
+	for _, b := range bans {
+		out = append(out, b.Prefix.String())
 	}
 	sort.Strings(out)
 	return out
 }
 
-func (f *fakeTarget) ban(p string) (fakeBan, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b, ok := f.bans[netip.MustParsePrefix(p)]
-	return b, ok
+func (f *fakeTarget) ban(p string) (maps.Ban, bool) {
+	bans, _ := f.Bans()
+	for _, b := range bans {
+		if b.Prefix.String() == p {
+			return b, true
+		}
+	}
+	return maps.Ban{}, false
 }
 
-func (f *fakeTarget) set(p string, b fakeBan) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.bans[netip.MustParsePrefix(p)] = b
+// set writes a ban as another writer would (by hand, a rule, the fleet).
+func (f *fakeTarget) set(p string, d time.Duration, reason string) {
+	f.fakeTable.mu.Lock()
+	defer f.fakeTable.mu.Unlock()
+	pp := netip.MustParsePrefix(p)
+	f.bans[pp] = maps.Ban{Prefix: pp, Origin: maps.OriginManual, Reason: reason}
+	f.ends[pp] = time.Now().Add(d)
+}
+
+func (f *fakeTarget) tableCalls() int {
+	f.fakeTable.mu.Lock()
+	defer f.fakeTable.mu.Unlock()
+	return f.calls
 }
 
 // logBuffer is a slog text handler's output, safe to read while the
@@ -139,3 +213,13 @@ func mustPoll(t *testing.T, b *Bouncer) PollResult {
 }
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// reasonOf is the reason Table stores for a decision.
+func reasonOf(origin, scenario, typ string, id int64) string {
+	r, _ := banfeed.Reason(Source, origin+"/"+scenario, fmt.Sprintf("%s %d", typ, id))
+	return r
+}
+
+func hasReasonPrefix(b maps.Ban, origin, scenario string) bool {
+	return strings.HasPrefix(b.Reason, Source+": "+origin+"/"+scenario+": ")
+}

@@ -110,10 +110,17 @@ func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
 		return fmt.Errorf("%w: reading the ban table: %v", errDatapath, err)
 	}
 	local := map[netip.Prefix]fleetBan{}
+	hostOwn := map[netip.Prefix]bool{}
 	held := 0
 	for _, b := range bans {
 		if b.Shadow {
 			continue // never enforced here: not the fleet's either
+		}
+		if banfeed.HostFeed(b) {
+			// A ban of this host's own feed (its CrowdSec bouncer):
+			// not shared, not taken for an unban, not replaced.
+			hostOwn[b.Prefix] = true
+			continue
 		}
 		local[b.Prefix] = fleetBan{nowMs + b.Left.Milliseconds(), e.opts.HostID + " " + b.Origin, b.Reason}
 		if banfeed.From(b, banSource) {
@@ -162,7 +169,7 @@ func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
 	e.noteWide(wide)
 	for _, p := range sortedPrefixes(remote) {
 		r := remote[p]
-		if _, ok := local[p]; ok {
+		if _, ok := local[p]; ok || hostOwn[p] {
 			continue
 		}
 		if k, wasKnown := e.knownBans[p]; wasKnown && r.expiresMs <= k+banSlack {

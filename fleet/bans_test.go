@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/banfeed"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -99,5 +100,55 @@ rules:
 		if ok, err := f.Hosts[h].Send(other); err != nil || ok {
 			t.Errorf("host %d: admitted %v (%v), want the manual ban of host 1 enforced", h, ok, err)
 		}
+	}
+}
+
+// A ban of a host's own feed (its CrowdSec bouncer) stays on that host:
+// not pushed to the others, not replaced by the fleet's ban of the same
+// prefix, and not lifted when the fleet's ends.
+func TestFleetLeavesHostFeedBans(t *testing.T) {
+	r, ns := startRedis(t)
+	f, _ := newHosts(t, testutil.DialIn(ns), 2, fmt.Sprintf(`
+fleet:
+  redis: redis://%s/0
+  namespace: hf%d
+  sync: 100ms
+rules: []
+`, r.Addr(), time.Now().UnixNano()))
+	ctx := context.Background()
+	sync := func() {
+		t.Helper()
+		for range 2 { // each host hears of the other's push
+			if err := f.SyncAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	own := netip.MustParsePrefix("198.51.100.0/24")
+	reason, _ := banfeed.Reason(banfeed.CrowdSec, "cscli/ssh-bf", "ban 7")
+	if _, err := f.Hosts[0].L.Ban(own, time.Hour, reason); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if bans, err := f.Hosts[1].L.Bans(); err != nil || len(bans) != 0 {
+		t.Fatalf("host 1 holds %+v (%v): host 0's CrowdSec ban was shared", bans, err)
+	}
+	// Host 1 bans the same prefix by hand, for less time: the fleet shares
+	// it, and host 0 keeps its own ban, reason and end.
+	if _, err := f.Hosts[1].L.Ban(own, time.Minute, "abuse desk"); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	bans, err := f.Hosts[0].L.Bans()
+	if err != nil || len(bans) != 1 || bans[0].Reason != reason || bans[0].Left < 59*time.Minute {
+		t.Fatalf("host 0 bans %+v (%v): want its CrowdSec ban as it was", bans, err)
+	}
+	// Host 1 lifts its ban: the fleet's unban leaves host 0's alone.
+	if _, err := f.Hosts[1].L.Unban(own); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	if bans, err := f.Hosts[0].L.Bans(); err != nil || len(bans) != 1 || bans[0].Reason != reason {
+		t.Fatalf("host 0 bans %+v (%v) after the fleet's unban", bans, err)
 	}
 }

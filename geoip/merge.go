@@ -39,6 +39,20 @@ func Merge(ps []netip.Prefix) []netip.Prefix {
 	return slices.Clip(out)
 }
 
+// MergeAll is Merge of prefixes of both families, into a new slice: the
+// IPv4 ones merged, then the IPv6 ones (the order Intersect reads).
+func MergeAll(ps []netip.Prefix) []netip.Prefix {
+	var v4, v6 []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() {
+			v4 = append(v4, p)
+		} else {
+			v6 = append(v6, p)
+		}
+	}
+	return append(Merge(v4), Merge(v6)...)
+}
+
 func comparePrefix(a, b netip.Prefix) int {
 	if c := a.Addr().Compare(b.Addr()); c != 0 {
 		return c
@@ -62,8 +76,45 @@ const (
 	EntryBytes6 = 192
 )
 
+// The same for a rule's source trie (xdpl_src4, xdpl_src6: the same keys,
+// the bitmap of the rules, 32 bytes, as value): IPv4 96+64, IPv6 128+96.
+const (
+	RuleEntryBytes4 = 160
+	RuleEntryBytes6 = 224
+)
+
 // MemoryBytes estimates the kernel memory of the set in an allow/deny
 // trie, for policy check (EntryBytes4 and EntryBytes6 per prefix).
-func (s Set) MemoryBytes() uint64 {
-	return uint64(len(s.V4))*EntryBytes4 + uint64(len(s.V6))*EntryBytes6
+func (s Set) MemoryBytes() uint64 { return TrieBytes(len(s.V4), len(s.V6), false) }
+
+// TrieBytes estimates the kernel memory of v4 IPv4 and v6 IPv6 prefixes in
+// an allow/deny trie, or with rules in a rule's source trie.
+func TrieBytes(v4, v6 int, rules bool) uint64 {
+	if rules {
+		return uint64(v4)*RuleEntryBytes4 + uint64(v6)*RuleEntryBytes6
+	}
+	return uint64(v4)*EntryBytes4 + uint64(v6)*EntryBytes6
+}
+
+// Intersect returns the addresses both a and b cover, as Merge's lists
+// (sorted, disjoint; both families may be in each): where a prefix of one
+// holds a prefix of the other, the longer is in both. Linear.
+func Intersect(a, b []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		x, y := a[i], b[j]
+		switch {
+		case x.Overlaps(y) && x.Bits() >= y.Bits():
+			out = append(out, x)
+			i++
+		case x.Overlaps(y):
+			out = append(out, y)
+			j++
+		case x.Addr().Less(y.Addr()):
+			i++ // disjoint and sorted: x ends before y starts
+		default:
+			j++
+		}
+	}
+	return out
 }

@@ -100,15 +100,56 @@ func TestEntryBytes(t *testing.T) {
 		t.Fatalf("node of %d bytes", n)
 		return 0
 	}
-	value := binary.Size(uint32(0)) // allow/deny tries: __u32
-	entry := func(key any) int {
+	entry := func(key, value any) int {
 		data := binary.Size(key) - 4 // the key's prefixlen word is not stored
-		return sizeClass(allocHeader+nodeHeader+data+value) + sizeClass(allocHeader+nodeHeader+data)
+		return sizeClass(allocHeader+nodeHeader+data+binary.Size(value)) + sizeClass(allocHeader+nodeHeader+data)
 	}
-	if got := entry(gen.XdplimitXdplLpm4{}); got != EntryBytes4 {
-		t.Errorf("IPv4 entry: %d bytes, EntryBytes4 says %d", got, EntryBytes4)
+	acl, rules := uint32(0), gen.XdplimitXdplBitmap{} // the values of the allow/deny and the rules' tries
+	for _, c := range []struct {
+		name      string
+		key, val  any
+		got, want int
+	}{
+		{"IPv4 allow/deny", gen.XdplimitXdplLpm4{}, acl, 0, EntryBytes4},
+		{"IPv6 allow/deny", gen.XdplimitXdplLpm6{}, acl, 0, EntryBytes6},
+		{"IPv4 rule", gen.XdplimitXdplLpm4{}, rules, 0, RuleEntryBytes4},
+		{"IPv6 rule", gen.XdplimitXdplLpm6{}, rules, 0, RuleEntryBytes6},
+	} {
+		if got := entry(c.key, c.val); got != c.want {
+			t.Errorf("%s entry: %d bytes, the constant says %d", c.name, got, c.want)
+		}
 	}
-	if got := entry(gen.XdplimitXdplLpm6{}); got != EntryBytes6 {
-		t.Errorf("IPv6 entry: %d bytes, EntryBytes6 says %d", got, EntryBytes6)
+	if got := TrieBytes(1, 2, true); got != RuleEntryBytes4+2*RuleEntryBytes6 {
+		t.Errorf("TrieBytes: %d", got)
+	}
+}
+
+func TestIntersect(t *testing.T) {
+	p := func(ss ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, s := range ss {
+			out = append(out, netip.MustParsePrefix(s))
+		}
+		return out
+	}
+	for _, c := range []struct{ a, b, want []netip.Prefix }{
+		{p("10.0.0.0/8"), p("10.1.0.0/16", "10.2.3.0/24", "11.0.0.0/8"), p("10.1.0.0/16", "10.2.3.0/24")},
+		{p("10.1.0.0/16", "10.2.3.0/24", "11.0.0.0/8"), p("10.0.0.0/8"), p("10.1.0.0/16", "10.2.3.0/24")},
+		{p("10.0.0.0/24", "192.0.2.0/24", "2001:db8::/32"), p("192.0.2.128/25", "2001:db8:1::/48", "2001:db9::/32"),
+			p("192.0.2.128/25", "2001:db8:1::/48")},
+		{p("0.0.0.0/0", "::/0"), p("198.51.100.0/24", "2001:db8::/32"), p("198.51.100.0/24", "2001:db8::/32")},
+		{p("198.51.100.0/24"), p("2001:db8::/32"), nil},
+		{nil, p("10.0.0.0/8"), nil},
+	} {
+		if got := Intersect(c.a, c.b); !slices.Equal(got, c.want) {
+			t.Errorf("Intersect(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+	in := p("2001:db8::/33", "10.0.1.0/24", "2001:db8:8000::/33", "10.0.0.0/24", "10.0.0.0/16")
+	if got, want := MergeAll(in), p("10.0.0.0/16", "2001:db8::/32"); !slices.Equal(got, want) {
+		t.Errorf("MergeAll = %v, want %v", got, want)
+	}
+	if in[0] != netip.MustParsePrefix("2001:db8::/33") {
+		t.Errorf("MergeAll changed its argument: %v", in)
 	}
 }

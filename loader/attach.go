@@ -60,6 +60,9 @@ type Policy struct {
 	Fleet *policy.Fleet
 	// Log is the policy's log: section, for the drop log beside it.
 	Log policy.Log
+	// CrowdSec is the policy's crowdsec: section (nil without one), for
+	// the bouncer beside it.
+	CrowdSec *policy.CrowdSec
 }
 
 // Config for Attach.

@@ -124,3 +124,38 @@ func TestBanLimitsRecorded(t *testing.T) {
 		t.Fatalf("no policy applied: %+v (%v), want nothing recorded", got, err)
 	}
 }
+
+// UnbanAll ends many bans with one read of the table: each prefix as it is
+// written (an IPv4-mapped one as IPv4), saying which were banned; the
+// others stay, and the datapath lets their ends' sources pass again.
+func TestUnbanAll(t *testing.T) {
+	xdpltest.RequireBPF(t)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap}, "rules: []\n")
+	if err := l.SetClock(uint64(t0)); err != nil {
+		t.Fatal(err)
+	}
+	p := netip.MustParsePrefix
+	var reqs []maps.BanRequest
+	for _, s := range []string{"198.51.100.1/32", "198.51.100.2/32", "203.0.113.0/24"} {
+		reqs = append(reqs, maps.BanRequest{Prefix: p(s), For: time.Minute, Reason: "r"})
+	}
+	if _, err := l.BanAll(reqs); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.EnableBanLookup(); err != nil {
+		t.Fatal(err)
+	}
+	ended, err := l.UnbanAll([]netip.Prefix{p("::ffff:198.51.100.1/128"), p("192.0.2.0/24"), p("203.0.113.0/24")})
+	if err != nil || len(ended) != 3 || !ended[0] || ended[1] || !ended[2] {
+		t.Fatalf("ended %v (%v), want [true false true]", ended, err)
+	}
+	bans, err := l.Bans()
+	if err != nil || len(bans) != 1 || bans[0].Prefix != p("198.51.100.2/32") {
+		t.Fatalf("bans %+v (%v), want 198.51.100.2/32 only", bans, err)
+	}
+	for src, want := range map[string]uint32{"198.51.100.1": xdpPass, "198.51.100.2": xdpDrop, "203.0.113.7": xdpPass} {
+		if got := verdictOf(t, l, src); got != want {
+			t.Errorf("%s: verdict %d, want %d", src, got, want)
+		}
+	}
+}

@@ -280,33 +280,50 @@ func (l *Limiter) unlink(b *gen.XdplimitXdplBan) error {
 
 // Unban ends the ban of exactly prefix p; false when p was not banned.
 func (l *Limiter) Unban(p netip.Prefix) (bool, error) {
-	if !p.IsValid() {
-		return false, errors.New("not a prefix")
+	ended, err := l.UnbanAll([]netip.Prefix{p})
+	return len(ended) == 1 && ended[0], err
+}
+
+// UnbanAll ends the bans of exactly the prefixes ps, as Unban ends one,
+// reading the table once (a feed may end thousands at once). ended[i] says
+// whether ps[i] was banned; after an error, some of them may be unbanned.
+func (l *Limiter) UnbanAll(ps []netip.Prefix) (ended []bool, err error) {
+	l.banMu.Lock()
+	defer l.banMu.Unlock()
+	want := make(map[netip.Prefix]int, len(ps))
+	for i, p := range ps {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("unban %v: not a prefix", p)
+		}
+		want[CanonicalBanPrefix(p)] = i
 	}
-	p = CanonicalBanPrefix(p)
+	ended = make([]bool, len(ps))
 	now, err := l.now()
 	if err != nil {
-		return false, err
+		return ended, err
 	}
 	slots, err := l.slots()
 	if err != nil {
-		return false, err
+		return ended, err
 	}
-	found := false
 	for i := range slots {
 		b := &slots[i]
-		if b.ExpiresNs == 0 || banPrefix(b) != p {
+		if b.ExpiresNs == 0 {
 			continue
 		}
-		found = found || live(b, now)
+		j, ok := want[banPrefix(b)]
+		if !ok {
+			continue
+		}
+		ended[j] = ended[j] || live(b, now)
 		if err := l.unlink(b); err != nil {
-			return found, err
+			return ended, err
 		}
 		if err := l.objs.XdplBans.Update(uint32(i), &gen.XdplimitXdplBan{}, ebpf.UpdateAny); err != nil {
-			return found, err
+			return ended, err
 		}
 	}
-	return found, nil
+	return ended, nil
 }
 
 // EnableBanLookup makes both generations look the ban table up (the

@@ -33,6 +33,8 @@ type BanResult struct {
 // its slot as it was; the error BanAll returns is one that stopped every
 // request (the table could not be read), or the bookkeeping after them.
 func (l *Limiter) BanAll(reqs []BanRequest) ([]BanResult, error) {
+	l.banMu.Lock()
+	defer l.banMu.Unlock()
 	res := make([]BanResult, len(reqs))
 	now, err := l.now()
 	if err != nil {

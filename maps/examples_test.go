@@ -27,6 +27,8 @@ var exampleFrames = map[string]struct {
 	"syn-fixed-ttl.yaml": {pktgen.Frame{Src: exampleAddr("198.51.100.1"), Dst: exampleAddr("10.0.0.1"), TTL: 252,
 		Proto: pktgen.ProtoTCP, SrcPort: 40000, DstPort: 443}.MustBuild(), "syn-ttl-255"},
 	"demo.yaml": {pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 4000, 9, 18), "udp-per-source"},
+	"crowdsec.yaml": {
+		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 22, pktgen.TCPSyn, 0), "ssh"},
 	"dns-amplification.yaml": {
 		pktgen.UDP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 53, 33000, 512), "dns-responses"},
 	"fleet-dns.yaml": {

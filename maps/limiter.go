@@ -78,6 +78,10 @@ type Limiter struct {
 	// ctlMu orders this process's writes of the control word: Apply's
 	// and EnableBanLookup's (a fleet engine's, from its own goroutine).
 	ctlMu sync.Mutex
+	// banMu orders this process's writes of the ban table: each picks
+	// slots from one reading of it, and two feeds (the fleet sync, a
+	// CrowdSec bouncer) write from their own goroutines.
+	banMu sync.Mutex
 }
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the
@@ -175,6 +179,7 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 		return nil, err
 	}
 	sizeBans(spec, opts.MaxBans)
+	sizeTries(spec)
 	if err := checkPinnedLayout(opts.Pinned); err != nil {
 		return nil, err
 	}
@@ -205,9 +210,9 @@ func checkPinnedLayout(pinned map[string]*ebpf.Map) error {
 
 // sizeFromPinned gives the spec the size of a pinned state table: an adopted
 // or inspected table keeps the size it was attached with (--max-sources);
-// resizing needs a detach.
+// resizing needs a detach. So do the tries (pinned by an earlier build).
 func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
-	for _, name := range []string{Sources4Map, SourcesMap, LogsMap, sketchMap} {
+	for _, name := range append([]string{Sources4Map, SourcesMap, LogsMap, sketchMap}, tries...) {
 		if m, ok := pinned[name]; ok {
 			spec.Maps[name].MaxEntries = m.MaxEntries()
 		}

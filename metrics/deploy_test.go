@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xdplimit/xdplimit/crowdsec"
 	"github.com/xdplimit/xdplimit/droplog"
 	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/internal/testutil"
@@ -39,11 +40,14 @@ func exported() []string {
 	for _, d := range allDescs {
 		names = append(names, re.FindStringSubmatch(d.String())[1])
 	}
-	// The fleet sync's and the drop log's series, registered beside the
-	// exporter's by attach.
+	// The fleet sync's, the drop log's and the CrowdSec bouncer's series,
+	// registered beside the exporter's by attach.
 	ch := make(chan *prometheus.Desc, 64)
 	fleet.NewMetrics("x").Describe(ch)
 	droplog.NewMetrics("x").Describe(ch)
+	if b, err := crowdsec.New(crowdsec.Config{URL: "http://127.0.0.1:1", APIKey: "k"}, nil); err == nil {
+		b.Collector(nil).Describe(ch)
+	}
 	close(ch)
 	for d := range ch {
 		names = append(names, re.FindStringSubmatch(d.String())[1])

@@ -41,8 +41,29 @@ func covers(a, b Match) bool {
 		coversRanges(a.SrcPorts, b.SrcPorts, 65535) &&
 		coversRanges(a.DstPorts, b.DstPorts, 65535) &&
 		coversFlags(a.TCPFlags, b.TCPFlags) &&
-		coversVLANs(a.VLANs, b.VLANs) &&
-		coversSignature(a, b)
+		listCovers(a.VLANs, b.VLANs) &&
+		coversSignature(a, b) &&
+		listCovers(a.SrcCountries, b.SrcCountries) && listCovers(a.SrcASNs, b.SrcASNs)
+}
+
+// listCovers compares lists of values where naming none means any: VLANs
+// (b naming none matches untagged packets too), and countries or ASNs,
+// compared by name before the databases are read (a country's networks
+// are the same for both rules). a covers b when it names none, or b names
+// some and only some of a's.
+func listCovers[T comparable](a, b []T) bool {
+	if len(a) == 0 {
+		return true
+	}
+	if len(b) == 0 {
+		return false
+	}
+	for _, v := range b {
+		if !slices.Contains(a, v) {
+			return false
+		}
+	}
+	return true
 }
 
 func coversCIDRs(a, b []netip.Prefix, fam family) bool {
@@ -92,19 +113,4 @@ func coversFlags(a, b *TCPFlags) bool {
 		return a.Set == 0 && a.Clear == 0
 	}
 	return a.Set&^b.Set == 0 && a.Clear&^b.Clear == 0
-}
-
-func coversVLANs(a, b []uint16) bool {
-	if len(a) == 0 {
-		return true
-	}
-	if len(b) == 0 {
-		return false // b matches untagged packets too
-	}
-	for _, v := range b {
-		if !slices.Contains(a, v) {
-			return false
-		}
-	}
-	return true
 }

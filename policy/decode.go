@@ -29,6 +29,10 @@ type decoder struct {
 	// fleetScopes are the scope: fleet values seen, checked against the
 	// fleet: section once the whole file is decoded.
 	fleetScopes []posString
+	// geo is the geoip: section, geoRefs the places that name countries
+	// or ASNs, resolved once everything is decoded (resolveGeo).
+	geo     *geoSection
+	geoRefs []*geoRef
 }
 
 func (d *decoder) errorAt(file string, line, col int, field, msg string) {

@@ -55,7 +55,13 @@ func (p *Policy) Describe(w io.Writer) {
 		fmt.Fprintf(w, "fleet: Redis %v (cluster %v), namespace %s, sync every %s, fallback %s\n",
 			f.Redis, f.Cluster, f.Namespace, f.Sync, f.Fallback)
 	}
-	if p.Bans.Set || p.Fleet != nil {
+	if g := p.GeoIP; g != nil {
+		g.describe(w)
+	}
+	if c := p.CrowdSec; c != nil {
+		fmt.Fprintf(w, "crowdsec: %s\n", c)
+	}
+	if p.Bans.Set || p.Fleet != nil || p.CrowdSec != nil {
 		fmt.Fprintf(w, "bans from the fleet and feeds: %s\n", p.Bans)
 	}
 	if p.Log.Set {

@@ -27,12 +27,14 @@ type listEntry struct {
 	file      string
 	line, col int
 	field     string
+	geo       bool // from countries or asns: the databases put it there
 }
 
 func (e listEntry) where() string { return fmt.Sprintf("%s:%d:%d", e.file, e.line, e.col) }
 
-// addrList decodes allow or deny: a list of CIDRs, or a mapping with cidrs
-// and files (netset files: one address or CIDR per line).
+// addrList decodes allow or deny: a list of CIDRs, or a mapping with cidrs,
+// files (netset files: one address or CIDR per line), countries and asns
+// (geoip.go: resolved once the whole policy is decoded).
 func (d *decoder) addrList(f field, path string) []listEntry {
 	if f.value == nil {
 		return nil
@@ -45,10 +47,11 @@ func (d *decoder) addrList(f field, path string) []listEntry {
 		return d.inlineCIDRs(n, path)
 	}
 	if _, ok := n.(*ast.MappingNode); !ok {
-		d.errorf(n, path, "expected a list of CIDRs or a mapping with cidrs and files, got %s", describeNode(n))
+		d.errorf(n, path, "expected a list of CIDRs or a mapping with cidrs, files, countries and asns, got %s", describeNode(n))
 		return nil
 	}
-	m := d.mapping(n, path, "cidrs", "files")
+	m := d.mapping(n, path, "cidrs", "files", "countries", "asns")
+	d.geoList(m, path)
 	var out []listEntry
 	if c, ok := m["cidrs"]; ok {
 		out = append(out, d.inlineCIDRs(c.value, join(path, "cidrs"))...)

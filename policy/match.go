@@ -21,8 +21,8 @@ var protocols = map[string]Protocol{
 func (d *decoder) match(n ast.Node, path string) (Match, bool) {
 	before := len(d.errs)
 	mt := Match{Protocol: ProtoAny}
-	m := d.mapping(n, path, "protocol", "dst_ports", "src_ports", "src_cidrs", "dst_cidrs", "tcp_flags", "vlan",
-		"length", "ttl", "dscp", "tos", "icmp")
+	m := d.mapping(n, path, "protocol", "dst_ports", "src_ports", "src_cidrs", "dst_cidrs", "src_countries", "src_asns",
+		"tcp_flags", "vlan", "length", "ttl", "dscp", "tos", "icmp")
 	if m == nil {
 		return mt, false
 	}
@@ -62,6 +62,7 @@ func (d *decoder) match(n ast.Node, path string) (Match, bool) {
 	if f, ok := m["dst_cidrs"]; ok {
 		mt.DstCIDRs = d.cidrs(f.value, join(path, "dst_cidrs"))
 	}
+	d.geoMatch(&mt, m, path)
 	if f, ok := m["tcp_flags"]; ok {
 		fpath := join(path, "tcp_flags")
 		if protoOK && mt.Protocol != ProtoTCP {
@@ -355,6 +356,8 @@ func (m Match) String() string {
 	list("dst_ports", len(m.DstPorts), func(i int) string { return m.DstPorts[i].String() })
 	list("src_cidrs", len(m.SrcCIDRs), func(i int) string { return m.SrcCIDRs[i].String() })
 	list("dst_cidrs", len(m.DstCIDRs), func(i int) string { return m.DstCIDRs[i].String() })
+	list("src_countries", len(m.SrcCountries), func(i int) string { return m.SrcCountries[i] })
+	list("src_asns", len(m.SrcASNs), func(i int) string { return strconv.FormatUint(uint64(m.SrcASNs[i]), 10) })
 	if m.TCPFlags != nil {
 		parts = append(parts, "tcp_flags ["+strings.ReplaceAll(m.TCPFlags.String(), ",", ", ")+"]")
 	}

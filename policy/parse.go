@@ -110,7 +110,7 @@ func (d *decoder) policy(data []byte) *Policy {
 		d.errorAt(d.file, 1, 1, "", "policy file is empty; a policy that limits nothing is `rules: []`")
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans", "crowdsec", "geoip")
 	if top == nil {
 		return nil
 	}
@@ -125,10 +125,18 @@ func (d *decoder) policy(data []byte) *Policy {
 			p.Mode = Mode(v)
 		}
 	}
+	if f, ok := top["geoip"]; ok {
+		d.geoipSection(f)
+	}
 	defs := d.defaults(top["defaults"])
 	p.Rules = d.rules(top["rules"], defs, p.Mode)
 	allow := d.addrList(top["allow"], "allow")
 	deny := d.addrList(top["deny"], "deny")
+	if len(d.errs) == 0 {
+		// Reading databases for a policy refused anyway would only
+		// slow its errors down.
+		d.resolveGeo(p, &allow, &deny)
+	}
 	p.Allow, p.Deny = d.checkOverlap(allow, deny)
 	p.Unparsed = d.unparsed(top["unparsed"])
 	if f, ok := top["fleet"]; ok {
@@ -140,6 +148,9 @@ func (d *decoder) policy(data []byte) *Policy {
 	p.Bans = DefaultBanLimits()
 	if f, ok := top["bans"]; ok {
 		p.Bans = d.banLimits(f)
+	}
+	if f, ok := top["crowdsec"]; ok {
+		p.CrowdSec = d.crowdsec(f)
 	}
 	d.checkFleet(p)
 	return p

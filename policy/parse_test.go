@@ -35,14 +35,14 @@ func TestTopLevel(t *testing.T) {
 		{name: "mode list", src: "mode: [enforce]\nrules: []", errs: []string{
 			`p.yaml:1:7: mode: expected enforce or shadow, got a list`}},
 		{name: "unknown field", src: "rule: []\n", errs: []string{
-			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans`}},
+			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip`}},
 		{name: "x- fields ignored", src: "x-anything: {a: [1, 2]}\nrules: []"},
 		{name: "empty file", src: "", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "comments only", src: "# nothing\n", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "not a mapping", src: "- rules\n", errs: []string{
-			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, got a list"}},
+			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip, got a list"}},
 		{name: "two documents", src: "rules: []\n---\nrules: []\n", errs: []string{
 			"p.yaml:3:1: a policy file holds one YAML document; this is a second one"}},
 		{name: "syntax error", src: "rules: [\n", errs: []string{
@@ -193,9 +193,9 @@ rules: []`, check: func(t *testing.T, p *Policy) {
 		{name: "bad entries", src: "allow: [10.0.0.0/8, nope]\ndeny: {cidrs: [x], hosts: [1.2.3.4]}\n", errs: []string{
 			`p.yaml:1:21: allow[1]: "nope" is not an IP address or CIDR (like 192.0.2.0/24 or 2001:db8::/32)`,
 			`p.yaml:2:16: deny.cidrs[0]: "x" is not an IP address or CIDR (like 192.0.2.0/24 or 2001:db8::/32)`,
-			`p.yaml:2:20: deny: unknown field "hosts"; allowed: cidrs, files`}},
+			`p.yaml:2:20: deny: unknown field "hosts"; allowed: cidrs, files, countries, asns`}},
 		{name: "allow a string", src: "allow: 10.0.0.0/8\n", errs: []string{
-			`p.yaml:1:8: allow: expected a list of CIDRs or a mapping with cidrs and files, got "10.0.0.0/8"`}},
+			`p.yaml:1:8: allow: expected a list of CIDRs or a mapping with cidrs, files, countries and asns, got "10.0.0.0/8"`}},
 		{name: "host bits", src: "allow: [10.0.0.1/8]\n", warns: []string{
 			"p.yaml:1:9: allow[0]: 10.0.0.1/8 is masked to 10.0.0.0/8"}},
 	})

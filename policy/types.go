@@ -22,10 +22,11 @@ type Policy struct {
 	// address in both decides by the longest matching prefix; the same prefix
 	// in both is rejected.
 	Allow, Deny []netip.Prefix
-	// ListFiles are the allow and deny list files the policy names,
-	// resolved against the policy file's directory, deduplicated, in the
-	// order first named. Their contents are in Allow and Deny, not in
-	// SHA256: whatever reloads on change must watch them too.
+	// ListFiles are the allow and deny list files and the geoip:
+	// databases the policy names, resolved against the policy file's
+	// directory, deduplicated, in the order first named. Their contents
+	// are in Allow, Deny and the rules, not in SHA256: whatever reloads on
+	// change must watch them too.
 	ListFiles []string
 	// Unparsed is what happens to frames the parser cannot judge.
 	Unparsed Unparsed
@@ -39,6 +40,11 @@ type Policy struct {
 	// Bans is the bans: section, defaults applied: how far bans from the
 	// fleet's Redis and ban feeds may reach.
 	Bans BanLimits
+	// CrowdSec is the crowdsec: section, nil when the policy has none.
+	CrowdSec *CrowdSec
+	// GeoIP is the geoip: section and what came of its databases, nil
+	// when the policy has neither the section nor countries or ASNs.
+	GeoIP *GeoIP
 
 	Warnings []Diagnostic // sorted by position, like errors
 }
@@ -94,6 +100,16 @@ type Match struct {
 	DSCP   []Range // 0 to 63: the TOS byte or traffic class >> 2
 	TOS    []Range // 0 to 255: the whole TOS byte or traffic class
 	ICMP   *ICMP   // nil: any; only with protocol icmp or icmpv6
+
+	// SrcCountries (ISO 3166-1 alpha-2, upper case) and SrcASNs constrain
+	// the source to the networks the policy's geoip: databases give them;
+	// sorted, deduplicated. SrcGeo is what they resolved to: the networks
+	// of the countries, within those of the ASNs, within SrcCIDRs, for
+	// those given (geoip.go, Sources). With either set and SrcGeo empty,
+	// the rule matches no packet.
+	SrcCountries []string
+	SrcASNs      []uint32
+	SrcGeo       []netip.Prefix
 }
 
 // Range is an inclusive range of ports, lengths, TTLs, DSCP or TOS values;

@@ -14,7 +14,8 @@ import (
 
 // TestPolicyCheckAgreesWithAttach: `policy check` passes a file if and only
 // if an attach accepts it, for every shipped example (each also valid and
-// warning-free, the fleet example given its password file) and every
+// warning-free, the fleet and CrowdSec examples given their password and
+// key files) and every
 // broken policy of the policy package's tests (policy/testdata/broken);
 // a refused file gets the same first error from both.
 func TestPolicyCheckAgreesWithAttach(t *testing.T) {
@@ -27,20 +28,25 @@ func TestPolicyCheckAgreesWithAttach(t *testing.T) {
 	if err != nil || len(broken) == 0 {
 		t.Fatalf("broken policies: %v, %v", broken, err)
 	}
-	// The fleet example, with its password file where it says.
+	// The fleet and CrowdSec examples, with their secret files where they
+	// say.
 	dir := t.TempDir()
-	pw := filepath.Join(dir, "redis.pw")
-	if err := os.WriteFile(pw, []byte("secret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	secrets := map[string]string{"/etc/xdplimit/redis.pw": "secret\n", "/etc/xdplimit/crowdsec.key": "0123456789abcdef\n"}
 	for i, e := range examples {
 		b, err := os.ReadFile(e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(b), "password_file: /etc/xdplimit/redis.pw") {
+		for name, content := range secrets {
+			if !strings.Contains(string(b), name) {
+				continue
+			}
+			local := filepath.Join(dir, filepath.Base(name))
+			if err := os.WriteFile(local, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			examples[i] = filepath.Join(dir, filepath.Base(e))
-			b = []byte(strings.ReplaceAll(string(b), "/etc/xdplimit/redis.pw", pw))
+			b = []byte(strings.ReplaceAll(string(b), name, local))
 			if err := os.WriteFile(examples[i], b, 0o644); err != nil {
 				t.Fatal(err)
 			}

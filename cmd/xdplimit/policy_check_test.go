@@ -36,5 +36,15 @@ non-IP frames (ARP, LLDP, ...): pass
 		"  namespace: t\nrules: []\n")
 	cases = append(cases, refused("password file missing", "fleet.password_file: open "+good+".missing: no such file or directory",
 		"policy", "check", nopw))
+	// So is a CrowdSec key file that cannot be read, or that others may
+	// read (writeFile makes it 0644).
+	key := writeFile(t, "crowdsec.key", "0123456789abcdef\n")
+	for name, c := range map[string]struct{ file, err string }{
+		"key file missing":  {key + ".missing", "crowdsec key file: open " + key + ".missing: no such file or directory"},
+		"key file readable": {key, "crowdsec key file " + key + " is readable by group or others (mode 0644): chmod 600 it"},
+	} {
+		cs := writeFile(t, "cs.yaml", "crowdsec: {url: 'http://127.0.0.1:8080', api_key_file: "+c.file+"}\nrules: []\n")
+		cases = append(cases, refused(name, c.err, "policy", "check", cs))
+	}
 	runCases(t, cases)
 }

@@ -17,21 +17,17 @@ import (
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
-// TestPolicyTestCommand wires flags to the replay: the engine itself is
-// tested in package replay.
-func TestPolicyTestCommand(t *testing.T) {
-	testutil.RequireRoot(t)
-	dir := t.TempDir()
-	pol := writeFile(t, "p.yaml", goodPolicy)
+// writeCapture writes frames to a pcapng capture, 1 ms apart from
+// 2024-01-01, and returns its path.
+func writeCapture(t *testing.T, frames [][]byte) string {
+	t.Helper()
 	var buf bytes.Buffer
 	w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := 0; i < 10; i++ {
-		src := netip.AddrFrom4([4]byte{192, 0, 2, byte(1 + i%2)})
-		f := pktgen.UDP4(src, netip.MustParseAddr("10.0.0.1"), 4000, 53, 18)
+	for i, f := range frames {
 		ci := gopacket.CaptureInfo{Timestamp: start.Add(time.Duration(i) * time.Millisecond), CaptureLength: len(f), Length: len(f)}
 		if err := w.WritePacket(ci, f); err != nil {
 			t.Fatal(err)
@@ -40,10 +36,24 @@ func TestPolicyTestCommand(t *testing.T) {
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	capture := filepath.Join(dir, "c.pcapng")
-	if err := os.WriteFile(capture, buf.Bytes(), 0o644); err != nil {
+	path := filepath.Join(t.TempDir(), "c.pcapng")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// TestPolicyTestCommand wires flags to the replay: the engine itself is
+// tested in package replay.
+func TestPolicyTestCommand(t *testing.T) {
+	testutil.RequireRoot(t)
+	pol := writeFile(t, "p.yaml", goodPolicy)
+	var frames [][]byte
+	for i := 0; i < 10; i++ {
+		src := netip.AddrFrom4([4]byte{192, 0, 2, byte(1 + i%2)})
+		frames = append(frames, pktgen.UDP4(src, netip.MustParseAddr("10.0.0.1"), 4000, 53, 18))
+	}
+	capture := writeCapture(t, frames)
 
 	out, errOut, code := runCLI("policy", "test", pol, "--pcap", capture, "--explain", "1,7", "--explain", "10", "--top", "1", "--max-sources", "4096")
 	if code != 0 {

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/internal/cpupin"
+	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
 // DefaultDir is where scripts/deps.sh unpacks Debian's crowdsec package;
@@ -62,9 +64,11 @@ func isExec(path string) bool {
 }
 
 // Server is one LAPI child process with its own sqlite database, on a
-// free port of 127.0.0.1. Kill and Start again restart it on the same port
-// and database, as a crash and a service restart would.
+// free port of 127.0.0.1 (of its network namespace). Kill and Start again
+// restart it on the same port and database, as a crash and a service
+// restart would.
 type Server struct {
+	ns      *netns.Netns // nil: the caller's
 	bin     Binaries
 	dir     string
 	port    int
@@ -78,8 +82,13 @@ type Server struct {
 
 // New writes a configuration into dir (which the caller removes) and
 // registers the machine cscli logs in as; Start starts the server.
-func New(bin Binaries, dir string) (*Server, error) {
-	s := &Server{bin: bin, dir: dir, timeout: 30 * time.Second}
+func New(bin Binaries, dir string) (*Server, error) { return NewIn(nil, bin, dir) }
+
+// NewIn is New for a server in network namespace ns: the server and every
+// cscli run in it (cscli talks to the LAPI on its loopback), and so do the
+// server's health checks. Clients must dial from ns too.
+func NewIn(ns *netns.Netns, bin Binaries, dir string) (*Server, error) {
+	s := &Server{ns: ns, bin: bin, dir: dir, timeout: 30 * time.Second}
 	for _, d := range []string{"etc", "data", "hub", "plugins"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
@@ -117,12 +126,23 @@ func New(bin Binaries, dir string) (*Server, error) {
 // pickPort takes a port the kernel says is free. Another process may take
 // it before the server binds it; Start then picks another.
 func (s *Server) pickPort() error {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+	return s.in(func() error {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		s.port = l.Addr().(*net.TCPAddr).Port
+		return l.Close()
+	})
+}
+
+// in runs fn on a locked thread in the server's namespace (the caller's
+// without one); processes fn forks are born there.
+func (s *Server) in(fn func() error) error {
+	if s.ns == nil {
+		return cpupin.Locked(fn)
 	}
-	s.port = l.Addr().(*net.TCPAddr).Port
-	return l.Close()
+	return s.ns.Do(fn)
 }
 
 // writeConfig writes config.yaml. No online_client section: the server
@@ -240,14 +260,18 @@ func (s *Server) startOnce() (exited bool, err error) {
 	done := make(chan struct{})
 	started := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 		defer close(done)
-		if err := cmd.Start(); err != nil {
+		err := s.in(func() error {
+			if err := cmd.Start(); err != nil {
+				return err
+			}
+			started <- nil
+			_ = cmd.Wait() // the exit status is the caller's doing (Stop, Kill)
+			return nil
+		})
+		if err != nil {
 			started <- err
-			return
 		}
-		started <- nil
-		_ = cmd.Wait() // the exit status is the caller's doing (Stop, Kill)
 	}()
 	if err := <-started; err != nil {
 		return false, fmt.Errorf("start crowdsec: %w", err)
@@ -256,7 +280,8 @@ func (s *Server) startOnce() (exited bool, err error) {
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 
-	client := &http.Client{Timeout: time.Second}
+	client := s.HTTPClient()
+	client.Timeout = time.Second
 	deadline := time.Now().Add(s.timeout)
 	for time.Now().Before(deadline) {
 		select {
@@ -278,6 +303,14 @@ func (s *Server) startOnce() (exited bool, err error) {
 	}
 	_ = s.Kill()
 	return false, fmt.Errorf("crowdsec did not answer on %s within %v", s.URL(), s.timeout)
+}
+
+// HTTPClient is a client that dials from the server's namespace.
+func (s *Server) HTTPClient() *http.Client {
+	if s.ns == nil {
+		return &http.Client{}
+	}
+	return &http.Client{Transport: &http.Transport{DialContext: s.ns.DialContext}}
 }
 
 // Stop ends the server by its PID: SIGTERM, then SIGKILL after 10 s. It
@@ -319,7 +352,12 @@ func (s *Server) Cscli(ctx context.Context, args ...string) (string, error) {
 	cmd.Dir = s.dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	var out []byte
+	err := s.in(func() error {
+		var err error
+		out, err = cmd.Output()
+		return err
+	})
 	if err != nil {
 		return string(out), fmt.Errorf("cscli %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}

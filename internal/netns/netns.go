@@ -1,10 +1,12 @@
 package netns
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -214,6 +216,20 @@ func (n *Netns) Do(fn func() error) error {
 		}
 		return fn()
 	})
+}
+
+// DialContext opens a connection from inside the namespace (net.Dialer's
+// DialContext run in Do): the socket stays in the namespace, whichever
+// thread then uses it.
+func (n *Netns) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := n.Do(func() error {
+		var d net.Dialer
+		var err error
+		conn, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
 }
 
 // DoAt runs fn like Do in the namespace at path, or in the caller's own

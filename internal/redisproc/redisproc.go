@@ -198,16 +198,7 @@ func FastFailOptions(ns *netns.Netns, password string, addrs ...string) *redis.U
 // whose sockets are created inside ns: a socket stays in the namespace it
 // was created in, whichever thread uses it later.
 func DialIn(ns *netns.Netns) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var conn net.Conn
-		err := ns.Do(func() error {
-			var d net.Dialer
-			var err error
-			conn, err = d.DialContext(ctx, network, addr)
-			return err
-		})
-		return conn, err
-	}
+	return ns.DialContext
 }
 
 // Signal sends sig to the running server.

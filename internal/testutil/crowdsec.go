@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/xdplimit/xdplimit/internal/crowdsecproc"
+	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
 // RequireCrowdsec requires Debian's crowdsec binaries (crowdsec, cscli),
@@ -21,10 +22,21 @@ func RequireCrowdsec(tb testing.TB) crowdsecproc.Binaries {
 // the log is printed then.
 func StartLAPI(tb testing.TB) *crowdsecproc.Server {
 	tb.Helper()
+	return StartLAPIIn(tb, nil)
+}
+
+// StartLAPIIn is StartLAPI in the test's namespace ns (nil: the caller's):
+// the server listens on ns's loopback, and cscli runs there too.
+func StartLAPIIn(tb testing.TB, ns *Netns) *crowdsecproc.Server {
+	tb.Helper()
 	bin := RequireCrowdsec(tb)
+	var n *netns.Netns
+	if ns != nil {
+		n = ns.Netns
+	}
 	// TempDir before Cleanup: cleanups run last-in first-out, so the
 	// server is stopped before its directory is removed.
-	s, err := crowdsecproc.New(bin, tb.TempDir())
+	s, err := crowdsecproc.NewIn(n, bin, tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}

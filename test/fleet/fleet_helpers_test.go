@@ -6,13 +6,10 @@ package fleet
 // from the pins, `xdplimit status`, /metrics, the veth's XDP counters).
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"os"
@@ -303,30 +300,7 @@ func scrape(t *testing.T, h *fleetlab.Host) map[string]float64 {
 		Transport: &http.Transport{DialContext: testutil.DialIn(h.NS)},
 	}
 	defer c.CloseIdleConnections()
-	resp, err := c.Get("http://" + metrics.DefaultAddr + "/metrics")
-	if err != nil {
-		t.Fatalf("host %d: scrape: %v", h.Index, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("host %d: scrape: %v %v", h.Index, resp.Status, err)
-	}
-	m := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		i := strings.LastIndexByte(line, ' ')
-		if strings.HasPrefix(line, "#") || i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("host %d: metric line %q: %v", h.Index, line, err)
-		}
-		m[line[:i]] = v
-	}
-	return m
+	return testutil.Scrape(t, c, "http://"+metrics.DefaultAddr+"/metrics")
 }
 
 // xdpPackets is what reached the XDP program on host h's Eth0, from the

@@ -1,0 +1,266 @@
+package agent_test
+
+// The CrowdSec bouncer end to end: a real Local API (Debian's crowdsec,
+// as make deps unpacks it) on the loopback of the receiving namespace, with
+// its own configuration and sqlite database; decisions added with cscli;
+// the agent attached natively on the veth; UDP datagrams from the sending
+// namespace counted where they arrive, in the receiver's SNMP counters.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/agent"
+	"github.com/xdplimit/xdplimit/banfeed"
+	"github.com/xdplimit/xdplimit/internal/crowdsecproc"
+	"github.com/xdplimit/xdplimit/internal/testutil"
+)
+
+// csLab is an agent with a crowdsec: section and the LAPI it polls.
+type csLab struct {
+	t      *testing.T
+	v      *testutil.Veth
+	lapi   *crowdsecproc.Server
+	a      *running
+	logs   *testutil.SyncBuffer
+	path   string // the policy file
+	policy string // its crowdsec: section's text
+	url    string // the agent's /metrics
+}
+
+// csInterval is the poll interval of the tests: short, so that the test
+// runs quickly; every wait below counts polls, not time.
+const csInterval = time.Second
+
+func startCrowdSecLab(t *testing.T) *csLab {
+	testutil.RequireRoot(t)
+	v := newVeth(t)
+	l := &csLab{t: t, v: v, lapi: testutil.StartLAPIIn(t, v.PeerNS), logs: &testutil.SyncBuffer{}}
+	key, err := l.lapi.AddBouncer(context.Background(), "xdplimit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "crowdsec.key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.policy = fmt.Sprintf("crowdsec: {url: '%s', api_key_file: %s, interval: %s}\n", l.lapi.URL(), keyFile, csInterval)
+	// bans: the 10k decisions apply in one poll (the default is 1000 a
+	// sync).
+	l.path = policyFile(t, l.policy+"bans: {max_imported: 20000, max_per_sync: 20000}\nrules: []\n")
+	l.a = startAgent(t, v, agent.Config{Policy: l.path, MetricsAddr: "127.0.0.1:0",
+		CrowdSecDialer: testutil.DialIn(v.PeerNS),
+		Log:            slog.New(slog.NewTextHandler(l.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", l.logs)
+		}
+	})
+	l.url = "http://" + l.a.MetricsAddr().String() + "/metrics"
+	return l
+}
+
+// metric is one of the agent's series on its interface: name and the
+// labels after interface, as the exposition sorts them.
+func (l *csLab) metric(name string, labels ...string) float64 {
+	l.t.Helper()
+	s := name + `{interface="` + l.v.PeerName + `"`
+	for i := 0; i+1 < len(labels); i += 2 {
+		s += fmt.Sprintf(",%s=%q", labels[i], labels[i+1])
+	}
+	return testutil.Scrape(l.t, httpIn(l.v.PeerNS), l.url)[s+"}"]
+}
+
+func (l *csLab) polls() float64 { return l.metric("xdplimit_crowdsec_polls_total") }
+
+// waitPolls waits until n more polls have been made than when polls was
+// read: a decision cscli has stored is applied by the first poll that
+// starts after, and one poll may have been in flight (two polls bound it).
+// The generous limit only ends a test that hangs.
+func (l *csLab) waitPolls(from float64, n int, what string) {
+	l.t.Helper()
+	if !eventually(60*csInterval, func() bool { return l.polls() >= from+float64(n) }) {
+		l.t.Fatalf("%s: fewer than %d polls within %v", what, n, 60*csInterval)
+	}
+}
+
+// applied runs fn (a cscli command) and waits for the bouncer to have seen
+// what it did.
+func (l *csLab) applied(what string, fn func(ctx context.Context) error) {
+	l.t.Helper()
+	from := l.polls()
+	start := time.Now()
+	if err := fn(context.Background()); err != nil {
+		l.t.Fatalf("%s: %v", what, err)
+	}
+	l.waitPolls(from, 2, what)
+	l.t.Logf("%s: cscli returned and two polls passed in %v", what, time.Since(start).Round(time.Millisecond))
+}
+
+// probe sends 20 UDP datagrams from the sending namespace's address of
+// dst's family to dst and returns how many reached the receiver's UDP
+// layer.
+func (l *csLab) probe(dst netip.Addr) uint64 {
+	l.t.Helper()
+	src := l.v.Addr
+	if dst.Is6() {
+		src = l.v.Addr6
+	}
+	return sendFrom(l.t, l.v, src, dst, 20)
+}
+
+func (l *csLab) expectProbe(dst netip.Addr, pass bool, when string) {
+	l.t.Helper()
+	got := l.probe(dst)
+	if pass && got != 20 || !pass && got != 0 {
+		l.t.Fatalf("%s: %d of 20 datagrams to %s reached the stack, want %s", when, got, dst, map[bool]string{true: "20", false: "none"}[pass])
+	}
+}
+
+// crowdsecBans are the CrowdSec bans in the pinned table, by prefix.
+func (l *csLab) crowdsecBans() map[netip.Prefix]string {
+	l.t.Helper()
+	bans, err := pinned(l.t, l.v.PeerName).Limiter.Bans()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	out := map[netip.Prefix]string{}
+	for _, b := range bans {
+		if banfeed.From(b, banfeed.CrowdSec) {
+			out[b.Prefix] = b.Reason
+		}
+	}
+	return out
+}
+
+// TestAgentCrowdSec: decisions added with cscli drop their source at XDP
+// after the next poll (an address, IPv4 and IPv6, and a range), and a
+// deletion lets it pass again; the LAPI killed keeps the bans enforced,
+// and once it is back the bouncer resynchronises and applies what was
+// deleted meanwhile.
+func TestAgentCrowdSec(t *testing.T) {
+	l := startCrowdSecLab(t)
+	v := l.v
+	if !eventually(60*csInterval, func() bool { return l.metric("xdplimit_crowdsec_resyncs_total") >= 1 }) {
+		t.Fatal("no first poll")
+	}
+	l.expectProbe(v.PeerAddr, true, "no decision")
+	l.expectProbe(v.PeerAddr6, true, "no decision")
+
+	add := func(value string, isRange bool) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			return l.lapi.Add(ctx, crowdsecproc.Decision{Value: value, Range: isRange, Duration: time.Minute})
+		}
+	}
+	l.applied("decisions add -i "+v.Addr.String(), add(v.Addr.String(), false))
+	l.expectProbe(v.PeerAddr, false, "banned address")
+	bans := l.crowdsecBans()
+	if r := bans[netip.PrefixFrom(v.Addr, 32)]; !strings.HasPrefix(r, "crowdsec: cscli/manual 'ban' from ") {
+		t.Errorf("ban of %s: reason %q", v.Addr, r)
+	}
+	if n := l.metric("xdplimit_bans_imported", "source", "crowdsec"); n != 1 {
+		t.Errorf("xdplimit_bans_imported{source=crowdsec} = %v, want 1", n)
+	}
+	l.applied("decisions add -i "+v.Addr6.String(), add(v.Addr6.String(), false))
+	l.expectProbe(v.PeerAddr6, false, "banned IPv6 address")
+	l.expectProbe(v.PeerAddr, false, "banned address, still")
+
+	l.applied("decisions delete -i "+v.Addr.String(), func(ctx context.Context) error { return l.lapi.DeleteIP(ctx, v.Addr.String()) })
+	l.expectProbe(v.PeerAddr, true, "deleted decision")
+	if n := l.metric("xdplimit_crowdsec_decisions_deleted_total"); n != 1 {
+		t.Errorf("decisions_deleted_total %v, want 1", n)
+	}
+	rng := netip.PrefixFrom(v.Addr, 24).Masked().String()
+	l.applied("decisions add -r "+rng, add(rng, true))
+	l.expectProbe(v.PeerAddr, false, "banned range")
+
+	// The LAPI crashes: polls fail, the bans hold.
+	if err := l.lapi.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(60*csInterval, func() bool { return l.metric("xdplimit_crowdsec_poll_errors_total", "kind", "connect") >= 1 }) {
+		t.Fatal("no failed poll with the LAPI down")
+	}
+	l.expectProbe(v.PeerAddr, false, "LAPI down")
+	l.expectProbe(v.PeerAddr6, false, "LAPI down")
+	// It comes back, and meanwhile the range is deleted: the bouncer's
+	// next poll resynchronises and ends that ban, and keeps the other.
+	resyncs := l.metric("xdplimit_crowdsec_resyncs_total")
+	if err := l.lapi.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.lapi.DeleteRange(context.Background(), rng); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(60*csInterval, func() bool { return l.metric("xdplimit_crowdsec_resyncs_total") > resyncs }) {
+		t.Fatal("no resynchronisation after the LAPI came back")
+	}
+	l.expectProbe(v.PeerAddr, true, "range deleted while the LAPI was down")
+	l.expectProbe(v.PeerAddr6, false, "after the resynchronisation")
+	if got := l.crowdsecBans(); len(got) != 1 {
+		t.Errorf("CrowdSec bans after the resynchronisation: %v, want the IPv6 one", got)
+	}
+}
+
+var tookRE = regexp.MustCompile(`msg="crowdsec: poll applied" .*startup=true new=(\d+) .* banned=(\d+) .*took=(\S+)`)
+
+// TestAgentCrowdSec10k: 10k decisions imported into the LAPI are applied
+// to the ban table by one poll within 2 s (the poll's own measure: the
+// LAPI's answer and the writes). The bouncer is stopped (by a reload
+// without the section) while cscli imports them, so that no poll takes
+// part of them; the reload that brings the section back starts one that
+// resynchronises, taking all of them.
+func TestAgentCrowdSec10k(t *testing.T) {
+	l := startCrowdSecLab(t)
+	writePolicy(t, l.path, "rules: []\nbans: {max_imported: 20000, max_per_sync: 20000}\n")
+	if err := l.a.Reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	ds := make([]crowdsecproc.Decision, 10000)
+	for i := range ds {
+		ds[i] = crowdsecproc.Decision{Value: fmt.Sprintf("10.1.%d.%d", i>>8, i&255), Duration: time.Hour, Reason: "bulk"}
+	}
+	start := time.Now()
+	if err := l.lapi.Import(context.Background(), "Ip", ds); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cscli decisions import of 10k: %v", time.Since(start).Round(time.Millisecond))
+	writePolicy(t, l.path, l.policy+"bans: {max_imported: 20000, max_per_sync: 20000}\nrules: []\n")
+	if err := l.a.Reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	var m []string
+	if !eventually(60*csInterval, func() bool {
+		for _, line := range strings.Split(l.logs.String(), "\n") {
+			if m = tookRE.FindStringSubmatch(line); m != nil && m[2] == "10000" {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no poll applied the 10k decisions")
+	}
+	took, err := time.ParseDuration(m[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the poll took %v to fetch and apply %s decisions", took, m[1])
+	// The issue's bound, on the poll alone.
+	if took > 2*time.Second {
+		t.Errorf("applying 10k decisions took %v, want under 2 s", took)
+	}
+	if n := len(l.crowdsecBans()); n != 10000 {
+		t.Errorf("%d CrowdSec bans in the table, want 10000", n)
+	}
+	if n := l.metric("xdplimit_bans_imported", "source", "crowdsec"); n != 10000 {
+		t.Errorf("xdplimit_bans_imported{source=crowdsec} = %v, want 10000", n)
+	}
+}
