@@ -258,8 +258,9 @@ enum xdpl_const {
 	 * per slot: a listener accepts a cookie ACK only within two minutes of
 	 * a cookie it sent itself (tcp_synq_no_recent_overflow). */
 	XDPL_COOKIE_PASS_NS = 1000000000,
-	/* VLAN tags an answer is built behind. */
-	XDPL_COOKIE_MAX_TAGS = 4,
+	/* VLAN tags an answer (a SYN-ACK, a reset, an ICMP error) is built
+	 * behind (reply.h). */
+	XDPL_REPLY_MAX_TAGS = 4,
 	/* xdpl_synack_cfg.flags: what the stack's own SYN-ACK would offer. */
 	XDPL_SYNACK_TS = 1 << 0, /* timestamps, without random offsets */
 	XDPL_SYNACK_SACK = 1 << 1,

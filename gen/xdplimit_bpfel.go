@@ -203,7 +203,7 @@ const (
 	XdplimitXdplConstXDPL_COOKIE_ACK_KINDS      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_COOKIE_PASS_SLOTS     XdplimitXdplConst = 1024
 	XdplimitXdplConstXDPL_COOKIE_PASS_NS        XdplimitXdplConst = 1000000000
-	XdplimitXdplConstXDPL_COOKIE_MAX_TAGS       XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_REPLY_MAX_TAGS        XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_SYNACK_TS             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_SYNACK_SACK           XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_SYNACK_WSCALE         XdplimitXdplConst = 4
