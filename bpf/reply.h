@@ -146,7 +146,7 @@ static __always_inline __u64 xdpl_reply_ip(__u32 *ip, __u32 family, __u32 proto,
 		ip[2] |= (__u32)xdpl_csum_words(ip, 5, 0) << 16;
 		return (__u64)ip[3] + ip[4] + bpf_htonl(proto << 16 | l4len);
 	}
-	pseudo = bpf_htonl(l4len) + bpf_htonl(proto);
+	pseudo = (__u64)bpf_htonl(l4len) + bpf_htonl(proto);
 #pragma unroll
 	for (int i = 2; i < 6; i++) {
 		__u32 src = ip[i];

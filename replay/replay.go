@@ -65,6 +65,10 @@ type RuleResult struct {
 	// with a SYN-ACK carrying a cookie (the program sends them with
 	// XDP_TX; a replay sends nothing).
 	Cookie Counts
+	// Reject counts the packets a rule with action reject would answer
+	// with a TCP reset or an ICMP error (sent with XDP_TX; a replay sends
+	// nothing); those it would drop unanswered are in Drop.
+	Reject Counts
 	// Refused counts the packets each level refused (dropped,
 	// shadow-dropped or answered with a cookie), in policy order: 0 is the
 	// rule's own limit, i the aggregate level i-1.
@@ -78,6 +82,7 @@ type SourceDrops struct {
 	Rule         string // a rule name, or "deny list"
 	Drop, Shadow Counts
 	Cookie       Counts // SYNs answered with a cookie
+	Reject       Counts // packets answered by a reject rule
 }
 
 // BanEvent is a ban a rule started during the replay: at the frame that
@@ -314,6 +319,8 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 				sd.Drop.add(seen)
 			case maps.VerdictCookie:
 				sd.Cookie.add(seen)
+			case maps.VerdictReject:
+				sd.Reject.add(seen)
 			default:
 				sd.Shadow.add(seen)
 			}
@@ -379,14 +386,14 @@ func probeLinear(l *maps.Limiter) (int, error) {
 const (
 	xdpDrop = 1
 	xdpPass = 2
-	xdpTX   = 3 // a SYN answered with a cookie
+	xdpTX   = 3 // answered: a SYN cookie, a reset, an ICMP error
 )
 
 func xdpAction(v maps.Verdict) uint32 {
 	switch v {
 	case maps.VerdictDrop:
 		return xdpDrop
-	case maps.VerdictCookie:
+	case maps.VerdictCookie, maps.VerdictReject:
 		return xdpTX
 	}
 	return xdpPass
@@ -439,6 +446,8 @@ func (r *Report) tally(d maps.Decision, bytes int) error {
 			rr.Shadow.add(bytes)
 		case maps.VerdictCookie:
 			rr.Cookie.add(bytes)
+		case maps.VerdictReject:
+			rr.Reject.add(bytes)
 		default:
 			return fmt.Errorf("unknown verdict %v", d.Verdict)
 		}
@@ -469,7 +478,7 @@ func (r *Report) crossCheck(l *maps.Limiter, base map[maps.Counter]maps.CounterV
 	for i, s := range stats {
 		rr := r.Rules[i]
 		for v, c := range map[maps.Verdict]Counts{maps.VerdictPass: rr.Pass, maps.VerdictDrop: rr.Drop,
-			maps.VerdictShadow: rr.Shadow, maps.VerdictCookie: rr.Cookie} {
+			maps.VerdictShadow: rr.Shadow, maps.VerdictCookie: rr.Cookie, maps.VerdictReject: rr.Reject} {
 			if got := s.Verdicts[v]; got.Packets != c.Packets || got.Bytes != c.Bytes {
 				return fmt.Errorf("rule %s: the program counted %v %d packets, %d bytes; its recorded decisions add up to %d, %d",
 					rr.Name, v, got.Packets, got.Bytes, c.Packets, c.Bytes)

@@ -80,14 +80,18 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  rule\tpass pkts\tpass bytes\tdrop pkts\tdrop bytes\tshadow pkts\tcookie pkts\t")
-	var cookies []maps.RuleStat
+	fmt.Fprintln(tw, "  rule\tpass pkts\tpass bytes\tdrop pkts\tdrop bytes\tshadow pkts\tcookie pkts\treject pkts\t")
+	var cookies, rejects []maps.RuleStat
 	for _, r := range rules {
 		v := r.Verdicts
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", termsafe.Escape(r.Name), v[maps.VerdictPass].Packets, v[maps.VerdictPass].Bytes,
-			v[maps.VerdictDrop].Packets, v[maps.VerdictDrop].Bytes, v[maps.VerdictShadow].Packets, v[maps.VerdictCookie].Packets)
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", termsafe.Escape(r.Name), v[maps.VerdictPass].Packets, v[maps.VerdictPass].Bytes,
+			v[maps.VerdictDrop].Packets, v[maps.VerdictDrop].Bytes, v[maps.VerdictShadow].Packets, v[maps.VerdictCookie].Packets,
+			v[maps.VerdictReject].Packets)
 		if r.SynCookie {
 			cookies = append(cookies, r)
+		}
+		if r.Reject {
+			rejects = append(rejects, r)
 		}
 	}
 	tw.Flush()
@@ -98,6 +102,17 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 	cs, err := s.Limiter.Counters()
 	if err != nil {
 		return err
+	}
+	for _, r := range rejects {
+		fmt.Fprintf(w, "  reject %s: %d answers sent, %d packets dropped unanswered\n",
+			termsafe.Escape(r.Name), r.Verdicts[maps.VerdictReject].Packets, r.RejectSuppressed)
+	}
+	if len(rejects) > 0 {
+		fmt.Fprintf(w, "  unanswered by reason:")
+		for _, c := range maps.RejectReasons {
+			fmt.Fprintf(w, " %s %d", maps.RejectReason(c), cs[c].Packets)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "  allow %d, deny %d, deny (shadow) %d, unmatched %d, malformed %d, non-IP %d pkts\n",
 		cs[maps.CounterAllow].Packets, cs[maps.CounterDeny].Packets, cs[maps.CounterDenyShadow].Packets,
