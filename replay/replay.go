@@ -46,10 +46,18 @@ type Options struct {
 	// Top is how many (source, rule) pairs with the most dropped packets
 	// to report.
 	Top int
+	// Sources are addresses whose state to report at the end of the
+	// capture (what `status --source` would say then), the levels keyed
+	// with a port read for SourcePort.
+	Sources    []netip.Addr
+	SourcePort uint16
 }
 
 // Counts is a number of packets and their bytes.
-type Counts struct{ Packets, Bytes uint64 }
+type Counts struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
 
 func (c *Counts) add(bytes int) {
 	c.Packets++
@@ -154,6 +162,9 @@ type Report struct {
 	CutOff     *CutOff
 	MaxSources uint32
 	TrackAfter uint32
+	// Sources is what the limiter held for Options.Sources at the end of
+	// the capture, on the capture's clock.
+	Sources []maps.Source
 }
 
 // Run replays the capture through the program loaded with p and reports.
@@ -347,6 +358,13 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 	rep.Top = topDrops(drops, opts.Top)
 	if err := rep.crossCheck(l, base); err != nil {
 		return nil, err
+	}
+	for _, a := range opts.Sources {
+		s, err := l.Source(a, opts.SourcePort)
+		if err != nil {
+			return nil, fmt.Errorf("--source %v: %w", a, err)
+		}
+		rep.Sources = append(rep.Sources, s)
 	}
 	return rep, nil
 }

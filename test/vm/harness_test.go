@@ -9,8 +9,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,20 +283,29 @@ func (l *lab) requireClean(t *testing.T) {
 	}
 }
 
-// statusCount reads one rule's counter from `xdplimit status`.
+// ruleCounts reads one rule's counters from `xdplimit status -o json`.
 func (l *lab) ruleCounts(t *testing.T, rule string) (pass, drop, shadow uint64) {
 	t.Helper()
-	out, err := l.run(t, "status", l.PeerName)
+	out, err := l.run(t, "status", l.PeerName, "-o", "json")
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 6 && f[0] == rule {
-			fmt.Sscan(f[1], &pass)
-			fmt.Sscan(f[3], &drop)
-			fmt.Sscan(f[5], &shadow)
-			return
+	var st struct {
+		Interfaces []struct {
+			Rules []struct {
+				Rule     string `json:"rule"`
+				Verdicts map[string]struct {
+					Packets uint64 `json:"packets"`
+				} `json:"verdicts"`
+			} `json:"rules"`
+		} `json:"interfaces"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Interfaces) != 1 {
+		t.Fatalf("status -o json (%v):\n%s", err, out)
+	}
+	for _, r := range st.Interfaces[0].Rules {
+		if r.Rule == rule {
+			return r.Verdicts["pass"].Packets, r.Verdicts["drop"].Packets, r.Verdicts["shadow_drop"].Packets
 		}
 	}
 	t.Fatalf("rule %s not in status:\n%s", rule, out)
