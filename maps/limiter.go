@@ -73,6 +73,9 @@ type Limiter struct {
 	// ctlMu orders this process's writes of the control word: Apply's
 	// and EnableBanLookup's (a fleet engine's, from its own goroutine).
 	ctlMu sync.Mutex
+	// srcGen is the generation Source last read (source.go).
+	srcMu  sync.Mutex
+	srcGen *sourceGen
 }
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the

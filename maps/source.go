@@ -107,14 +107,15 @@ func (l *Limiter) Source(addr netip.Addr, port uint16) (Source, error) {
 	if s.Bans, err = l.bansOf(addr, s.Now); err != nil {
 		return s, fmt.Errorf("bans: %w", err)
 	}
-	matching, err := l.rulesOf(g, cfg, addr)
+	gc, err := l.generationOf(g, ctl)
 	if err != nil {
 		return s, err
 	}
-	rules, err := l.inForce(g, ctl)
+	matching, err := l.rulesOf(g, cfg, gc, addr)
 	if err != nil {
 		return s, err
 	}
+	rules := gc.rules
 	trackAfter := l.trackAfter
 	if trackAfter == 0 {
 		trackAfter = DefaultTrackAfter // an attached program's: no attach option changes it
@@ -257,9 +258,52 @@ func (l *Limiter) bansOf(addr netip.Addr, now uint64) ([]Ban, error) {
 	return out, nil
 }
 
+// sourceGen is what Source reads of a generation beside the state: its
+// rules, and the rules each family's protocols can match. It changes only
+// with the generation's sequence number (Apply and the ban lookup switch
+// write a new one), so a limiter that answers queries keeps it.
+type sourceGen struct {
+	gen, seq uint32
+	rules    []installed
+	family   [2]Bitmap // IPv4, IPv6: the rules some protocol of the family matches
+}
+
+// generationOf is generation g's sourceGen, read again when its sequence
+// number moved.
+func (l *Limiter) generationOf(g uint32, ctl gen.XdplimitXdplControl) (*sourceGen, error) {
+	seq := ctl.Gen[g].Seq
+	l.srcMu.Lock()
+	defer l.srcMu.Unlock()
+	if c := l.srcGen; c != nil && c.gen == g && c.seq == seq && seq != 0 {
+		return c, nil
+	}
+	c := &sourceGen{gen: g, seq: seq}
+	var err error
+	if c.rules, err = l.inForce(g, ctl); err != nil {
+		return nil, err
+	}
+	if ctl.Gen[g].Dims&DimProto != 0 {
+		keys := make([]uint32, ProtoSlots)
+		vals := make([]Bitmap, ProtoSlots)
+		for i := range keys {
+			keys[i] = g*ProtoSlots + uint32(i)
+		}
+		if err := lookupAll(l.objs.XdplProto, keys, vals); err != nil {
+			return nil, fmt.Errorf("protocols: %w", err)
+		}
+		for i, v := range vals {
+			for w := range v.W {
+				c.family[i/256].W[w] |= v.W[w]
+			}
+		}
+	}
+	l.srcGen = c
+	return c, nil
+}
+
 // rulesOf is the bitmap of the rules of generation g addr can match: as
 // its source prefix and its family's protocols classify it.
-func (l *Limiter) rulesOf(g uint32, cfg gen.XdplimitXdplGenCfg, addr netip.Addr) (Bitmap, error) {
+func (l *Limiter) rulesOf(g uint32, cfg gen.XdplimitXdplGenCfg, gc *sourceGen, addr netip.Addr) (Bitmap, error) {
 	var all Bitmap
 	for i := 0; i < int(cfg.Nrules) && i < MaxRules; i++ {
 		SetBit(&all, i)
@@ -278,26 +322,11 @@ func (l *Limiter) rulesOf(g uint32, cfg gen.XdplimitXdplGenCfg, addr netip.Addr)
 		and(&all, src)
 	}
 	if cfg.Dims&DimProto != 0 {
-		fam := uint32(0)
+		fam := 0
 		if addr.Is6() {
 			fam = 1
 		}
-		base := g*ProtoSlots + fam*256
-		keys := make([]uint32, 256)
-		vals := make([]Bitmap, 256)
-		for i := range keys {
-			keys[i] = base + uint32(i)
-		}
-		if err := lookupAll(l.objs.XdplProto, keys, vals); err != nil {
-			return all, fmt.Errorf("protocols: %w", err)
-		}
-		var any Bitmap
-		for _, v := range vals {
-			for w := range any.W {
-				any.W[w] |= v.W[w]
-			}
-		}
-		and(&all, any)
+		and(&all, gc.family[fam])
 	}
 	return all, nil
 }

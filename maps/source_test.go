@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -187,5 +188,28 @@ rules:
 	// The packet the sketch let through is not charged (levels.h).
 	if !lv.Tracked || lv.Remaining != lv.Limit-1 {
 		t.Errorf("after two packets: %+v", lv)
+	}
+}
+
+// TestSourceReload: what Source keeps of a generation (its rules, the
+// protocols' bitmaps) is read again once a reload put another in force.
+func TestSourceReload(t *testing.T) {
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, sourcePolicy)
+	if got := ruleNames(sourceOf(t, l, "2001:db8::1", 0)); !slices.Equal(got, []string{"dns", "web"}) {
+		t.Fatalf("rules %v", got)
+	}
+	if err := l.Apply(xdpltest.Compile(t, `
+rules:
+  - name: v6-icmp
+    match: {protocol: icmpv6}
+    limit: {algorithm: token_bucket, rate: 10/s, burst: 5}
+  - name: v4-icmp
+    match: {protocol: icmp}
+    limit: {algorithm: token_bucket, rate: 10/s, burst: 5}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := ruleNames(sourceOf(t, l, "2001:db8::1", 0)); !slices.Equal(got, []string{"v6-icmp"}) {
+		t.Errorf("after the reload: rules %v, want [v6-icmp]", got)
 	}
 }
