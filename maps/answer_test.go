@@ -6,6 +6,8 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+
+	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 // The answers the program builds in a frame and sends back with XDP_TX: the
@@ -14,7 +16,8 @@ import (
 const xdpTX = 3
 
 // answer decodes an answer the program built, checking every length and
-// checksum in it: the IPv4 header's, and the transport's (TCP and ICMPv6
+// checksum in it (pktgen.Checksum is 0 over bytes that include a correct
+// checksum): the IPv4 header's, and the transport's (TCP and ICMPv6
 // over their pseudo-header, ICMP without one).
 func answer(t *testing.T, frame []byte) gopacket.Packet {
 	t.Helper()
@@ -23,8 +26,8 @@ func answer(t *testing.T, frame []byte) gopacket.Packet {
 	var proto layers.IPProtocol
 	var pseudo []byte
 	if ip4, ok := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4); ok {
-		if sum := onesSum(ip4.Contents); sum != 0xffff {
-			t.Errorf("IPv4 header checksum does not verify (sum %#x)", sum)
+		if c := pktgen.Checksum(0, ip4.Contents); c != 0 {
+			t.Errorf("IPv4 header checksum does not verify (%#x)", c)
 		}
 		l4, proto = ip4.Payload, ip4.Protocol
 		if int(ip4.Length) != len(ip4.Contents)+len(l4) {
@@ -57,24 +60,8 @@ func answer(t *testing.T, frame []byte) gopacket.Packet {
 	if proto == layers.IPProtocolICMPv4 {
 		pseudo = nil
 	}
-	if sum := onesSum(append(pseudo, l4...)); sum != 0xffff {
-		t.Errorf("%v checksum does not verify (sum %#x)", proto, sum)
+	if c := pktgen.Checksum(0, append(pseudo, l4...)); c != 0 {
+		t.Errorf("%v checksum does not verify (%#x)", proto, c)
 	}
 	return pkt
-}
-
-// onesSum is the Internet checksum's one's complement sum: 0xffff over
-// bytes that include a correct checksum.
-func onesSum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
 }

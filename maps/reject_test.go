@@ -252,6 +252,9 @@ func TestRejectNever(t *testing.T) {
 	to := func(f pktgen.Frame, dst string) pktgen.Frame {
 		return with(f, func(f *pktgen.Frame) { f.Dst = netip.MustParseAddr(dst) })
 	}
+	icmp := func(f pktgen.Frame, typ, code uint8) pktgen.Frame {
+		return with(f, func(f *pktgen.Frame) { f.Proto, f.ICMP = pktgen.ProtoICMP, &pktgen.ICMPMessage{Type: typ, Code: code} })
+	}
 	for _, c := range []struct {
 		name  string
 		frame pktgen.Frame
@@ -278,21 +281,11 @@ func TestRejectNever(t *testing.T) {
 		{"to IPv6 multicast", to(udp6, "ff05::2"), maps.CounterRejectNever},
 		{"a reset", with(tcp, func(f *pktgen.Frame) { f.TCPFlags = pktgen.TCPRst }), maps.CounterRejectNever},
 		{"a reset with ACK", with(tcp, func(f *pktgen.Frame) { f.TCPFlags = pktgen.TCPRst | pktgen.TCPAck }), maps.CounterRejectNever},
-		{"an ICMP error", with(udp, func(f *pktgen.Frame) {
-			f.Proto, f.ICMP = pktgen.ProtoICMP, &pktgen.ICMPMessage{Type: 3, Code: 3}
-		}), maps.CounterRejectNever},
-		{"an ICMP time exceeded", with(udp, func(f *pktgen.Frame) {
-			f.Proto, f.ICMP = pktgen.ProtoICMP, &pktgen.ICMPMessage{Type: 11}
-		}), maps.CounterRejectNever},
-		{"an ICMP type Linux does not know", with(udp, func(f *pktgen.Frame) {
-			f.Proto, f.ICMP = pktgen.ProtoICMP, &pktgen.ICMPMessage{Type: 42}
-		}), maps.CounterRejectNever},
-		{"an ICMPv6 error", with(udp6, func(f *pktgen.Frame) {
-			f.Proto, f.ICMP = pktgen.ProtoICMP, &pktgen.ICMPMessage{Type: 1, Code: 4}
-		}), maps.CounterRejectNever},
-		{"an ICMPv6 packet too big", with(udp6, func(f *pktgen.Frame) {
-			f.Proto, f.ICMP = pktgen.ProtoICMP, &pktgen.ICMPMessage{Type: 2}
-		}), maps.CounterRejectNever},
+		{"an ICMP error", icmp(udp, 3, 3), maps.CounterRejectNever},
+		{"an ICMP time exceeded", icmp(udp, 11, 0), maps.CounterRejectNever},
+		{"an ICMP type Linux does not know", icmp(udp, 42, 0), maps.CounterRejectNever},
+		{"an ICMPv6 error", icmp(udp6, 1, 4), maps.CounterRejectNever},
+		{"an ICMPv6 packet too big", icmp(udp6, 2, 0), maps.CounterRejectNever},
 		{"a non-first fragment", nonFirst(udp, 10), maps.CounterRejectNever},
 		{"an IPv6 non-first fragment", nonFirst(udp6, 10), maps.CounterRejectNever},
 

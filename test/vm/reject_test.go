@@ -192,38 +192,6 @@ rules:
 	}
 }
 
-// status is what the tests read of `xdplimit status -o json`.
-type status struct {
-	Interfaces []struct {
-		Rules []struct {
-			Rule     string `json:"rule"`
-			Verdicts map[string]struct {
-				Packets uint64 `json:"packets"`
-			} `json:"verdicts"`
-			Reject *struct {
-				Sent       uint64 `json:"sent"`
-				Suppressed uint64 `json:"suppressed"`
-			} `json:"reject"`
-		} `json:"rules"`
-		Counters map[string]struct {
-			Packets uint64 `json:"packets"`
-		} `json:"counters"`
-	} `json:"interfaces"`
-}
-
-func (l *lab) statusJSON(t *testing.T) status {
-	t.Helper()
-	out, err := l.run(t, "status", l.PeerName, "-o", "json")
-	var st status
-	if err == nil {
-		err = json.Unmarshal([]byte(out), &st)
-	}
-	if err != nil || len(st.Interfaces) != 1 {
-		t.Fatalf("status -o json: %v\n%s", err, out)
-	}
-	return st
-}
-
 // anyIP makes the sender's stack take 10.0.0.0/8 as its own (an AnyIP
 // route): the answers to the flood's forged sources then reach its TCP,
 // which checks their checksums and counts those that fail.
