@@ -231,21 +231,24 @@ static __always_inline int xdpl_reset(struct xdp_md *ctx, struct xdpl_pkt *p,
 
 /* The one's complement sum of the quote's n bytes, a multiple of 4 up to
  * XDPL_REJECT_QUOTE6, in chunks bpf_csum_diff takes (512 bytes). -1 on an
- * error. */
+ * error. Each bound is a test of its own on the register the helper gets:
+ * clang folds two tests of one value into a test of their difference,
+ * from which 6.1's verifier learns nothing of the value. */
 static __always_inline __s64 xdpl_quote_sum(struct xdpl_reply_buf *q, __u32 n)
 {
 	__s64 sum = 0;
 
 #pragma unroll
 	for (int i = 0; i < 3; i++) {
-		__u32 c = n > i * 512 ? n - i * 512 : 0;
-
-		c = c > 512 ? 512 : c;
-		asm volatile("" : "+r"(c));
-		if (c > 512 || i * 512 + c > sizeof(q->b))
-			return -1;
-		if (!c)
+		if (n <= i * 512)
 			break;
+		__u32 c = n - i * 512;
+
+		asm volatile("" : "+r"(c));
+		if (c > 512)
+			c = 512;
+		if (c > sizeof(q->b) - i * 512)
+			return -1;
 		__s64 s = bpf_csum_diff(NULL, 0, (void *)&q->b[i * 512], c, 0);
 
 		if (s < 0)
@@ -264,8 +267,12 @@ static __always_inline int xdpl_unreachable(struct xdp_md *ctx, struct xdpl_answ
 	__u32 ip[10] = {};
 	__u32 icmp[2] = {};
 
+	/* The bounds the helpers need, tested apart (xdpl_quote_sum). */
 	asm volatile("" : "+r"(n));
-	if (!q || n < 28 || n > XDPL_REJECT_QUOTE6)
+	if (!q || n > XDPL_REJECT_QUOTE6)
+		return -1;
+	asm volatile("" : "+r"(n));
+	if (n < 28)
 		return -1;
 	if (bpf_xdp_load_bytes(ctx, l3, q->b, n) || xdpl_reply_addrs(ctx, l3, a->s.family, ip))
 		return -1;
