@@ -406,8 +406,10 @@ rules:
 		took[len(took)/2], took[len(took)*9/10], took[len(took)-1])
 
 	// The heavy source, as the requests before the flood saw it: its own
-	// limit refused it (its burst of 500 taken, refilling at 1000/s: not
-	// yet whole), its /16 aggregate counts in windows of a second.
+	// limit took its burst of 500 (refilling at 1000/s, so whole again
+	// half a second later: how much of it the answer shows depends on how
+	// long the requests took, logged above), its /16 aggregate counts in
+	// windows of a second.
 	rules := last.Interfaces[0].Rules
 	if len(rules) != 1 || len(rules[0].Levels) != 2 {
 		t.Fatalf("rules %+v", rules)
@@ -416,7 +418,7 @@ rules:
 	t.Logf("heavy source: own %s %d of %d left, whole in %.3fs; /16 %s %d of %d left, whole in %.3fs",
 		own.Prefix, *own.Remaining, own.Limit, *own.Reset, agg.Prefix, *agg.Remaining, agg.Limit, *agg.Reset)
 	if own.Prefix != heavy.String()+"/32" || !own.Tracked || own.Limit != 500 || *own.Remaining > own.Limit ||
-		*own.Reset <= 0 || agg.Prefix != "198.18.0.0/16" || agg.Limit != 100000 || *agg.Remaining > agg.Limit {
+		agg.Prefix != "198.18.0.0/16" || agg.Limit != 100000 || *agg.Remaining > agg.Limit {
 		t.Errorf("heavy source: %+v, %+v", own, agg)
 	}
 }
