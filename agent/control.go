@@ -21,6 +21,7 @@ import (
 //	POST /reload   reload the policy file; ReloadResult as JSON, once done
 //	GET  /metrics  this agent's own series (Prometheus exposition)
 //	GET  /healthz  this agent's own health
+//	GET  /v1/sources/ADDR  what this agent's limiter holds for an address
 //
 // `xdplimit reload` asks for a reload and prints the answer; the agent
 // holding the metrics address gathers every other agent's series and
@@ -88,6 +89,7 @@ func (a *Agent) serveControl() (*controlServer, error) {
 	local := a.exp.LocalHandler()
 	mux.Handle("GET /metrics", local)
 	mux.Handle("GET /healthz", local)
+	mux.Handle("GET /v1/sources/{addr}", local)
 	mux.HandleFunc("GET /info", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, a.info()) })
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, _ *http.Request) {
 		warnings, err := a.reload("xdplimit reload")

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/metrics"
 )
 
 // TestAgentControlSocket: the control socket says who runs, and a reload
@@ -197,6 +199,15 @@ func TestAgentSharedMetrics(t *testing.T) {
 	want := fmt.Sprintf("ok\n%s: ok\n%s: ok\n", w.PeerName, v.PeerName)
 	if code, body := get(t, c, "http://"+addr+"/healthz"); code != 200 || body != want {
 		t.Errorf("/healthz: %d %q, want %q", code, body, want)
+	}
+	// One source: both interfaces answer, the second's through its
+	// control socket.
+	code, body := get(t, c, "http://"+addr+"/v1/sources/192.0.2.9")
+	var src metrics.Sources
+	if err := json.Unmarshal([]byte(body), &src); err != nil || code != 200 || len(src.Interfaces) != 2 ||
+		src.Interfaces[0].Interface != w.PeerName || src.Interfaces[1].Interface != v.PeerName ||
+		src.Interfaces[0].Error != "" || src.Interfaces[1].Error != "" {
+		t.Errorf("/v1/sources: %d (%v):\n%s", code, err, body)
 	}
 
 	if err := a.stop(t); err != nil {

@@ -109,6 +109,8 @@ static __always_inline void xdpl_rule_count(struct xdpl_rule_stats *st, __u32 ve
 		c = &st->v[XDPL_V_SHADOW];
 	else if (verdict == XDPL_V_COOKIE)
 		c = &st->v[XDPL_V_COOKIE];
+	else if (verdict == XDPL_V_REJECT)
+		c = &st->v[XDPL_V_REJECT];
 	asm volatile("" : "+r"(c));
 	c->packets++;
 	c->bytes += len;
@@ -154,11 +156,11 @@ __attribute__((noinline)) int xdpl_record_decision(struct xdpl_pkt *p, __u32 why
 }
 
 /* The accounting step: counts judgement j of packet p, samples it when it
- * is a drop (or would be one, in shadow, or a SYN answered with a cookie)
+ * is a drop (or would be one, in shadow, or a packet answered)
  * that a rule, the deny list, a ban or a cookie check decided, with the
  * generation's sample_mask, records it when asked, and returns the XDP
- * action: a SYN answered with a cookie goes back out (its SYN-ACK is
- * already in the frame). */
+ * action: a SYN answered with a cookie and a packet answered by a reject
+ * rule go back out (their answer is already in the frame). */
 static __always_inline int xdpl_account(struct xdpl_pkt *p, __u32 sample_mask,
 					struct xdpl_judgement *j)
 {
@@ -178,7 +180,7 @@ static __always_inline int xdpl_account(struct xdpl_pkt *p, __u32 sample_mask,
 		xdpl_sample(p, j->verdict, j->slot, j->origin, sample_mask);
 	if (xdpl_record)
 		xdpl_record_decision(p, j->why, j->verdict, j->rk, j->refused);
-	if (j->verdict == XDPL_V_COOKIE)
+	if (j->verdict == XDPL_V_COOKIE || j->verdict == XDPL_V_REJECT)
 		return XDP_TX;
 	return j->verdict == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
 }

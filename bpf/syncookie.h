@@ -37,80 +37,11 @@
 #include "classify.h"
 #include "clock.h"
 #include "hash.h"
-#include "csum.h"
+#include "reply.h"
 
 /* Check TCP ACKs against the cookies (a load-time knob, set from Go; off
  * in pcap replay, which runs where the captured host's listeners are not). */
 volatile const __u32 xdpl_cookie_acks_on = 1;
-
-#define XDPL_TCP_FIN 0x01
-#define XDPL_TCP_SYN 0x02
-#define XDPL_TCP_RST 0x04
-#define XDPL_TCP_ACK 0x10
-#define XDPL_TCP_ECE 0x40
-#define XDPL_TCP_CWR 0x80
-
-/* Where the IP and TCP headers of a segment are. */
-struct xdpl_segment {
-	__u32 l3;    /* offset of the IP header */
-	__u32 l4;    /* offset of the TCP header */
-	__u32 thlen; /* TCP header length, 20 to 60 */
-	__u32 family;
-};
-
-/* Finds the headers of a TCP segment the parser judged, in the shapes an
- * answer is built for: behind at most XDPL_COOKIE_MAX_TAGS VLAN tags, IPv4
- * unfragmented (options allowed) or IPv6 without extension headers. 0, or
- * -1 for any other shape. */
-static __always_inline int xdpl_segment_at(struct xdp_md *ctx, struct xdpl_segment *s)
-{
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	__u32 off = 12;
-
-	if (data + ETH_HLEN > end)
-		return -1;
-	__be16 proto = *(__be16 *)(data + off);
-
-#pragma unroll
-	for (int i = 0; i < XDPL_COOKIE_MAX_TAGS; i++) {
-		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
-			break;
-		off += 4;
-		if (data + off + 2 > end)
-			return -1;
-		proto = *(__be16 *)(data + off);
-	}
-	off += 2;
-	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = data + off;
-
-		if ((void *)(ip + 1) > end || ip->ihl < 5 || ip->protocol != IPPROTO_TCP ||
-		    (ip->frag_off & bpf_htons(XDPL_IP_MF | XDPL_IP_OFFMASK)))
-			return -1;
-		s->l4 = off + ip->ihl * 4;
-		s->family = 4;
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = data + off;
-
-		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_TCP)
-			return -1;
-		s->l4 = off + sizeof(*ip6);
-		s->family = 6;
-	} else {
-		return -1;
-	}
-	s->l3 = off;
-	__u32 l4 = s->l4;
-	__u8 *doff = data + (l4 & 0xff) + 12;
-
-	if ((void *)(doff + 1) > end)
-		return -1;
-	s->thlen = (*doff >> 4) * 4;
-	if (s->thlen < 20 || data + l4 + s->thlen > end)
-		return -1;
-	return 0;
-}
 
 /* The SYN's TCP header and what its options offer, read by
  * xdpl_tcpopt_step one option at a time (a bpf_loop callback: the verifier
@@ -161,17 +92,6 @@ static long xdpl_tcpopt_step(__u64 n, void *ctx)
 	return 0;
 }
 
-/* The one's complement sum of n 32-bit words as loaded: byte order does
- * not matter to it (csum.h), so the result stores back as the checksum. */
-static __always_inline __u16 xdpl_csum_words(__u32 *w, __u32 n, __u64 sum)
-{
-#pragma unroll
-	for (int i = 0; i < 10; i++)
-		if (i < n)
-			sum += w[i];
-	return ~csum_fold32s(sum) & 0xffff;
-}
-
 /* Rewrites the SYN in ctx into its SYN-ACK, in place: 0, or -1 when the
  * SYN is not one to answer (SYN+FIN or RST, which the stack discards; a
  * shape xdpl_segment_at does not follow) or the frame could not be
@@ -209,15 +129,12 @@ __attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
 	__u32 ip[10] = {};
 	__s64 v;
 
-	if (s.family == 4) {
-		if (bpf_xdp_load_bytes(ctx, s.l3 + 12, &ip[3], 8))
-			return -1;
+	if (xdpl_reply_addrs(ctx, s.l3, s.family, ip))
+		return -1;
+	if (s.family == 4)
 		v = bpf_tcp_raw_gen_syncookie_ipv4((void *)ip, (void *)o.b, thlen);
-	} else {
-		if (bpf_xdp_load_bytes(ctx, s.l3 + 8, &ip[2], 32))
-			return -1;
+	else
 		v = bpf_tcp_raw_gen_syncookie_ipv6((void *)ip, (void *)o.b, thlen);
-	}
 	if (v < 0)
 		return -1;
 	__u32 cookie = (__u32)v;
@@ -280,47 +197,12 @@ __attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
 
 	/* The IP header, over the copy of the addresses (each header has them
 	 * where the copy does), swapped; and the pseudo-header's sum. */
-	__u64 pseudo;
+	__u64 pseudo = xdpl_reply_ip(ip, s.family, IPPROTO_TCP, tcplen,
+				     s.family == 4 ? cfg.ttl : cfg.hoplimit, 0);
 
-	if (s.family == 4) {
-		__u32 src = ip[3];
-
-		ip[3] = ip[4];
-		ip[4] = src;
-		ip[0] = bpf_htonl(0x45 << 24 | (iplen + tcplen));
-		ip[1] = bpf_htonl(0x4000); /* DF */
-		ip[2] = bpf_htonl((__u32)cfg.ttl << 24 | IPPROTO_TCP << 16);
-		ip[2] |= (__u32)xdpl_csum_words(ip, 5, 0) << 16;
-		pseudo = (__u64)ip[3] + ip[4] + bpf_htonl(IPPROTO_TCP << 16 | tcplen);
-	} else {
-		pseudo = bpf_htonl(tcplen) + bpf_htonl(IPPROTO_TCP);
-#pragma unroll
-		for (int i = 2; i < 6; i++) {
-			__u32 src = ip[i];
-
-			ip[i] = ip[i + 4];
-			ip[i + 4] = src;
-			pseudo += (__u64)ip[i] + ip[i + 4];
-		}
-		ip[0] = bpf_htonl(0x60000000);
-		ip[1] = bpf_htonl(tcplen << 16 | IPPROTO_TCP << 8 | cfg.hoplimit);
-	}
 	__u16 check = xdpl_csum_words(t, tcplen / 4, pseudo);
 
 	__builtin_memcpy(o.b + 16, &check, 2);
-
-	/* The MACs swapped. */
-	__u8 mac[12];
-
-	if (bpf_xdp_load_bytes(ctx, 0, mac, 12))
-		return -1;
-#pragma unroll
-	for (int i = 0; i < 6; i++) {
-		__u8 b = mac[i];
-
-		mac[i] = mac[i + 6];
-		mac[i + 6] = b;
-	}
 
 	int grow = (int)(s.l3 + iplen + tcplen) - (int)bpf_xdp_get_buff_len(ctx);
 	__u32 il = iplen, tl = tcplen;
@@ -330,7 +212,7 @@ __attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
 		return -1;
 	if (bpf_xdp_adjust_tail(ctx, grow))
 		return -1;
-	if (bpf_xdp_store_bytes(ctx, 0, mac, 12) || bpf_xdp_store_bytes(ctx, s.l3, ip, il) ||
+	if (xdpl_reply_macs(ctx) || bpf_xdp_store_bytes(ctx, s.l3, ip, il) ||
 	    bpf_xdp_store_bytes(ctx, s.l3 + il, o.b, tl))
 		return -1;
 	return 0;
@@ -409,17 +291,13 @@ __attribute__((noinline)) int xdpl_cookie_ack(struct xdp_md *ctx, struct xdpl_pk
 	__u32 th[5];
 	long err;
 
-	if (xdpl_segment_at(ctx, &s) || bpf_xdp_load_bytes(ctx, s.l4, th, 20))
+	if (xdpl_segment_at(ctx, &s) || bpf_xdp_load_bytes(ctx, s.l4, th, 20) ||
+	    xdpl_reply_addrs(ctx, s.l3, s.family, ip))
 		return XDPL_ACK_NOT_OURS;
-	if (s.family == 4) {
-		if (bpf_xdp_load_bytes(ctx, s.l3 + 12, &ip[3], 8))
-			return XDPL_ACK_NOT_OURS;
+	if (s.family == 4)
 		err = bpf_tcp_raw_check_syncookie_ipv4((void *)ip, (void *)th);
-	} else {
-		if (bpf_xdp_load_bytes(ctx, s.l3 + 8, &ip[2], 32))
-			return XDPL_ACK_NOT_OURS;
+	else
 		err = bpf_tcp_raw_check_syncookie_ipv6((void *)ip, (void *)th);
-	}
 	__u32 kind = err ? XDPL_COOKIE_ACK_INVALID : XDPL_COOKIE_ACK_VALID;
 	struct xdpl_rule_stats *st = bpf_map_lookup_elem(&xdpl_stats, &r->counter_slot);
 

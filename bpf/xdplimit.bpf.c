@@ -18,7 +18,9 @@
  *     (classify.h), its limiter levels evaluated on state shared across
  *     CPUs (levels.h); a rule with action ban bans the source of the
  *     packet that exceeded it; a rule with action syncookie answers a
- *     refused SYN with a SYN-ACK carrying a cookie (syncookie.h).
+ *     refused SYN with a SYN-ACK carrying a cookie (syncookie.h); a rule
+ *     with action reject answers a refused packet with a reset or an ICMP
+ *     error, within its budgets (reject.h).
  * One accounting step then counts the judgement in per-CPU counters,
  * samples a drop, and records the decision when asked (account.h). The
  * benchmarks' knobs act in a stage of their own, before all others
@@ -39,6 +41,7 @@
 #include "account.h"
 #include "bench.h"
 #include "syncookie.h"
+#include "reject.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -189,7 +192,9 @@ static __always_inline int xdpl_rule_levels(struct xdpl_pkt *p, struct xdpl_gen_
 		if ((r->flags & XDPL_RF_SHADOW) || (gflags & XDPL_GF_SHADOW))
 			verdict = XDPL_V_SHADOW;
 		else
-			verdict = (r->flags & XDPL_RF_SYNCOOKIE) ? XDPL_V_COOKIE : XDPL_V_DROP;
+			verdict = (r->flags & XDPL_RF_SYNCOOKIE) ? XDPL_V_COOKIE
+				  : (r->flags & XDPL_RF_REJECT)	 ? XDPL_V_REJECT
+								 : XDPL_V_DROP;
 		if (refused < XDPL_MAX_LEVELS)
 			origin = r->levels[refused].origin;
 	}
@@ -250,6 +255,25 @@ static __always_inline void xdpl_cookie_answer(struct xdp_md *ctx, struct xdpl_p
 	xdpl_count(XDPL_C_COOKIE_UNANSWERED, p->len);
 }
 
+/* A packet a reject rule refused: answered with a reset or an ICMP error
+ * built in the frame, or, when it may not be or a budget is spent, dropped
+ * and counted under the reason, and as its rule's suppressed answer
+ * (reject.h). */
+static __always_inline void xdpl_reject_answer(struct xdp_md *ctx, struct xdpl_pkt *p, __u32 gen,
+					       struct xdpl_judgement *j)
+{
+	int why = xdpl_reject(ctx, p, gen);
+
+	if (why == XDPL_REJECT_SENT)
+		return;
+	j->verdict = XDPL_V_DROP;
+	xdpl_count(why, p->len);
+	struct xdpl_rule_stats *st = bpf_map_lookup_elem(&xdpl_stats, &j->slot);
+
+	if (st)
+		st->reject_suppressed++;
+}
+
 SEC("xdp")
 int xdpl_main(struct xdp_md *ctx)
 {
@@ -290,5 +314,7 @@ int xdpl_main(struct xdp_md *ctx)
 		return XDP_PASS;
 	if (j.verdict == XDPL_V_COOKIE)
 		xdpl_cookie_answer(ctx, p, gen, &j);
+	else if (j.verdict == XDPL_V_REJECT)
+		xdpl_reject_answer(ctx, p, gen, &j);
 	return xdpl_account(p, g ? g->sample_mask : 0, &j);
 }

@@ -88,12 +88,16 @@ enum xdpl_const {
 	/* Over the limit: answer the SYN with a SYN-ACK carrying a SYN cookie
 	 * (syncookie.h) instead of dropping it. */
 	XDPL_RF_SYNCOOKIE = 1 << 2,
+	/* Over the limit: answer with a reset or an ICMP error, when the
+	 * budgets allow, and drop (reject.h). */
+	XDPL_RF_REJECT = 1 << 3,
 
 	XDPL_V_PASS = 0,
 	XDPL_V_DROP = 1,
 	XDPL_V_SHADOW = 2, /* would have dropped; passed */
 	XDPL_V_COOKIE = 3, /* answered with a SYN cookie (XDP_TX); the SYN goes no further */
-	XDPL_NVERDICTS = 4,
+	XDPL_V_REJECT = 4, /* answered with a reset or an ICMP error (XDP_TX); no further */
+	XDPL_NVERDICTS = 5,
 
 	XDPL_ACL_ALLOW = 1,
 	XDPL_ACL_DENY = 2,
@@ -127,7 +131,17 @@ enum xdpl_const {
 	XDPL_C_COOKIE_UNANSWERED = 18,
 	XDPL_C_COOKIE_ACK_VALID = 19,
 	XDPL_C_COOKIE_ACK_INVALID = 20,
-	XDPL_NCOUNTERS = 21,
+	/* Packets a reject rule refused and dropped unanswered (reject.h):
+	 * the global budget was spent; their source had an answer within the
+	 * second; no answer may be sent (an address that is not one host's,
+	 * a link-layer broadcast, an ICMP error, a reset, a non-first
+	 * fragment); or none could be built (a shape the answer does not
+	 * follow, too short to quote). */
+	XDPL_C_REJECT_BUDGET = 21,
+	XDPL_C_REJECT_SOURCE = 22,
+	XDPL_C_REJECT_NEVER = 23,
+	XDPL_C_REJECT_UNANSWERED = 24,
+	XDPL_NCOUNTERS = 25,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -258,13 +272,24 @@ enum xdpl_const {
 	 * per slot: a listener accepts a cookie ACK only within two minutes of
 	 * a cookie it sent itself (tcp_synq_no_recent_overflow). */
 	XDPL_COOKIE_PASS_NS = 1000000000,
-	/* VLAN tags an answer is built behind. */
-	XDPL_COOKIE_MAX_TAGS = 4,
+	/* VLAN tags an answer (a SYN-ACK, a reset, an ICMP error) is built
+	 * behind (reply.h). */
+	XDPL_REPLY_MAX_TAGS = 4,
 	/* xdpl_synack_cfg.flags: what the stack's own SYN-ACK would offer. */
 	XDPL_SYNACK_TS = 1 << 0, /* timestamps, without random offsets */
 	XDPL_SYNACK_SACK = 1 << 1,
 	XDPL_SYNACK_WSCALE = 1 << 2,
 	XDPL_SYNACK_ECN = 1 << 3,
+
+	/* Rejects (bpf/reject.h). Slots of the time of the last answer, by
+	 * source (hashed), and the interval between two answers to one. */
+	XDPL_REJECT_SOURCE_SLOTS = 1 << 16,
+	XDPL_REJECT_SOURCE_NS = 1000000000,
+	/* The most an ICMP error quotes: what fits in 576 bytes with its IPv4
+	 * and ICMP headers (RFC 1812 4.3.2.3), in 1280 with its IPv6 and
+	 * ICMPv6 headers (RFC 4443 2.4 (c)). */
+	XDPL_REJECT_QUOTE4 = 548,
+	XDPL_REJECT_QUOTE6 = 1232,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

@@ -255,6 +255,31 @@ struct {
 	__type(value, __u64);
 } xdpl_cookie_pass SEC(".maps");
 
+/* Rejects (reject.h): the state of the global budget of answers, reset by
+ * the control plane when the budget changes; the time of the last answer
+ * by source, hashed (a shared array: a race is settled by compare-and-swap);
+ * the quote of an ICMP error being built, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_state);
+} xdpl_reject_budget SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_REJECT_SOURCE_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} xdpl_reject_sources SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_reply_buf);
+} xdpl_reply_scratch SEC(".maps");
+
 /* Moved by every ban added (struct xdpl_ban_epoch). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -97,6 +97,9 @@ struct xdpl_gen_cfg {
 	__u32 seq;
 	__u32 pad;
 	struct xdpl_synack_cfg synack;
+	/* The budget of the answers of reject rules: a token bucket shared by
+	 * every CPU, its state in xdpl_reject_budget (reject.h). */
+	struct xdpl_level reject;
 	/* The packet fields this generation's rules and the flow cache's
 	 * levels' keys read, all ones; the rest zero. A packet equal to another
 	 * under this mask gets the same rule and the same keys there (flows.h). */
@@ -185,6 +188,9 @@ struct xdpl_rule_stats {
 	/* A cookie rule's ACKs to a listener: cookie valid (passed) or not
 	 * (dropped), by XDPL_COOKIE_ACK_*. */
 	__u64 cookie_acks[XDPL_COOKIE_ACK_KINDS];
+	/* A reject rule's refused packets dropped unanswered (the answered
+	 * ones are v[XDPL_V_REJECT]). */
+	__u64 reject_suppressed;
 };
 
 /* The last packet's decision, recorded only when xdpl_record is set (pcap
@@ -355,6 +361,12 @@ struct xdpl_flow {
 	__u8 lflags; /* the refusing level's flags (its clock) */
 	__u8 level;  /* the refusing level's index in the rule: 0 or 1 */
 	__u8 pad[6];
+};
+
+/* The quote of an ICMP error, read out of the packet before the headers
+ * go where its start was (reject.h). */
+struct xdpl_reply_buf {
+	__u8 b[XDPL_REJECT_QUOTE6];
 };
 
 /* Keys of the allow/deny hash maps of host addresses (/32 and /128). */

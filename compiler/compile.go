@@ -126,6 +126,11 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 	if img.Dims&maps.DimDst != 0 {
 		img.Dst = prefixBitmaps(rules, func(m *policy.Match) ([]netip.Prefix, bool) { return m.DstCIDRs, len(m.DstCIDRs) > 0 })
 	}
+	budget, err := compileLevel(policy.Level{Key: policy.Key{Kind: policy.KeyGlobal}, Limit: p.Reject.Budget})
+	if err != nil {
+		return nil, fmt.Errorf("%s: reject: %w", p.Path, err)
+	}
+	img.RejectBudget = &budget
 	if err := compileUnparsed(img, p); err != nil {
 		return nil, fmt.Errorf("%s: unparsed: %w", p.Path, err)
 	}
@@ -236,7 +241,8 @@ func covers(cover []netip.Prefix, p netip.Prefix) bool {
 }
 
 func compileRule(r policy.Rule) (maps.RuleSpec, error) {
-	rs := maps.RuleSpec{Name: r.Name, Shadow: r.Action == policy.ActionShadow, SynCookie: r.Action == policy.ActionSynCookie}
+	rs := maps.RuleSpec{Name: r.Name, Shadow: r.Action == policy.ActionShadow, SynCookie: r.Action == policy.ActionSynCookie,
+		Reject: r.Action == policy.ActionReject}
 	if b := r.Ban; b != nil {
 		rs.Ban = &maps.BanSpec{For: b.For, V4Bits: b.IPv4Prefix, V6Bits: b.IPv6Prefix}
 	}

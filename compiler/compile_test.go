@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
@@ -125,5 +126,31 @@ func TestCompileYAML(t *testing.T) {
 	}
 	if _, _, err := CompileYAML("bad.yaml", []byte("rules:\n  - name: r\n    limit: {algorithm: nope}\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml:") {
 		t.Fatalf("a bad policy: %v, want an error naming bad.yaml:line", err)
+	}
+}
+
+// TestNamesAgree: the names maps gives the compiled key kinds and
+// algorithms (what status --source and /v1/sources print) are the policy
+// language's.
+func TestNamesAgree(t *testing.T) {
+	limits := map[policy.Algorithm]policy.Limit{
+		policy.TokenBucket:   {Algorithm: policy.TokenBucket, Count: 10, Per: time.Second, Burst: 10},
+		policy.FixedWindow:   {Algorithm: policy.FixedWindow, Count: 10, Window: time.Second},
+		policy.SlidingWindow: {Algorithm: policy.SlidingWindow, Count: 10, Window: time.Second},
+		policy.SlidingLog:    {Algorithm: policy.SlidingLog, Count: 10, Window: time.Second},
+	}
+	for alg, lim := range limits {
+		for _, k := range []policy.KeyKind{policy.KeySrcIP, policy.KeySrcIPDstPort, policy.KeySrcIPSrcPort, policy.KeyGlobal} {
+			ls, err := compileLevel(policy.Level{Key: policy.Key{Kind: k, IPv4Prefix: 32, IPv6Prefix: 64}, Limit: lim})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := maps.KeyName(ls.KeyKind); got != k.String() {
+				t.Errorf("key %v is named %q", k, got)
+			}
+			if got := maps.AlgorithmName(ls.Params.Algorithm); got != alg.String() {
+				t.Errorf("algorithm %v is named %q", alg, got)
+			}
+		}
 	}
 }

@@ -23,8 +23,9 @@ type Line struct {
 	// 1.. its aggregates in file order; absent for the deny list.
 	Level *int `json:"level,omitempty"`
 	// Action: drop, shadow (counted, passed), deny, ban, syncookie (a SYN
-	// answered with a cookie) or bad_cookie (an ACK with a wrong cookie,
-	// dropped).
+	// answered with a cookie), bad_cookie (an ACK with a wrong cookie,
+	// dropped) or reject (answered with a reset or an ICMP error; one a
+	// reject rule did not answer is a drop).
 	Action string `json:"action"`
 	Src    string `json:"src"`
 	Dst    string `json:"dst"`
@@ -72,6 +73,8 @@ func action(s maps.DropSample) string {
 		return "shadow"
 	case s.Verdict == maps.VerdictCookie:
 		return "syncookie"
+	case s.Verdict == maps.VerdictReject:
+		return "reject"
 	case s.Level == maps.CookieACKLevel:
 		return "bad_cookie"
 	case s.Deny:

@@ -49,6 +49,9 @@ const (
 	FleetApplyMapXdplPktScratch     = "xdpl_pkt_scratch"
 	FleetApplyMapXdplProto          = "xdpl_proto"
 	FleetApplyMapXdplRefused        = "xdpl_refused"
+	FleetApplyMapXdplRejectBudget   = "xdpl_reject_budget"
+	FleetApplyMapXdplRejectSources  = "xdpl_reject_sources"
+	FleetApplyMapXdplReplyScratch   = "xdpl_reply_scratch"
 	FleetApplyMapXdplRules          = "xdpl_rules"
 	FleetApplyMapXdplSketchMap      = "xdpl_sketch_map"
 	FleetApplyMapXdplSources        = "xdpl_sources"
@@ -149,6 +152,9 @@ type FleetApplyMapSpecs struct {
 	XdplPktScratch     *ebpf.MapSpec `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
+	XdplRejectBudget   *ebpf.MapSpec `ebpf:"xdpl_reject_budget"`
+	XdplRejectSources  *ebpf.MapSpec `ebpf:"xdpl_reject_sources"`
+	XdplReplyScratch   *ebpf.MapSpec `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.MapSpec `ebpf:"xdpl_sources"`
@@ -225,6 +231,9 @@ type FleetApplyMaps struct {
 	XdplPktScratch     *ebpf.Map `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
+	XdplRejectBudget   *ebpf.Map `ebpf:"xdpl_reject_budget"`
+	XdplRejectSources  *ebpf.Map `ebpf:"xdpl_reject_sources"`
+	XdplReplyScratch   *ebpf.Map `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.Map `ebpf:"xdpl_sources"`
@@ -277,6 +286,9 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplPktScratch,
 		m.XdplProto,
 		m.XdplRefused,
+		m.XdplRejectBudget,
+		m.XdplRejectSources,
+		m.XdplReplyScratch,
 		m.XdplRules,
 		m.XdplSketchMap,
 		m.XdplSources,

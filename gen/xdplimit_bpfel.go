@@ -98,11 +98,13 @@ const (
 	XdplimitXdplConstXDPL_RF_SHADOW             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_RF_BAN                XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_RF_SYNCOOKIE          XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_RF_REJECT             XdplimitXdplConst = 8
 	XdplimitXdplConstXDPL_V_PASS                XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_V_DROP                XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_V_SHADOW              XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_V_COOKIE              XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_NVERDICTS             XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_V_REJECT              XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_NVERDICTS             XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_ACL_ALLOW             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ACL_DENY              XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_C_ALLOW               XdplimitXdplConst = 0
@@ -126,7 +128,11 @@ const (
 	XdplimitXdplConstXDPL_C_COOKIE_UNANSWERED   XdplimitXdplConst = 18
 	XdplimitXdplConstXDPL_C_COOKIE_ACK_VALID    XdplimitXdplConst = 19
 	XdplimitXdplConstXDPL_C_COOKIE_ACK_INVALID  XdplimitXdplConst = 20
-	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 21
+	XdplimitXdplConstXDPL_C_REJECT_BUDGET       XdplimitXdplConst = 21
+	XdplimitXdplConstXDPL_C_REJECT_SOURCE       XdplimitXdplConst = 22
+	XdplimitXdplConstXDPL_C_REJECT_NEVER        XdplimitXdplConst = 23
+	XdplimitXdplConstXDPL_C_REJECT_UNANSWERED   XdplimitXdplConst = 24
+	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 25
 	XdplimitXdplConstXDPL_CLOCK_KTIME           XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CLOCK_COARSE          XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_CLOCK_MAP             XdplimitXdplConst = 2
@@ -203,11 +209,15 @@ const (
 	XdplimitXdplConstXDPL_COOKIE_ACK_KINDS      XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_COOKIE_PASS_SLOTS     XdplimitXdplConst = 1024
 	XdplimitXdplConstXDPL_COOKIE_PASS_NS        XdplimitXdplConst = 1000000000
-	XdplimitXdplConstXDPL_COOKIE_MAX_TAGS       XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_REPLY_MAX_TAGS        XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_SYNACK_TS             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_SYNACK_SACK           XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_SYNACK_WSCALE         XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_SYNACK_ECN            XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_REJECT_SOURCE_SLOTS   XdplimitXdplConst = 65536
+	XdplimitXdplConstXDPL_REJECT_SOURCE_NS      XdplimitXdplConst = 1000000000
+	XdplimitXdplConstXDPL_REJECT_QUOTE4         XdplimitXdplConst = 548
+	XdplimitXdplConstXDPL_REJECT_QUOTE6         XdplimitXdplConst = 1232
 )
 
 type XdplimitXdplControl struct {
@@ -305,6 +315,7 @@ type XdplimitXdplGenCfg struct {
 	Seq        uint32
 	Pad        uint32
 	Synack     XdplimitXdplSynackCfg
+	Reject     XdplimitXdplLevel
 	SigMask    XdplimitXdplPkt
 }
 
@@ -438,6 +449,11 @@ type XdplimitXdplRefused struct {
 	Stamp uint64
 }
 
+type XdplimitXdplReplyBuf struct {
+	_ structs.HostLayout
+	B [1232]uint8
+}
+
 type XdplimitXdplRule struct {
 	_           structs.HostLayout
 	CounterSlot uint32
@@ -450,10 +466,11 @@ type XdplimitXdplRule struct {
 }
 
 type XdplimitXdplRuleStats struct {
-	_          structs.HostLayout
-	V          [4]XdplimitXdplCounter
-	LevelDrops [4]uint64
-	CookieAcks [2]uint64
+	_                structs.HostLayout
+	V                [5]XdplimitXdplCounter
+	LevelDrops       [4]uint64
+	CookieAcks       [2]uint64
+	RejectSuppressed uint64
 }
 
 type XdplimitXdplState struct {
@@ -524,6 +541,9 @@ const (
 	XdplimitMapXdplPktScratch      = "xdpl_pkt_scratch"
 	XdplimitMapXdplProto           = "xdpl_proto"
 	XdplimitMapXdplRefused         = "xdpl_refused"
+	XdplimitMapXdplRejectBudget    = "xdpl_reject_budget"
+	XdplimitMapXdplRejectSources   = "xdpl_reject_sources"
+	XdplimitMapXdplReplyScratch    = "xdpl_reply_scratch"
 	XdplimitMapXdplRules           = "xdpl_rules"
 	XdplimitMapXdplSketchMap       = "xdpl_sketch_map"
 	XdplimitMapXdplSources         = "xdpl_sources"
@@ -644,6 +664,9 @@ type XdplimitMapSpecs struct {
 	XdplPktScratch     *ebpf.MapSpec `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
+	XdplRejectBudget   *ebpf.MapSpec `ebpf:"xdpl_reject_budget"`
+	XdplRejectSources  *ebpf.MapSpec `ebpf:"xdpl_reject_sources"`
+	XdplReplyScratch   *ebpf.MapSpec `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.MapSpec `ebpf:"xdpl_sources"`
@@ -740,6 +763,9 @@ type XdplimitMaps struct {
 	XdplPktScratch     *ebpf.Map `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
+	XdplRejectBudget   *ebpf.Map `ebpf:"xdpl_reject_budget"`
+	XdplRejectSources  *ebpf.Map `ebpf:"xdpl_reject_sources"`
+	XdplReplyScratch   *ebpf.Map `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.Map `ebpf:"xdpl_sources"`
@@ -792,6 +818,9 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplPktScratch,
 		m.XdplProto,
 		m.XdplRefused,
+		m.XdplRejectBudget,
+		m.XdplRejectSources,
+		m.XdplReplyScratch,
 		m.XdplRules,
 		m.XdplSketchMap,
 		m.XdplSources,

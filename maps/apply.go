@@ -59,6 +59,13 @@ func (l *Limiter) Apply(img *Image) error {
 		}
 	}
 
+	// A budget of answers that changed starts full: its state is read
+	// against the new rate from the switch on.
+	if !sameLimit(ctl.Gen[g].Reject, p.cfg.Reject) {
+		if err := l.objs.XdplRejectBudget.Update(uint32(0), &gen.XdplimitXdplState{}, ebpf.UpdateAny); err != nil {
+			return err
+		}
+	}
 	if err := l.writeGeneration(next, img, p.rules); err != nil {
 		return fmt.Errorf("writing the new policy (the old one stays in force): %w", err)
 	}

@@ -142,16 +142,26 @@ func (l *Limiter) Bans() ([]Ban, error) {
 		if !live(b, now) {
 			continue
 		}
-		origin := OriginManual
-		if b.Origin != banManual {
-			if origin, err = l.name(uint32(b.Origin)); err != nil {
-				return nil, err
-			}
+		ban, err := l.banOf(b, now)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, Ban{Prefix: banPrefix(b), Origin: origin, Reason: cString(b.Reason[:]),
-			Left: time.Duration(b.ExpiresNs - now), Dropped: b.Dropped, Shadow: b.Flags&bfShadow != 0})
+		out = append(out, ban)
 	}
 	return out, nil
+}
+
+// banOf is a live ban's slot as a Ban, its origin named.
+func (l *Limiter) banOf(b *gen.XdplimitXdplBan, now uint64) (Ban, error) {
+	origin := OriginManual
+	if b.Origin != banManual {
+		var err error
+		if origin, err = l.name(uint32(b.Origin)); err != nil {
+			return Ban{}, err
+		}
+	}
+	return Ban{Prefix: banPrefix(b), Origin: origin, Reason: cString(b.Reason[:]),
+		Left: time.Duration(b.ExpiresNs - now), Dropped: b.Dropped, Shadow: b.Flags&bfShadow != 0}, nil
 }
 
 func cString(s []int8) string {

@@ -6,6 +6,7 @@ package maps
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/xdplimit/xdplimit/gen"
 )
@@ -32,6 +33,7 @@ const (
 	gfNoSrcFlows  = uint32(gen.XdplimitXdplConstXDPL_GF_NO_SOURCE_FLOWS)
 	gfSynCookie   = uint32(gen.XdplimitXdplConstXDPL_GF_SYNCOOKIE)
 	rfSynCookie   = uint8(gen.XdplimitXdplConstXDPL_RF_SYNCOOKIE)
+	rfReject      = uint8(gen.XdplimitXdplConstXDPL_RF_REJECT)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)
 	lfFineClock   = uint8(gen.XdplimitXdplConstXDPL_LF_FINE_CLOCK)
 	lfTrackFirst  = uint8(gen.XdplimitXdplConstXDPL_LF_TRACK_FIRST)
@@ -91,10 +93,17 @@ const (
 	// VerdictCookie: a SYN over the limit of a rule with action syncookie,
 	// answered with a SYN-ACK carrying a SYN cookie; it went no further.
 	VerdictCookie = Verdict(gen.XdplimitXdplConstXDPL_V_COOKIE)
+	// VerdictReject: a packet over the limit of a rule with action
+	// reject, answered with a TCP reset or an ICMP error; it went no
+	// further. One the rule could not answer is a VerdictDrop.
+	VerdictReject = Verdict(gen.XdplimitXdplConstXDPL_V_REJECT)
 )
 
+// NumVerdicts is the number of verdicts: the size of a rule's counters.
+const NumVerdicts = nVerdicts
+
 // Verdicts lists every verdict, in counter order.
-var Verdicts = []Verdict{VerdictPass, VerdictDrop, VerdictShadow, VerdictCookie}
+var Verdicts = []Verdict{VerdictPass, VerdictDrop, VerdictShadow, VerdictCookie, VerdictReject}
 
 func (v Verdict) String() string {
 	switch v {
@@ -106,6 +115,8 @@ func (v Verdict) String() string {
 		return "shadow_drop"
 	case VerdictCookie:
 		return "syncookie"
+	case VerdictReject:
+		return "reject"
 	}
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
@@ -153,7 +164,25 @@ const (
 	CounterCookieUnanswered = Counter(gen.XdplimitXdplConstXDPL_C_COOKIE_UNANSWERED)
 	CounterCookieACKValid   = Counter(gen.XdplimitXdplConstXDPL_C_COOKIE_ACK_VALID)
 	CounterCookieACKInvalid = Counter(gen.XdplimitXdplConstXDPL_C_COOKIE_ACK_INVALID)
+	// Rejects (bpf/reject.h): packets a reject rule refused and dropped
+	// without an answer, by why: the global budget was spent; the source
+	// had an answer within the second; no answer may be sent (an address
+	// that is not one host's, a link-layer group address, an ICMP error, a
+	// reset, a non-first fragment); none could be built (a shape the
+	// answer does not follow, too short to quote).
+	CounterRejectBudget     = Counter(gen.XdplimitXdplConstXDPL_C_REJECT_BUDGET)
+	CounterRejectSource     = Counter(gen.XdplimitXdplConstXDPL_C_REJECT_SOURCE)
+	CounterRejectNever      = Counter(gen.XdplimitXdplConstXDPL_C_REJECT_NEVER)
+	CounterRejectUnanswered = Counter(gen.XdplimitXdplConstXDPL_C_REJECT_UNANSWERED)
 )
+
+// RejectReasons lists the counters of the packets reject rules dropped
+// unanswered, one per reason.
+var RejectReasons = []Counter{CounterRejectBudget, CounterRejectSource, CounterRejectNever, CounterRejectUnanswered}
+
+// RejectReason names one of RejectReasons: budget, source, never or
+// unanswered.
+func RejectReason(c Counter) string { return strings.TrimPrefix(c.String(), "reject_") }
 
 var counterNames = map[Counter]string{
 	CounterAllow:         "allow",
@@ -178,6 +207,11 @@ var counterNames = map[Counter]string{
 	CounterCookieUnanswered: "syncookie_unanswered",
 	CounterCookieACKValid:   "syncookie_ack_valid",
 	CounterCookieACKInvalid: "syncookie_ack_invalid",
+
+	CounterRejectBudget:     "reject_budget",
+	CounterRejectSource:     "reject_source",
+	CounterRejectNever:      "reject_never",
+	CounterRejectUnanswered: "reject_unanswered",
 }
 
 func (c Counter) String() string {

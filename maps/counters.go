@@ -42,6 +42,12 @@ type RuleStat struct {
 	// back: [0] valid (passed on), [1] not (dropped).
 	SynCookie  bool
 	CookieACKs [2]uint64
+	// Reject: the rule answers packets over its limit with a reset or an
+	// ICMP error; its answers sent are Verdicts[VerdictReject], and
+	// RejectSuppressed counts those it dropped unanswered (in
+	// Verdicts[VerdictDrop] too).
+	Reject           bool
+	RejectSuppressed uint64
 }
 
 // Active returns the generation in force and its configuration.
@@ -112,7 +118,8 @@ func (l *Limiter) RuleStats() ([]RuleStat, error) {
 		if err := l.objs.XdplStats.Lookup(r.slot, &vals); err != nil {
 			return nil, err
 		}
-		rs := RuleStat{Name: r.name, Index: i, LevelDrops: make([]uint64, len(r.levels)), SynCookie: r.flags&rfSynCookie != 0}
+		rs := RuleStat{Name: r.name, Index: i, LevelDrops: make([]uint64, len(r.levels)), SynCookie: r.flags&rfSynCookie != 0,
+			Reject: r.flags&rfReject != 0}
 		for _, v := range vals {
 			for k := range rs.Verdicts {
 				rs.Verdicts[k].Packets += v.V[k].Packets
@@ -124,6 +131,7 @@ func (l *Limiter) RuleStats() ([]RuleStat, error) {
 			for k := range rs.CookieACKs {
 				rs.CookieACKs[k] += v.CookieAcks[k]
 			}
+			rs.RejectSuppressed += v.RejectSuppressed
 		}
 		out = append(out, rs)
 	}

@@ -36,6 +36,10 @@ type RuleSpec struct {
 	// SynCookie: action syncookie. A SYN over the limit is answered with a
 	// SYN-ACK carrying a SYN cookie instead of dropped (bpf/syncookie.h).
 	SynCookie bool
+	// Reject: action reject. A packet over the limit is answered with a
+	// TCP reset or an ICMP error, within Image.RejectBudget and one a
+	// second per source, and dropped (bpf/reject.h).
+	Reject bool
 }
 
 // BanSpec is what a rule with action ban bans: the exceeding packet's
@@ -82,12 +86,26 @@ type Image struct {
 	// is DefaultSynAck. It describes the host, not the policy: attach
 	// fills it in from the interface and the sysctls.
 	SynAck SynAck
+	// RejectBudget is the global budget of the answers of reject rules:
+	// a token bucket (a global level); Apply refuses an image with reject
+	// rules and none.
+	RejectBudget *LevelSpec
 }
 
 // SynCookies says whether some rule answers SYNs with cookies.
 func (img *Image) SynCookies() bool {
 	for _, r := range img.Rules {
 		if r.SynCookie {
+			return true
+		}
+	}
+	return false
+}
+
+// Rejects says whether some rule answers with resets and ICMP errors.
+func (img *Image) Rejects() bool {
+	for _, r := range img.Rules {
+		if r.Reject {
 			return true
 		}
 	}

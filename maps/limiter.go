@@ -82,6 +82,9 @@ type Limiter struct {
 	// slots from one reading of it, and two feeds (the fleet sync, a
 	// CrowdSec bouncer) write from their own goroutines.
 	banMu sync.Mutex
+	// srcGen is the generation Source last read (source.go).
+	srcMu  sync.Mutex
+	srcGen *sourceGen
 }
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the

@@ -61,6 +61,9 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplCookiePass, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplCookiePass }},
 	{gen.XdplimitMapXdplBanEpoch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBanEpoch }},
 	{gen.XdplimitMapXdplPktScratch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplPktScratch }},
+	{gen.XdplimitMapXdplRejectBudget, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRejectBudget }},
+	{gen.XdplimitMapXdplRejectSources, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRejectSources }},
+	{gen.XdplimitMapXdplReplyScratch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplReplyScratch }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.

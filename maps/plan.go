@@ -102,6 +102,9 @@ func planGeneration(in planInput) (plan, error) {
 			r.Flags |= rfSynCookie
 			p.cfg.Flags |= gfSynCookie
 		}
+		if rs.Reject {
+			r.Flags |= rfReject
+		}
 		if b := rs.Ban; b != nil {
 			r.Flags |= rfBan
 			r.BanBits4, r.BanBits6 = uint8(b.V4Bits), uint8(b.V6Bits)
@@ -149,6 +152,11 @@ func planGeneration(in planInput) (plan, error) {
 	}
 	p.cfg.SampleMask = sampleMask(in.img.SampleOneIn, in.sampleOneIn)
 	p.cfg.Synack = in.img.SynAck.cfg()
+	if b := in.img.RejectBudget; b != nil {
+		in.levelFields(&p.cfg.Reject, *b)
+	} else if in.img.Rejects() {
+		return p, fmt.Errorf("reject rules without a budget for their answers")
+	}
 	if in.bansExist {
 		p.cfg.Flags |= gfBans
 	}

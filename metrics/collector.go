@@ -27,7 +27,8 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	packetsDesc = desc("packets_total",
 		"Packets by interface, rule and verdict (pass, drop, shadow_drop; syncookie for a rule with that action: "+
-			"the SYNs answered with a SYN-ACK carrying a cookie). Rules starting with an underscore are "+
+			"the SYNs answered with a SYN-ACK carrying a cookie; reject for a rule with that action: the packets "+
+			"answered with a TCP reset or an ICMP error, those it dropped unanswered being drops). Rules starting with an underscore are "+
 			"not policy rules: _allow and _deny are the allow and deny lists, _unmatched is IP traffic no rule "+
 			"matched, _malformed are frames the parser could not judge (the policy's unparsed action: pass or drop), "+
 			"_non_ip (ARP, LLDP, ...) is passed.",
@@ -108,6 +109,16 @@ var (
 			"accepting cookie ACKs (one a second per destination); unanswered, a refused SYN that could not be "+
 			"answered (SYN+FIN, a fragment, a shape the answer does not follow) and was dropped.",
 		"interface", "event")
+
+	rejectAnswersDesc = desc("reject_answers_total",
+		"Packets over the limit of a rule with action reject, by result: sent, answered with a TCP reset or an "+
+			"ICMP error (as xdplimit_packets_total{verdict=\"reject\"}); suppressed, dropped unanswered (see "+
+			"xdplimit_reject_suppressed_total for why).", "interface", "rule", "result")
+	rejectSuppressedDesc = desc("reject_suppressed_total",
+		"Packets reject rules dropped unanswered, by reason: budget, the policy's reject budget was spent; source, "+
+			"the source had an answer within the second; never, no answer may go (from or to an address that is "+
+			"not one host's, a link-layer broadcast, an ICMP error, a reset, a non-first fragment); unanswered, none "+
+			"could be built (too short to quote, a shape the answer does not follow).", "interface", "reason")
 )
 
 const upHelp = "1 when the interface's maps were read at this scrape, 0 when reading them failed (see /healthz)."
@@ -116,6 +127,7 @@ var allDescs = []*prometheus.Desc{
 	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, insertsDesc, evictionsDesc,
 	insertFailDesc, contendedDesc, cachedDesc, untrackedDesc, unparsedDesc, unparsedDropDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
 	bansActiveDesc, bansStartedDesc, bansEndedDesc, bansReplacedDesc, cookieACKsDesc, cookieEventsDesc,
+	rejectAnswersDesc, rejectSuppressedDesc,
 }
 
 // target is one interface the collector reads.
@@ -217,7 +229,7 @@ func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.Progra
 		counter(packetsDesc, se.Value.Packets, iface, se.Rule, se.Verdict.String())
 		counter(bytesDesc, se.Value.Bytes, iface, se.Rule, se.Verdict.String())
 	}
-	cookies := false
+	cookies, rejects := false, false
 	for _, r := range s.Rules {
 		for level, n := range r.LevelDrops {
 			counter(levelDropsDesc, n, iface, r.Name, strconv.Itoa(level))
@@ -226,6 +238,16 @@ func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.Progra
 			cookies = true
 			counter(cookieACKsDesc, r.CookieACKs[0], iface, r.Name, "valid")
 			counter(cookieACKsDesc, r.CookieACKs[1], iface, r.Name, "invalid")
+		}
+		if r.Reject {
+			rejects = true
+			counter(rejectAnswersDesc, r.Verdicts[maps.VerdictReject].Packets, iface, r.Name, "sent")
+			counter(rejectAnswersDesc, r.RejectSuppressed, iface, r.Name, "suppressed")
+		}
+	}
+	if rejects {
+		for _, c := range maps.RejectReasons {
+			counter(rejectSuppressedDesc, s.Counters[c].Packets, iface, maps.RejectReason(c))
 		}
 	}
 	if cookies {

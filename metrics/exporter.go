@@ -255,9 +255,10 @@ func (e *Exporter) health(peers []Peer) []ifaceHealth {
 	return out
 }
 
-// Handler serves /metrics (the registry, and the peers' series) and
-// /healthz (200 when every interface's maps are readable, else 503; one
-// line per interface).
+// Handler serves /metrics (the registry, and the peers' series), /healthz
+// (200 when every interface's maps are readable, else 503; one line per
+// interface) and /v1/sources/ADDR (what each interface's limiter holds for
+// an address, as JSON: source.go). Only GET (and HEAD) is answered.
 func (e *Exporter) Handler() http.Handler { return e.handler(true) }
 
 // LocalHandler is Handler without the peers: what an attach serves on its
@@ -286,10 +287,11 @@ func (e *Exporter) handler(withPeers bool) http.Handler {
 		}
 		writeHealth(w, e.health(peers))
 	})
+	mux.HandleFunc("GET /v1/sources/{addr}", e.sources(withPeers))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprintln(w, `<html><head><title>xdplimit</title></head><body><h1>xdplimit</h1>`+
-			`<p><a href="/metrics">/metrics</a> <a href="/healthz">/healthz</a></p></body></html>`)
+			`<p><a href="/metrics">/metrics</a> <a href="/healthz">/healthz</a> /v1/sources/ADDR</p></body></html>`)
 	})
 	return mux
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -21,6 +22,9 @@ type Peer interface {
 	Gather(ctx context.Context) ([]*dto.MetricFamily, error)
 	// Health returns why the peer's maps cannot be read (nil: healthy).
 	Health(ctx context.Context) error
+	// Source returns what the peer's limiters hold for an address
+	// (GET /v1/sources/ADDR).
+	Source(ctx context.Context, addr netip.Addr, port uint16) ([]SourceReport, error)
 }
 
 // Decode reads an exposition in the format its Content-Type header names

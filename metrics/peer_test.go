@@ -2,9 +2,13 @@ package metrics_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +25,9 @@ func (p brokenPeer) Gather(context.Context) ([]*dto.MetricFamily, error) {
 	return nil, errors.New("connection refused")
 }
 func (p brokenPeer) Health(context.Context) error { return errors.New("connection refused") }
+func (p brokenPeer) Source(context.Context, netip.Addr, uint16) ([]metrics.SourceReport, error) {
+	return nil, errors.New("connection refused")
+}
 
 // TestPeers: an exporter serves its peers' series beside its own, merged by
 // family, every series (the Go runtime's too) labelled with its interface;
@@ -83,6 +90,20 @@ func TestPeers(t *testing.T) {
 	if code, body := get("/healthz"); code != http.StatusServiceUnavailable ||
 		body != "unhealthy\ntest0: ok\ntest1: ok\ntest2: connection refused\n" {
 		t.Errorf("/healthz with a peer down: %d %q", code, body)
+	}
+	// One source: every interface answers, the peer's own through it, and
+	// the one that does not answer says so.
+	code, body = get("/v1/sources/10.1.2.3")
+	var s metrics.Sources
+	if err := json.Unmarshal([]byte(body), &s); err != nil || code != http.StatusOK {
+		t.Fatalf("/v1/sources: %d %v\n%s", code, err, body)
+	}
+	var got []string
+	for _, r := range s.Interfaces {
+		got = append(got, fmt.Sprintf("%s %d %q", r.Interface, len(r.Rules), r.Error))
+	}
+	if want := []string{`test0 2 ""`, `test1 2 ""`, `test2 0 "connection refused"`}; !slices.Equal(got, want) {
+		t.Errorf("/v1/sources through the holder: %v, want %v", got, want)
 	}
 }
 

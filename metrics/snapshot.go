@@ -64,13 +64,13 @@ type Series struct {
 }
 
 // Series lists every (rule, verdict) counter of the snapshot: the
-// verdicts of each rule in force, in policy order (syncookie only for
-// rules with that action), then the reserved rules.
+// verdicts of each rule in force, in policy order (syncookie and reject
+// only for rules with that action), then the reserved rules.
 func (s Snapshot) Series() []Series {
 	out := make([]Series, 0, 3*len(s.Rules)+6)
 	for _, r := range s.Rules {
 		for _, v := range maps.Verdicts {
-			if v != maps.VerdictCookie || r.SynCookie {
+			if (v != maps.VerdictCookie || r.SynCookie) && (v != maps.VerdictReject || r.Reject) {
 				out = append(out, Series{r.Name, v, r.Verdicts[v]})
 			}
 		}

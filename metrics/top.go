@@ -74,13 +74,14 @@ func TopSources(samples []maps.DropSample, names map[uint32]string, totalDrops u
 	return out
 }
 
-// TotalDrops is the number of dropped, shadow-dropped and cookie-answered
-// packets between two snapshots, over every rule and the deny list: what
-// samples stand for.
+// TotalDrops is the number of dropped, shadow-dropped and answered (with a
+// SYN cookie, a reset or an ICMP error) packets between two snapshots,
+// over every rule and the deny list: what samples stand for.
 func TotalDrops(prev, cur Snapshot) uint64 {
 	var n float64
 	for _, r := range Rates(prev, cur) {
-		refused := r.Rates[maps.VerdictDrop].Packets + r.Rates[maps.VerdictShadow].Packets + r.Rates[maps.VerdictCookie].Packets
+		refused := r.Rates[maps.VerdictDrop].Packets + r.Rates[maps.VerdictShadow].Packets +
+			r.Rates[maps.VerdictCookie].Packets + r.Rates[maps.VerdictReject].Packets
 		n += refused * cur.Time.Sub(prev.Time).Seconds()
 	}
 	return uint64(math.Round(n))
@@ -93,8 +94,8 @@ type Rate struct{ Packets, Bytes float64 }
 // as _deny) with its counters and their rates between two snapshots.
 type RuleRates struct {
 	Rule   string
-	Totals [4]maps.CounterValue // by maps.Verdict
-	Rates  [4]Rate              // by maps.Verdict
+	Totals [maps.NumVerdicts]maps.CounterValue // by maps.Verdict
+	Rates  [maps.NumVerdicts]Rate              // by maps.Verdict
 }
 
 // Rates compares two snapshots of one interface, taken dt = cur.Time -
@@ -135,8 +136,8 @@ func Rates(prev, cur Snapshot) []RuleRates {
 }
 
 // WriteTop writes one frame of `xdplimit top`: per-rule pass, drop,
-// shadow-drop and SYN-cookie rates between prev and cur, totals, and the
-// state table's pressure. Plain text, no escape sequences.
+// shadow-drop, SYN-cookie and reject rates between prev and cur, totals,
+// and the state table's pressure. Plain text, no escape sequences.
 func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID, sources []SourceRate) error {
 	bw := bufio.NewWriter(w)
 	dt := cur.Time.Sub(prev.Time)
@@ -147,7 +148,7 @@ func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID, sources []
 	fmt.Fprintf(bw, "policy %s (sha256 %s)\n\n", orDash(m.PolicyPath), sha[:16])
 
 	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "RULE\tPASS/s\tDROP/s\tSHADOW/s\tCOOKIE/s\tPASS bit/s\tDROP bit/s\tDROP %\tPASSED\tDROPPED\tSHADOW\tCOOKIES\t")
+	fmt.Fprintln(tw, "RULE\tPASS/s\tDROP/s\tSHADOW/s\tCOOKIE/s\tREJECT/s\tPASS bit/s\tDROP bit/s\tDROP %\tPASSED\tDROPPED\tSHADOW\tCOOKIES\tREJECTS\t")
 	var sum RuleRates
 	sum.Rule = "total"
 	rows := Rates(prev, cur)
@@ -160,15 +161,16 @@ func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID, sources []
 		}
 	}
 	for _, r := range append(rows, sum) {
-		p, d, s, c := r.Rates[maps.VerdictPass], r.Rates[maps.VerdictDrop], r.Rates[maps.VerdictShadow], r.Rates[maps.VerdictCookie]
+		p, d, s := r.Rates[maps.VerdictPass], r.Rates[maps.VerdictDrop], r.Rates[maps.VerdictShadow]
+		c, j := r.Rates[maps.VerdictCookie], r.Rates[maps.VerdictReject]
 		share := "-"
-		if all := p.Packets + d.Packets + s.Packets + c.Packets; all > 0 {
+		if all := p.Packets + d.Packets + s.Packets + c.Packets + j.Packets; all > 0 {
 			share = fmt.Sprintf("%.1f%%", 100*d.Packets/all)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t\n", r.Rule,
-			si(p.Packets), si(d.Packets), si(s.Packets), si(c.Packets), si(8*p.Bytes), si(8*d.Bytes), share,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", r.Rule,
+			si(p.Packets), si(d.Packets), si(s.Packets), si(c.Packets), si(j.Packets), si(8*p.Bytes), si(8*d.Bytes), share,
 			r.Totals[maps.VerdictPass].Packets, r.Totals[maps.VerdictDrop].Packets, r.Totals[maps.VerdictShadow].Packets,
-			r.Totals[maps.VerdictCookie].Packets)
+			r.Totals[maps.VerdictCookie].Packets, r.Totals[maps.VerdictReject].Packets)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -79,9 +79,9 @@ func TestRates(t *testing.T) {
 	t.Log("\n" + text)
 	for _, re := range []string{
 		`xdplimit top eth0 .* interval 2\.00s  none mode, program 42`,
-		`(?m)^ +dns +100 +2\.00k +0 +0 +80\.0k +1\.60M +95\.2% +300 +5000 +0 +0$`,
-		`(?m)^ +_deny +0 +1\.00k +0 +0 +0 +480k +100\.0% +0 +2000 +0 +0$`,
-		`(?m)^ +_allow +0 +0 +0 +0 +0 +0 +- +0 +0 +0 +0$`,
+		`(?m)^ +dns +100 +2\.00k +0 +0 +0 +80\.0k +1\.60M +95\.2% +300 +5000 +0 +0 +0$`,
+		`(?m)^ +_deny +0 +1\.00k +0 +0 +0 +0 +480k +100\.0% +0 +2000 +0 +0 +0$`,
+		`(?m)^ +_allow +0 +0 +0 +0 +0 +0 +0 +- +0 +0 +0 +0 +0$`,
 		`(?m)^ +total +108 +3\.00k `,
 		`state table: ~1\.00k of 1\.00k entries \(100\.0%\), inserts 200/s, evictions ~150/s`,
 		// 6006 drops over 2 s (dns 4000, new 4, reset 2, _deny 2000),

@@ -142,8 +142,7 @@ func (s *State) Admit(p Params, now, cost uint64) bool {
 
 func (s *State) tokenBucket(p Params, now, cost uint64) bool {
 	t := now << TimeShift
-	inc := (cost * p.P1) >> (FPShift - TimeShift)
-	next := max(s.A, t) + inc
+	next := max(s.A, t) + tbIncrement(p, cost)
 	if next-t > p.P2 {
 		return false
 	}
@@ -151,16 +150,16 @@ func (s *State) tokenBucket(p Params, now, cost uint64) bool {
 	return true
 }
 
-func (s *State) fixedWindow(p Params, now, cost uint64) bool {
-	w, limit := p.P1, p.P2
-	idx := (now + p.P3) / w
-	if cost > limit {
-		return false
-	}
-	seq := idx & seqMask
+// tbIncrement is what a packet of cost units adds to a token bucket's tat.
+func tbIncrement(p Params, cost uint64) uint64 { return (cost * p.P1) >> (FPShift - TimeShift) }
+
+// fixedCount is what fixed_window reads at now: the window's sequence, the
+// count it holds (the reserve for a window it opens), whether it opens it,
+// and its full index.
+func (s *State) fixedCount(p Params, now uint64) (seq, cnt uint64, open bool, idx uint64) {
+	idx = (now + p.P3) / p.P1
+	seq = idx & seqMask
 	d := (seq - s.A>>CountBits) & seqMask
-	var cnt uint64
-	open := false
 	switch {
 	case int64(idx-s.B) >= 1<<(SeqBits-1):
 		open = true // stale entry: a new window
@@ -175,7 +174,15 @@ func (s *State) fixedWindow(p Params, now, cost uint64) bool {
 	if open {
 		cnt = p.Reserve
 	}
-	if cnt+cost > limit {
+	return seq, cnt, open, idx
+}
+
+func (s *State) fixedWindow(p Params, now, cost uint64) bool {
+	if cost > p.P2 {
+		return false
+	}
+	seq, cnt, open, idx := s.fixedCount(p, now)
+	if cnt+cost > p.P2 {
 		return false
 	}
 	s.A = seq<<CountBits | (cnt + cost)
@@ -185,13 +192,13 @@ func (s *State) fixedWindow(p Params, now, cost uint64) bool {
 	return true
 }
 
-func (s *State) slidingWindow(p Params, now, cost uint64) bool {
-	w, limit := p.P1, p.P2
+// slidingCount is what sliding_window reads at now: the previous window's
+// weighted estimate, the current window's count, the word that holds it
+// and its sequence.
+func (s *State) slidingCount(p Params, now uint64) (est, ccnt uint64, cur *uint64, seq uint64) {
+	w := p.P1
 	idx := now / w
 	el := now - idx*w
-	if cost > limit {
-		return false
-	}
 	slot := func(i uint64) *uint64 {
 		if i&1 == 1 {
 			return &s.B
@@ -202,20 +209,27 @@ func (s *State) slidingWindow(p Params, now, cost uint64) bool {
 		idx++
 		el = 0
 	}
-	seq := idx & seqMask
-	cur := slot(idx)
+	seq = idx & seqMask
+	cur = slot(idx)
 	pw := *slot(idx + 1)
 	var pcnt uint64
 	if pw>>CountBits == (idx-1)&seqMask {
 		pcnt = pw & countMask
 	}
 	weight := ((w - el) << WeightShift) / w
-	est := (pcnt * weight) >> WeightShift
-	var ccnt uint64
+	est = (pcnt * weight) >> WeightShift
 	if *cur>>CountBits == seq {
 		ccnt = *cur & countMask
 	}
-	if est+ccnt+cost > limit {
+	return est, ccnt, cur, seq
+}
+
+func (s *State) slidingWindow(p Params, now, cost uint64) bool {
+	if cost > p.P2 {
+		return false
+	}
+	est, ccnt, cur, seq := s.slidingCount(p, now)
+	if est+ccnt+cost > p.P2 {
 		return false
 	}
 	*cur = seq<<CountBits | (ccnt + cost)

@@ -18,7 +18,7 @@ func (d *decoder) ban(m map[string]field, rule ast.Node, path string, action Act
 		return nil
 	}
 	bpath := join(path, "ban")
-	if action == ActionDrop || action == ActionSynCookie {
+	if action == ActionDrop || action == ActionSynCookie || action == ActionReject {
 		d.errorf(f.key, bpath, "ban: needs action: ban (or shadow, to record bans without enforcing them)")
 		return nil
 	}

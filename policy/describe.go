@@ -39,6 +39,10 @@ func (p *Policy) Describe(w io.Writer) {
 			fmt.Fprintf(w, "     answers the SYN with a SYN-ACK carrying a SYN cookie; the host needs net.ipv4.tcp_syncookies=2 "+
 				"and net.ipv4.tcp_timestamps=2 (or 0), which attach checks\n")
 		}
+		if r.Action == ActionReject {
+			fmt.Fprintf(w, "     answers with a TCP reset, or an ICMP unreachable (administratively prohibited) for other "+
+				"protocols, within the reject budget, then drops\n")
+		}
 		if b := r.Ban; b != nil {
 			verb := "bans"
 			if r.Action != ActionBan {
@@ -66,6 +70,12 @@ func (p *Policy) Describe(w io.Writer) {
 	}
 	if p.Log.Set {
 		fmt.Fprintf(w, "drop log: %s\n", p.Log)
+	}
+	for _, r := range p.Rules {
+		if r.Action == ActionReject {
+			fmt.Fprintf(w, "answers of reject rules: %s\n", p.Reject)
+			break
+		}
 	}
 	if n := len(p.Warnings); n > 0 {
 		fmt.Fprintf(w, "%d %s\n", n, plural(n, "warning", "warnings"))

@@ -110,7 +110,7 @@ func (d *decoder) policy(data []byte) *Policy {
 		d.errorAt(d.file, 1, 1, "", "policy file is empty; a policy that limits nothing is `rules: []`")
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans", "crowdsec", "geoip")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans", "crowdsec", "geoip", "reject")
 	if top == nil {
 		return nil
 	}
@@ -151,6 +151,11 @@ func (d *decoder) policy(data []byte) *Policy {
 	}
 	if f, ok := top["crowdsec"]; ok {
 		p.CrowdSec = d.crowdsec(f)
+	}
+	p.Reject = DefaultReject()
+	if f, ok := top["reject"]; ok {
+		p.Reject = d.reject(f)
+		d.checkReject(p, f)
 	}
 	d.checkFleet(p)
 	return p

@@ -35,14 +35,14 @@ func TestTopLevel(t *testing.T) {
 		{name: "mode list", src: "mode: [enforce]\nrules: []", errs: []string{
 			`p.yaml:1:7: mode: expected enforce or shadow, got a list`}},
 		{name: "unknown field", src: "rule: []\n", errs: []string{
-			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip`}},
+			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip, reject`}},
 		{name: "x- fields ignored", src: "x-anything: {a: [1, 2]}\nrules: []"},
 		{name: "empty file", src: "", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "comments only", src: "# nothing\n", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "not a mapping", src: "- rules\n", errs: []string{
-			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip, got a list"}},
+			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip, reject, got a list"}},
 		{name: "two documents", src: "rules: []\n---\nrules: []\n", errs: []string{
 			"p.yaml:3:1: a policy file holds one YAML document; this is a second one"}},
 		{name: "syntax error", src: "rules: [\n", errs: []string{
@@ -124,8 +124,8 @@ func TestRuleFields(t *testing.T) {
 				t.Fatal(rule0(t, p).Action)
 			}
 		}},
-		{name: "action bad", src: withRule("action: reject"), errs: []string{
-			`p.yaml:4:13: rules[0].action: unknown action "reject"; use drop, shadow, ban or syncookie`}},
+		{name: "action bad", src: withRule("action: tarpit"), errs: []string{
+			`p.yaml:4:13: rules[0].action: unknown action "tarpit"; use drop, shadow, ban, syncookie or reject`}},
 		{name: "action syncookie", src: withRule("match: {protocol: tcp, dst_ports: [443], tcp_flags: [syn]}", "action: syncookie"),
 			check: func(t *testing.T, p *Policy) {
 				if rule0(t, p).Action != ActionSynCookie {
@@ -163,7 +163,7 @@ func TestRuleFields(t *testing.T) {
 		{name: "defaults unknown field", src: "defaults: {limit: 1}\nrules: []\n", errs: []string{
 			`p.yaml:1:12: defaults: unknown field "limit"; allowed: key, action`}},
 		{name: "defaults bad action", src: "defaults: {action: pass}\nrules: []\n", errs: []string{
-			`p.yaml:1:20: defaults.action: unknown action "pass"; use drop, shadow, ban or syncookie`}},
+			`p.yaml:1:20: defaults.action: unknown action "pass"; use drop, shadow, ban, syncookie or reject`}},
 	})
 }
 

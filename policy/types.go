@@ -45,6 +45,9 @@ type Policy struct {
 	// GeoIP is the geoip: section and what came of its databases, nil
 	// when the policy has neither the section nor countries or ASNs.
 	GeoIP *GeoIP
+	// Reject is the reject: section, defaults applied: the budget of the
+	// answers of rules with action reject.
+	Reject Reject
 
 	Warnings []Diagnostic // sorted by position, like errors
 }
@@ -265,9 +268,14 @@ const (
 	// only a client that receives the answer and completes the handshake
 	// reaches the host. Only on rules that match SYNs alone.
 	ActionSynCookie
+	// ActionReject answers a packet over the limit, from the datapath,
+	// with a TCP reset (TCP) or an ICMP destination unreachable,
+	// administratively prohibited (any other protocol), within the
+	// policy's Reject budget and one a second per source, and drops it.
+	ActionReject
 )
 
-var actionNames = []string{"drop", "shadow", "ban", "syncookie"}
+var actionNames = []string{"drop", "shadow", "ban", "syncookie", "reject"}
 
 func (a Action) String() string { return enumString(int(a), actionNames) }
 

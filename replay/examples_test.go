@@ -34,6 +34,12 @@ func modelOf(t *testing.T, p *policy.Policy) *refModel {
 				ml.params = tokenBucket(t, l.Limit.Count, l.Limit.Per, l.Limit.Burst, ml.bytes)
 			case policy.FixedWindow:
 				ml.params = window(t, model.AlgFixedWindow, l.Limit.Count, l.Limit.Window)
+			case policy.SlidingLog:
+				p, err := model.SlidingLogParams(l.Limit.Count, l.Limit.Window)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ml.params = p
 			default:
 				ml.params = window(t, model.AlgSlidingWindow, l.Limit.Count, l.Limit.Window)
 			}

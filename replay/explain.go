@@ -118,6 +118,7 @@ func explainDecision(p *policy.Policy, pk parsed, d maps.Decision) string {
 	verdict := map[maps.Verdict]string{
 		maps.VerdictPass: "pass", maps.VerdictDrop: "drop", maps.VerdictShadow: "shadow-drop (counted as a drop, passed)",
 		maps.VerdictCookie: "answered with a SYN-ACK carrying a SYN cookie (the SYN goes no further)",
+		maps.VerdictReject: "answered with a TCP reset or an ICMP error (the packet goes no further)",
 	}[d.Verdict]
 	switch d.Why {
 	case maps.WhyNonIP:
@@ -228,7 +229,7 @@ func topDrops(drops map[sourceRule]*SourceDrops, k int) []SourceDrops {
 		all = append(all, *d)
 	}
 	slices.SortFunc(all, func(a, b SourceDrops) int {
-		if c := cmp.Compare(b.Drop.Packets+b.Shadow.Packets, a.Drop.Packets+a.Shadow.Packets); c != 0 {
+		if c := cmp.Compare(b.refused(), a.refused()); c != 0 {
 			return c
 		}
 		if c := a.Source.Compare(b.Source); c != 0 {
@@ -240,4 +241,10 @@ func topDrops(drops map[sourceRule]*SourceDrops, k int) []SourceDrops {
 		all = all[:k]
 	}
 	return all
+}
+
+// refused is what a source had refused: dropped, shadow-dropped or
+// answered.
+func (d SourceDrops) refused() uint64 {
+	return d.Drop.Packets + d.Shadow.Packets + d.Cookie.Packets + d.Reject.Packets
 }

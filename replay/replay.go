@@ -46,10 +46,18 @@ type Options struct {
 	// Top is how many (source, rule) pairs with the most dropped packets
 	// to report.
 	Top int
+	// Sources are addresses whose state to report at the end of the
+	// capture (what `status --source` would say then), the levels keyed
+	// with a port read for SourcePort.
+	Sources    []netip.Addr
+	SourcePort uint16
 }
 
 // Counts is a number of packets and their bytes.
-type Counts struct{ Packets, Bytes uint64 }
+type Counts struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
 
 func (c *Counts) add(bytes int) {
 	c.Packets++
@@ -65,6 +73,10 @@ type RuleResult struct {
 	// with a SYN-ACK carrying a cookie (the program sends them with
 	// XDP_TX; a replay sends nothing).
 	Cookie Counts
+	// Reject counts the packets a rule with action reject would answer
+	// with a TCP reset or an ICMP error (sent with XDP_TX; a replay sends
+	// nothing); those it would drop unanswered are in Drop.
+	Reject Counts
 	// Refused counts the packets each level refused (dropped,
 	// shadow-dropped or answered with a cookie), in policy order: 0 is the
 	// rule's own limit, i the aggregate level i-1.
@@ -78,6 +90,7 @@ type SourceDrops struct {
 	Rule         string // a rule name, or "deny list"
 	Drop, Shadow Counts
 	Cookie       Counts // SYNs answered with a cookie
+	Reject       Counts // packets answered by a reject rule
 }
 
 // BanEvent is a ban a rule started during the replay: at the frame that
@@ -149,6 +162,9 @@ type Report struct {
 	CutOff     *CutOff
 	MaxSources uint32
 	TrackAfter uint32
+	// Sources is what the limiter held for Options.Sources at the end of
+	// the capture, on the capture's clock.
+	Sources []maps.Source
 }
 
 // Run replays the capture through the program loaded with p and reports.
@@ -314,6 +330,8 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 				sd.Drop.add(seen)
 			case maps.VerdictCookie:
 				sd.Cookie.add(seen)
+			case maps.VerdictReject:
+				sd.Reject.add(seen)
 			default:
 				sd.Shadow.add(seen)
 			}
@@ -340,6 +358,13 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 	rep.Top = topDrops(drops, opts.Top)
 	if err := rep.crossCheck(l, base); err != nil {
 		return nil, err
+	}
+	for _, a := range opts.Sources {
+		s, err := l.Source(a, opts.SourcePort)
+		if err != nil {
+			return nil, fmt.Errorf("--source %v: %w", a, err)
+		}
+		rep.Sources = append(rep.Sources, s)
 	}
 	return rep, nil
 }
@@ -379,14 +404,14 @@ func probeLinear(l *maps.Limiter) (int, error) {
 const (
 	xdpDrop = 1
 	xdpPass = 2
-	xdpTX   = 3 // a SYN answered with a cookie
+	xdpTX   = 3 // answered: a SYN cookie, a reset, an ICMP error
 )
 
 func xdpAction(v maps.Verdict) uint32 {
 	switch v {
 	case maps.VerdictDrop:
 		return xdpDrop
-	case maps.VerdictCookie:
+	case maps.VerdictCookie, maps.VerdictReject:
 		return xdpTX
 	}
 	return xdpPass
@@ -439,6 +464,8 @@ func (r *Report) tally(d maps.Decision, bytes int) error {
 			rr.Shadow.add(bytes)
 		case maps.VerdictCookie:
 			rr.Cookie.add(bytes)
+		case maps.VerdictReject:
+			rr.Reject.add(bytes)
 		default:
 			return fmt.Errorf("unknown verdict %v", d.Verdict)
 		}
@@ -469,7 +496,7 @@ func (r *Report) crossCheck(l *maps.Limiter, base map[maps.Counter]maps.CounterV
 	for i, s := range stats {
 		rr := r.Rules[i]
 		for v, c := range map[maps.Verdict]Counts{maps.VerdictPass: rr.Pass, maps.VerdictDrop: rr.Drop,
-			maps.VerdictShadow: rr.Shadow, maps.VerdictCookie: rr.Cookie} {
+			maps.VerdictShadow: rr.Shadow, maps.VerdictCookie: rr.Cookie, maps.VerdictReject: rr.Reject} {
 			if got := s.Verdicts[v]; got.Packets != c.Packets || got.Bytes != c.Bytes {
 				return fmt.Errorf("rule %s: the program counted %v %d packets, %d bytes; its recorded decisions add up to %d, %d",
 					rr.Name, v, got.Packets, got.Bytes, c.Packets, c.Bytes)

@@ -60,28 +60,40 @@ func (r *Report) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	// The SYN-ACKs a syncookie rule would send get a column of their own
 	// where the policy has such a rule.
-	cookies := false
+	cookies, rejects := false, false
 	for _, rule := range p.Rules {
 		cookies = cookies || rule.Action == policy.ActionSynCookie
+		rejects = rejects || rule.Action == policy.ActionReject
 	}
-	cookieHead := ""
+	head := ""
 	if cookies {
-		cookieHead = "\tSYN-ACKS SENT"
+		head += "\tSYN-ACKS SENT"
 	}
-	fmt.Fprintln(tw, "RULE\tPASS PKTS\tPASS BYTES\tDROP PKTS\tDROP BYTES\tSHADOW PKTS\tSHADOW BYTES"+cookieHead+"\tREFUSED BY LEVEL")
+	if rejects {
+		head += "\tREJECTS SENT"
+	}
+	fmt.Fprintln(tw, "RULE\tPASS PKTS\tPASS BYTES\tDROP PKTS\tDROP BYTES\tSHADOW PKTS\tSHADOW BYTES"+head+"\tREFUSED BY LEVEL")
 	for _, rr := range r.Rules {
-		cookieCol := ""
+		cols := ""
 		if cookies {
-			cookieCol = fmt.Sprintf("\t%d", rr.Cookie.Packets)
+			cols += fmt.Sprintf("\t%d", rr.Cookie.Packets)
+		}
+		if rejects {
+			cols += fmt.Sprintf("\t%d", rr.Reject.Packets)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d%s\t%s\n", rr.Name, rr.Pass.Packets, rr.Pass.Bytes,
-			rr.Drop.Packets, rr.Drop.Bytes, rr.Shadow.Packets, rr.Shadow.Bytes, cookieCol, levels(rr.Refused))
+			rr.Drop.Packets, rr.Drop.Bytes, rr.Shadow.Packets, rr.Shadow.Bytes, cols, levels(rr.Refused))
 	}
 	tw.Flush()
 	if cookies {
 		fmt.Fprintln(ew, "note: SYN-ACKS SENT are the SYNs over a syncookie rule's limit that the program would answer "+
 			"with a SYN cookie; it passes one such SYN a second per destination to the stack instead (counted as a "+
 			"pass), and a replay checks no ACK against the cookies (the captured host's listeners are not here)")
+	}
+	if rejects {
+		fmt.Fprintln(ew, "note: REJECTS SENT are the packets over a reject rule's limit that the program would answer "+
+			"with a TCP reset or an ICMP error, within the policy's reject budget and one a second per source; "+
+			"those it would not answer are in DROP")
 	}
 	fmt.Fprintln(ew)
 
@@ -145,8 +157,8 @@ func (r *Report) Write(w io.Writer) error {
 			if s.Source.IsValid() {
 				src = s.Source.String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", src, s.Rule, s.Drop.Packets+s.Cookie.Packets,
-				s.Drop.Bytes+s.Cookie.Bytes, s.Shadow.Packets, s.Shadow.Bytes)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", src, s.Rule, s.Drop.Packets+s.Cookie.Packets+s.Reject.Packets,
+				s.Drop.Bytes+s.Cookie.Bytes+s.Reject.Bytes, s.Shadow.Packets, s.Shadow.Bytes)
 		}
 		tw.Flush()
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/metrics"
 	"github.com/xdplimit/xdplimit/policy"
 )
 
@@ -84,7 +85,7 @@ func TestBanPinnedState(t *testing.T) {
 		refused("bad duration changes nothing", "--for: ban of 0s is out of range; use 1s to 30d", "ban", iface, "203.0.113.1", "--for", "0s"),
 	})
 	out, _, code := runCLI("bans", iface, "--json")
-	var got []banJSON
+	var got []metrics.BanJSON
 	if err := json.Unmarshal([]byte(out), &got); err != nil || code != 0 {
 		t.Fatalf("bans --json: %v (exit %d): %s", err, code, out)
 	}

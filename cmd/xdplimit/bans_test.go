@@ -18,6 +18,7 @@ import (
 	"github.com/xdplimit/xdplimit/internal/command"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/metrics"
 )
 
 // terminalSafe fails for any byte of out a terminal would act on: C0
@@ -119,7 +120,7 @@ func TestBansHostileText(t *testing.T) {
 
 	out, _, _ = runCLI("bans", iface, "--json")
 	terminalSafe(t, "bans --json", out)
-	var got []banJSON
+	var got []metrics.BanJSON
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("bans --json: %v\n%s", err, out)
 	}
@@ -129,6 +130,36 @@ func TestBansHostileText(t *testing.T) {
 	}
 	if reasons["198.51.100.66/32"] != stored || reasons["203.0.113.77/32"] != raw {
 		t.Errorf("bans --json decodes to %q", reasons)
+	}
+
+	// -o json is the documented form; --json its alias. seconds_left
+	// moves between the two runs.
+	o, _, _ := runCLI("bans", iface, "-o", "json")
+	var got2 []metrics.BanJSON
+	if err := json.Unmarshal([]byte(o), &got2); err != nil || len(got2) != len(got) {
+		t.Fatalf("bans -o json: %v\n%s", err, o)
+	}
+	for i := range got2 {
+		if got2[i].SecondsLeft = got[i].SecondsLeft; got2[i] != got[i] {
+			t.Errorf("bans -o json and bans --json differ: %+v, %+v", got2[i], got[i])
+		}
+	}
+
+	out, _, _ = runCLI("status", iface, "-o", "json")
+	terminalSafe(t, "status -o json", out)
+	var st struct {
+		Interfaces []struct {
+			Policy struct {
+				Path string `json:"path"`
+			} `json:"policy"`
+			Bans struct {
+				InForce int `json:"in_force"`
+			} `json:"bans"`
+		} `json:"interfaces"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Interfaces) != 1 ||
+		!strings.HasSuffix(st.Interfaces[0].Policy.Path, "p\x1b[2J\u202e.yaml") || st.Interfaces[0].Bans.InForce != len(got) {
+		t.Errorf("status -o json decodes to %+v (%v):\n%s", st, err, out)
 	}
 
 	out, _, _ = runCLI("status", iface)

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/metrics"
 	"github.com/xdplimit/xdplimit/policy"
 	"github.com/xdplimit/xdplimit/replay"
 )
@@ -19,6 +21,8 @@ func newPolicyTestCmd() *cobra.Command {
 		top        int
 		maxSources uint32
 		trackAfter uint32
+		sources    []string
+		port       uint16
 	)
 	cmd := &cobra.Command{
 		Use:   "test FILE --pcap CAPTURE",
@@ -38,42 +42,71 @@ host sent (outgoing) are counted but not run, as XDP sees only received
 frames. pcapng simple packet blocks, which carry no timestamp, run at the
 time of the frame before them. A capture cut short at the end (a killed
 tcpdump) is replayed up to the cut, with a warning. It needs the privileges
-to load BPF programs (root or CAP_BPF).`,
+to load BPF programs (root or CAP_BPF).
+
+--source ADDR reports what the limiter holds for that address at the end of
+the capture, as status --source does on a running limiter. -o json prints
+the report as JSON (docs/json.md).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if pcap == "" {
-				return errors.New("--pcap is required")
-			}
-			if top < 0 {
-				return fmt.Errorf("--top %d: give 0 or more", top)
-			}
-			p, err := policy.Load(args[0])
+	}
+	output := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if pcap == "" {
+			return errors.New("--pcap is required")
+		}
+		if top < 0 {
+			return fmt.Errorf("--top %d: give 0 or more", top)
+		}
+		var addrs []netip.Addr
+		for _, a := range sources {
+			addr, err := netip.ParseAddr(a)
 			if err != nil {
-				var list policy.ErrorList
-				if errors.As(err, &list) {
-					for _, e := range list {
-						fmt.Fprintln(cmd.ErrOrStderr(), e)
-					}
-					return fmt.Errorf("%s: the policy has errors; see `xdplimit policy check`", args[0])
+				return fmt.Errorf("--source %q: not an IP address", a)
+			}
+			addrs = append(addrs, addr)
+		}
+		p, err := policy.Load(args[0])
+		if err != nil {
+			var list policy.ErrorList
+			if errors.As(err, &list) {
+				for _, e := range list {
+					fmt.Fprintln(cmd.ErrOrStderr(), e)
 				}
-				return err
+				return fmt.Errorf("%s: the policy has errors; see `xdplimit policy check`", args[0])
 			}
-			for _, w := range p.Warnings {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			return err
+		}
+		for _, w := range p.Warnings {
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+		}
+		r, err := replay.RunFile(p, pcap, replay.Options{
+			MaxSources: maxSources, TrackAfter: trackAfter, Explain: explain, Top: top,
+			Sources: addrs, SourcePort: port,
+		})
+		if err != nil {
+			return err
+		}
+		// A capture cut short is replayed up to the cut: a warning,
+		// not a failure, as a killed tcpdump leaves every capture.
+		for _, w := range r.Warnings() {
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+		}
+		out := cmd.OutOrStdout()
+		if *output == outputJSON {
+			j := policyTestJSON{ReportJSON: r.JSON(), Sources: []metrics.SourceReport{}}
+			for _, s := range r.Sources {
+				j.Sources = append(j.Sources, metrics.SourceJSON(captureName, s))
 			}
-			r, err := replay.RunFile(p, pcap, replay.Options{
-				MaxSources: maxSources, TrackAfter: trackAfter, Explain: explain, Top: top,
-			})
-			if err != nil {
-				return err
-			}
-			// A capture cut short is replayed up to the cut: a warning,
-			// not a failure, as a killed tcpdump leaves every capture.
-			for _, w := range r.Warnings() {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
-			}
-			return r.Write(cmd.OutOrStdout())
-		},
+			return printJSON(out, j)
+		}
+		if err := r.Write(out); err != nil {
+			return err
+		}
+		for _, s := range r.Sources {
+			fmt.Fprintln(out)
+			printSource(out, metrics.SourceJSON(captureName, s), s.Address)
+		}
+		return nil
 	}
 	cmd.Flags().StringVar(&pcap, "pcap", "", "capture to replay: pcap or pcapng, optionally gzipped")
 	cmd.Flags().IntSliceVar(&explain, "explain", nil, "explain what decided frame `N` (1-based; repeatable, or a comma-separated list)")
@@ -82,5 +115,19 @@ to load BPF programs (root or CAP_BPF).`,
 		"size of the state table (entries), as given to attach: eviction under a many-source flood depends on it")
 	cmd.Flags().Uint32Var(&trackAfter, "track-after", 1,
 		"track a source from its Nth packet in a sketch epoch, as the running datapath does with 2 (1: from the first, exact)")
+	cmd.Flags().StringSliceVar(&sources, "source", nil,
+		"report what the limiter holds for `ADDR` at the end of the capture (repeatable, or a comma-separated list)")
+	cmd.Flags().Uint16Var(&port, "port", 0, "with --source: read the levels keyed by address and port for `PORT`")
 	return cmd
+}
+
+// captureName stands for the interface in the source reports of a replay.
+const captureName = "capture"
+
+// policyTestJSON is the report of `policy test -o json`.
+type policyTestJSON struct {
+	replay.ReportJSON
+	// Sources: what the limiter held for each --source at the end of the
+	// capture, as GET /v1/sources/ADDR answers for an interface.
+	Sources []metrics.SourceReport `json:"sources"`
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -78,6 +79,54 @@ func TestPolicyTestCommand(t *testing.T) {
 		t.Errorf("--top 1 listed a second source:\n%s", out)
 	}
 
+	// What the limiter holds for a source at the end of the capture, in
+	// text and in the JSON scripts read (docs/json.md).
+	out, errOut, code = runCLI("policy", "test", pol, "--pcap", capture, "--source", "192.0.2.1")
+	if want := "  rules it can match, in policy order; which one a packet meets first also depends on its protocol, dst_ports:\n" +
+		"    dns (action drop)\n      level 0, key src_ip 192.0.2.1/32, token_bucket: 0 of 3 packets left, admitted again in 0.991s, " +
+		"whole again in 2.991s\n"; code != 0 || !strings.Contains(out, "capture: source 192.0.2.1\n") || !strings.Contains(out, want) {
+		t.Errorf("--source: exit %d, stderr %q, stdout:\n%s\nwant %q", code, errOut, out, want)
+	}
+	out, errOut, code = runCLI("policy", "test", pol, "--pcap", capture, "-o", "json", "--source", "192.0.2.1", "--explain", "10")
+	if code != 0 {
+		t.Fatalf("-o json: exit %d\n%s", code, errOut)
+	}
+	var j struct {
+		Policy struct {
+			Path string `json:"path"`
+		} `json:"policy"`
+		Frames int `json:"frames"`
+		Rules  []struct {
+			Rule           string            `json:"rule"`
+			Pass           map[string]uint64 `json:"pass"`
+			RefusedByLevel []uint64          `json:"refused_by_level"`
+		} `json:"rules"`
+		Explained []struct {
+			Frame   int    `json:"frame"`
+			Verdict string `json:"verdict"`
+			Key     string `json:"key"`
+		} `json:"explained"`
+		Sources []struct {
+			Interface string `json:"interface"`
+			Rules     []struct {
+				Levels []struct {
+					Remaining *uint64 `json:"remaining"`
+					Limit     uint64  `json:"limit"`
+				} `json:"levels"`
+			} `json:"rules"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if j.Policy.Path != pol || j.Frames != 10 || len(j.Rules) != 1 || j.Rules[0].Rule != "dns" || j.Rules[0].Pass["packets"] != 6 ||
+		len(j.Rules[0].RefusedByLevel) != 1 || j.Rules[0].RefusedByLevel[0] != 4 ||
+		len(j.Explained) != 1 || j.Explained[0].Verdict != "drop" || j.Explained[0].Key != "192.0.2.2" ||
+		len(j.Sources) != 1 || j.Sources[0].Interface != "capture" || *j.Sources[0].Rules[0].Levels[0].Remaining != 0 ||
+		j.Sources[0].Rules[0].Levels[0].Limit != 3 {
+		t.Errorf("-o json decodes to %+v:\n%s", j, out)
+	}
+
 	for _, c := range []struct {
 		args []string
 		want string
@@ -102,6 +151,8 @@ func TestPolicyTestRefuses(t *testing.T) {
 	runCases(t, []cliCase{
 		refused("no capture", "--pcap is required", "policy", "test", good),
 		refused("negative top", "--top -1: give 0 or more", "policy", "test", good, "--pcap", "c.pcap", "--top", "-1"),
+		refused("output", `--output "yaml": give text or json`, "policy", "test", good, "--pcap", "c.pcap", "-o", "yaml"),
+		refused("source", `--source "192.0.2": not an IP address`, "policy", "test", good, "--pcap", "c.pcap", "--source", "192.0.2"),
 		{name: "policy with errors", args: []string{"policy", "test", bad, "--pcap", "c.pcap"}, code: 1,
 			stderr: badError(bad) + "\nxdplimit: " + bad + ": the policy has errors; see `xdplimit policy check`\n"},
 		refused("no policy", "accepts 1 arg(s), received 0", "policy", "test", "--pcap", "c.pcap"),

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"text/tabwriter"
 	"time"
 
@@ -13,41 +15,96 @@ import (
 	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/metrics"
 )
 
 func newStatusCmd() *cobra.Command {
-	var sources bool
+	var (
+		sources bool
+		source  string
+		port    uint16
+	)
 	cmd := &cobra.Command{
 		Use:   "status [IFACE]",
-		Short: "Show where the limiter is attached, its policy and per-rule counters",
-		Args:  cobra.MatchAll(cobra.MaximumNArgs(1), ifaceNames),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ifaces := args
-			if len(ifaces) == 0 {
-				var err error
-				if ifaces, err = loader.List(); err != nil {
-					return err
-				}
-				if len(ifaces) == 0 {
-					fmt.Fprintln(cmd.OutOrStdout(), "xdplimit is not attached anywhere")
-					return nil
-				}
+		Short: "Show where the limiter is attached, its policy and per-rule counters, or what it holds for one source",
+		Long: `status reports, for IFACE or every interface the limiter is attached to,
+where and how it is attached, its policy, and the counters of every rule.
+
+With --source ADDR it reports instead what the limiter holds for that
+address now: the allow/deny entry and the bans that cover it, every rule it
+can match (as far as an address decides) and each level's state for it:
+what is left of its limit, when it is admitted again, whether it is tracked
+or still counted by the admission sketch. It reads the live maps with a few
+lookups, never walking a table. The same answer, as JSON, is served at
+GET /v1/sources/ADDR on the metrics address.
+
+-o json prints either as JSON (docs/json.md).`,
+		Args: cobra.MatchAll(cobra.MaximumNArgs(1), ifaceNames),
+	}
+	output := addOutputFlag(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var addr netip.Addr
+		if source != "" {
+			var err error
+			if addr, err = netip.ParseAddr(source); err != nil {
+				return fmt.Errorf("--source %q: not an IP address", source)
 			}
-			for _, iface := range ifaces {
-				s, err := loader.Open(iface)
-				if err != nil {
-					return err
-				}
-				err = printStatus(cmd.OutOrStdout(), s, sources)
-				s.Close()
-				if err != nil {
-					return err
-				}
+		} else if cmd.Flags().Changed("port") {
+			return errors.New("--port goes with --source")
+		}
+		ifaces := args
+		if len(ifaces) == 0 {
+			var err error
+			if ifaces, err = loader.List(); err != nil {
+				return err
 			}
+		}
+		w := cmd.OutOrStdout()
+		if len(ifaces) == 0 && *output == outputText {
+			fmt.Fprintln(w, "xdplimit is not attached anywhere")
 			return nil
-		},
+		}
+		all := statusesJSON{Interfaces: []statusJSON{}}
+		found := metrics.Sources{Address: addr.Unmap().String(), Interfaces: []metrics.SourceReport{}}
+		for _, iface := range ifaces {
+			s, err := loader.Open(iface)
+			if err != nil {
+				return err
+			}
+			switch {
+			case source != "":
+				r := metrics.ReportSource(iface, s.Limiter, addr, port)
+				if r.Error == "" && *output == outputText {
+					printSource(w, r, addr.Unmap())
+				}
+				found.Interfaces = append(found.Interfaces, r)
+				if r.Error != "" {
+					err = fmt.Errorf("%s: %s", iface, r.Error)
+				}
+			case *output == outputJSON:
+				var st statusJSON
+				if st, err = statusOf(s, sources); err == nil {
+					all.Interfaces = append(all.Interfaces, st)
+				}
+			default:
+				err = printStatus(w, s, sources)
+			}
+			s.Close()
+			if err != nil {
+				return err
+			}
+		}
+		switch {
+		case *output == outputText:
+			return nil
+		case source != "":
+			return printJSON(w, found)
+		}
+		return printJSON(w, all)
 	}
 	cmd.Flags().BoolVar(&sources, "count-sources", false, "count the tracked sources (walks the whole table)")
+	cmd.Flags().StringVar(&source, "source", "", "report what the limiter holds for the source address `ADDR`")
+	cmd.Flags().Uint16Var(&port, "port", 0, "with --source: read the levels keyed by address and port for `PORT`")
 	return cmd
 }
 
@@ -80,14 +137,18 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  rule\tpass pkts\tpass bytes\tdrop pkts\tdrop bytes\tshadow pkts\tcookie pkts\t")
-	var cookies []maps.RuleStat
+	fmt.Fprintln(tw, "  rule\tpass pkts\tpass bytes\tdrop pkts\tdrop bytes\tshadow pkts\tcookie pkts\treject pkts\t")
+	var cookies, rejects []maps.RuleStat
 	for _, r := range rules {
 		v := r.Verdicts
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", termsafe.Escape(r.Name), v[maps.VerdictPass].Packets, v[maps.VerdictPass].Bytes,
-			v[maps.VerdictDrop].Packets, v[maps.VerdictDrop].Bytes, v[maps.VerdictShadow].Packets, v[maps.VerdictCookie].Packets)
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", termsafe.Escape(r.Name), v[maps.VerdictPass].Packets, v[maps.VerdictPass].Bytes,
+			v[maps.VerdictDrop].Packets, v[maps.VerdictDrop].Bytes, v[maps.VerdictShadow].Packets, v[maps.VerdictCookie].Packets,
+			v[maps.VerdictReject].Packets)
 		if r.SynCookie {
 			cookies = append(cookies, r)
+		}
+		if r.Reject {
+			rejects = append(rejects, r)
 		}
 	}
 	tw.Flush()
@@ -98,6 +159,17 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 	cs, err := s.Limiter.Counters()
 	if err != nil {
 		return err
+	}
+	for _, r := range rejects {
+		fmt.Fprintf(w, "  reject %s: %d answers sent, %d packets dropped unanswered\n",
+			termsafe.Escape(r.Name), r.Verdicts[maps.VerdictReject].Packets, r.RejectSuppressed)
+	}
+	if len(rejects) > 0 {
+		fmt.Fprintf(w, "  unanswered by reason:")
+		for _, c := range maps.RejectReasons {
+			fmt.Fprintf(w, " %s %d", maps.RejectReason(c), cs[c].Packets)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "  allow %d, deny %d, deny (shadow) %d, unmatched %d, malformed %d, non-IP %d pkts\n",
 		cs[maps.CounterAllow].Packets, cs[maps.CounterDeny].Packets, cs[maps.CounterDenyShadow].Packets,

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/metrics"
 )
 
 func TestStatusRefuses(t *testing.T) {
@@ -66,4 +70,104 @@ func TestStatusOfAgent(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Errorf("status %s: exit %d, stderr %q, stdout:\n%s\nwant lines matching %q", iface, code, errOut, out, want)
+}
+
+// TestStatusSource: status --source, as text and as JSON, and status -o
+// json, on an attached limiter after real traffic.
+func TestStatusSource(t *testing.T) {
+	testutil.RequireRoot(t)
+	v := testutil.NewUniqueVethPair(t, "xsso", "xssr")
+	iface := v.PeerName
+	policy := writeFile(t, "p.yaml", `rules:
+  - name: dns
+    match: {protocol: udp, dst_ports: [53]}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 3}
+    action: reject
+`)
+	startAgent(t, v, agent.Config{Policy: policy})
+	err := v.NS.Do(func() error {
+		// Not connected: the stack's port unreachable for the admitted
+		// ones (nothing listens) must not fail the writes.
+		c, err := net.ListenPacket("udp4", netip.AddrPortFrom(v.Addr, 0).String())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(v.PeerAddr, 53))
+		for i := 0; i < 5; i++ {
+			if _, err := c.WriteTo(make([]byte, 64), to); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type statusOut struct {
+		Interfaces []struct {
+			Interface string `json:"interface"`
+			Rules     []struct {
+				Rule     string `json:"rule"`
+				Verdicts map[string]struct {
+					Packets uint64 `json:"packets"`
+				} `json:"verdicts"`
+				Reject *struct {
+					Sent       uint64 `json:"sent"`
+					Suppressed uint64 `json:"suppressed"`
+				} `json:"reject"`
+			} `json:"rules"`
+			Counters map[string]struct {
+				Packets uint64 `json:"packets"`
+			} `json:"counters"`
+		} `json:"interfaces"`
+	}
+	// The datagrams reach the program on the receiving end's NAPI: wait
+	// for the fifth.
+	var st statusOut
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out, errOut, code := runCLI("status", iface, "-o", "json")
+		if code != 0 {
+			t.Fatalf("status -o json: exit %d: %s", code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status -o json: %v\n%s", err, out)
+		}
+		r := st.Interfaces[0].Rules[0]
+		if r.Verdicts["pass"].Packets+r.Verdicts["drop"].Packets+r.Verdicts["reject"].Packets == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program did not judge 5 datagrams:\n%s", out)
+		}
+	}
+	r := st.Interfaces[0].Rules[0]
+	// Three admitted; the two refused answered or dropped unanswered
+	// (one answer a second to a source: the second is, unless a second
+	// passed between them).
+	if st.Interfaces[0].Interface != iface || r.Rule != "dns" || r.Verdicts["pass"].Packets != 3 || r.Reject == nil ||
+		r.Reject.Sent+r.Reject.Suppressed != 2 || r.Reject.Sent != r.Verdicts["reject"].Packets || r.Reject.Sent == 0 ||
+		st.Interfaces[0].Counters["reject_source"].Packets != r.Reject.Suppressed {
+		t.Errorf("status -o json: %+v", st)
+	}
+
+	out, errOut, code := runCLI("status", iface, "--source", v.Addr.String())
+	want := "      level 0, key src_ip " + v.Addr.String() + "/32, token_bucket: 0 of 3 packets left, admitted again in "
+	if code != 0 || !strings.Contains(out, iface+": source "+v.Addr.String()+"\n") ||
+		!strings.Contains(out, "    dns (action reject)\n") || !strings.Contains(out, want) {
+		t.Errorf("status --source: exit %d, stderr %q, stdout:\n%s\nwant %q", code, errOut, out, want)
+	}
+	out, _, _ = runCLI("status", iface, "--source", v.Addr.String(), "-o", "json")
+	var src metrics.Sources
+	if err := json.Unmarshal([]byte(out), &src); err != nil || src.Address != v.Addr.String() || len(src.Interfaces) != 1 ||
+		len(src.Interfaces[0].Rules) != 1 || *src.Interfaces[0].Rules[0].Levels[0].Remaining != 0 ||
+		src.Interfaces[0].Rules[0].Levels[0].Limit != 3 || *src.Interfaces[0].Rules[0].Levels[0].RetryAfter <= 0 {
+		t.Errorf("status --source -o json (%v):\n%s", err, out)
+	}
+
+	runCases(t, []cliCase{
+		refused("source", `--source "nope": not an IP address`, "status", iface, "--source", "nope"),
+		refused("port alone", "--port goes with --source", "status", iface, "--port", "53"),
+		refused("output", `--output "xml": give text or json`, "status", iface, "-o", "xml"),
+	})
 }

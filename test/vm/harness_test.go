@@ -9,8 +9,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,25 +283,48 @@ func (l *lab) requireClean(t *testing.T) {
 	}
 }
 
-// ruleCounts reads one rule's counters from `xdplimit status`: its line
-// has the name, then packets and bytes passed and dropped, shadow drops and
-// SYNs answered with a cookie.
+// status is what the tests read of `xdplimit status -o json`.
+type status struct {
+	Interfaces []struct {
+		Rules []struct {
+			Rule     string `json:"rule"`
+			Verdicts map[string]struct {
+				Packets uint64 `json:"packets"`
+			} `json:"verdicts"`
+			Reject *struct {
+				Sent       uint64 `json:"sent"`
+				Suppressed uint64 `json:"suppressed"`
+			} `json:"reject"`
+		} `json:"rules"`
+		Counters map[string]struct {
+			Packets uint64 `json:"packets"`
+		} `json:"counters"`
+	} `json:"interfaces"`
+}
+
+// statusJSON runs `xdplimit status -o json` on the receiving end.
+func (l *lab) statusJSON(t *testing.T) status {
+	t.Helper()
+	out, err := l.run(t, "status", l.PeerName, "-o", "json")
+	var st status
+	if err == nil {
+		err = json.Unmarshal([]byte(out), &st)
+	}
+	if err != nil || len(st.Interfaces) != 1 {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	return st
+}
+
+// ruleCounts reads one rule's counters from `xdplimit status -o json`.
 func (l *lab) ruleCounts(t *testing.T, rule string) (pass, drop, shadow uint64) {
 	t.Helper()
-	out, err := l.run(t, "status", l.PeerName)
-	if err != nil {
-		t.Fatalf("status: %v\n%s", err, out)
-	}
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 7 && f[0] == rule {
-			fmt.Sscan(f[1], &pass)
-			fmt.Sscan(f[3], &drop)
-			fmt.Sscan(f[5], &shadow)
-			return
+	for _, r := range l.statusJSON(t).Interfaces[0].Rules {
+		if r.Rule == rule {
+			return r.Verdicts["pass"].Packets, r.Verdicts["drop"].Packets, r.Verdicts["shadow_drop"].Packets
 		}
 	}
-	t.Fatalf("rule %s not in status:\n%s", rule, out)
+	t.Fatalf("rule %s not in status", rule)
 	return
 }
 
