@@ -7,8 +7,6 @@ package vm
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -37,7 +35,7 @@ func newLab(t *testing.T, queues int) *lab {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireLiveFrames(t)
-	id := randomID()
+	id := testutil.UniqueID(t, "xs", "xr")
 	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xs" + id, PeerName: "xr" + id, Queues: queues})
 	g, err := pktgen.Open(pktgen.Config{Timeout: 2 * time.Minute})
 	if err != nil {
@@ -45,12 +43,6 @@ func newLab(t *testing.T, queues int) *lab {
 	}
 	t.Cleanup(func() { g.Close() })
 	return &lab{Veth: v, gen: g}
-}
-
-func randomID() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // flood sends count frames to the receiver from the given CPUs, and waits

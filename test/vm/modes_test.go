@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
@@ -65,7 +66,7 @@ rules:
 // has no native XDP), and logs why.
 func TestGenericFallback(t *testing.T) {
 	l := newLab(t, 1)
-	name := "xb" + randomID()
+	name := "xb" + testutil.UniqueID(t, "xb")
 	err := l.PeerNS.Do(func() error {
 		d := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
 		if err := netlink.LinkAdd(d); err != nil {
