@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -304,4 +305,38 @@ func within(t *testing.T, what string, got, want, tol float64) {
 	if r < 1-tol || r > 1+tol {
 		t.Errorf("%s: %.0f is not within %.0f%% of %.0f", what, got, tol*100, want)
 	}
+}
+
+// sendUDP sends n datagrams from the sender's own stack to the receiver's
+// port 9 (discard) and returns how many the socket took. It paces itself
+// in groups of 50 a millisecond apart so the receiver's backlog (1000
+// frames by default) never overflows and every frame meets the program.
+func (l *lab) sendUDP(t *testing.T, n int) uint64 {
+	t.Helper()
+	var sent uint64
+	err := l.NS.Do(func() error {
+		// Unconnected: the receiver's port unreachable replies set no
+		// error that a later write would return instead of sending.
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: l.Addr.AsSlice()})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		to := &net.UDPAddr{IP: l.PeerAddr.AsSlice(), Port: 9}
+		payload := make([]byte, 18)
+		for i := range n {
+			if _, err := c.WriteToUDP(payload, to); err != nil {
+				return err
+			}
+			sent++
+			if i%50 == 49 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("sending UDP: %v", err)
+	}
+	return sent
 }
