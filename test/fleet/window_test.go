@@ -26,9 +26,9 @@ const (
 	// held shares are released, with room to spare): a sample read from
 	// then to the window's end sees the window's whole count.
 	fwSpent = 500 * time.Millisecond
-	fwFlood  = 7 * time.Second
-	fwHosts  = 3
-	fwSync   = 100 * time.Millisecond
+	fwFlood = 7 * time.Second
+	fwHosts = 3
+	fwSync  = 100 * time.Millisecond
 )
 
 func fwPolicy(fleet string) string {
