@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -147,19 +146,22 @@ func (c *microCase) advance(runs int) {
 	pktgen.SetSource4(c.frame, c.base+c.pos)
 }
 
-// run makes one BPF_PROG_TEST_RUN call of repeat runs and returns ns per
-// packet as the kernel timed it (its timer stops while the thread is
-// rescheduled, so other load on the machine inflates it little).
+// run makes two BPF_PROG_TEST_RUN calls, of repeat/4 and repeat runs, and
+// returns ns per packet timed by the slope between them (slopeTimer).
 func (c *microCase) run(repeat int) (float64, error) {
-	ret, d, err := c.prog.Benchmark(c.frame, repeat, nil)
-	c.advance(repeat)
-	if err != nil {
-		return 0, err
+	var s slopeTimer
+	for _, n := range s.counts(repeat) {
+		ret, err := s.call(c.prog, c.frame, n)
+		c.advance(n)
+		c.measured += n
+		if err != nil {
+			return 0, err
+		}
+		if c.want != 0 && ret != c.want {
+			return 0, fmt.Errorf("the last packet got verdict %d, the case is built to measure verdict %d", ret, c.want)
+		}
 	}
-	if c.want != 0 && ret != c.want {
-		return 0, fmt.Errorf("the last packet got verdict %d, the case is built to measure verdict %d", ret, c.want)
-	}
-	return float64(d) / float64(time.Nanosecond), nil
+	return s.perPacket()
 }
 
 type microResults struct {
@@ -410,7 +412,6 @@ func microBench(e *env, quick bool) (*microResults, error) {
 					continue
 				}
 				c.ns = append(c.ns, ns)
-				c.measured += res.Repeat
 			}
 			if err := e.ctx.Err(); err != nil {
 				return err

@@ -292,9 +292,11 @@ func (r *report) writeMicro(b *strings.Builder) error {
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("## Per packet: BPF_PROG_TEST_RUN\n\n")
-	p("`Program.Benchmark` on one thread pinned to CPU %d, %d runs of the same 60-byte UDP frame per call,\n", m.CPU, m.Repeat)
-	p("%d calls per case, the cases interleaved call by call; the kernel times the runs (its timer stops while\n", m.Rounds)
-	p("the thread is rescheduled). Real clock: coarse (`CLOCK_MONOTONIC_COARSE`, the production default) unless\n")
+	p("`Program.Benchmark` on one thread pinned to CPU %d, the same 60-byte UDP frame; %d rounds per case, the\n", m.CPU, m.Rounds)
+	p("cases interleaved round by round. A round is two calls, of %d and %d runs, and ns/packet is the slope\n", m.Repeat/4, m.Repeat)
+	p("of the thread's CPU time between them: the kernel's own figure is whole nanoseconds (±20%% on a 5 ns\n")
+	p("program), the CPU time is exact to the nanosecond over a call, stops while the thread is rescheduled,\n")
+	p("and the slope cancels each call's fixed cost (`bench/timing.go`). Real clock: coarse (`CLOCK_MONOTONIC_COARSE`, the production default) unless\n")
 	p("the case says ktime. Drop cases limit to one packet a minute (after a warm-up every packet is over the\n")
 	p("limit), pass cases to 10⁸ per second (the most a policy may say). Many-source cases set the program's\n")
 	p("benchmark rotation (`xdpl_bench_rotate`), which rewrites the IPv4 source before parsing: each run is the\n")
