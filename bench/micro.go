@@ -222,6 +222,10 @@ const (
 	mFleetTBPass  = "token bucket, scope: fleet, under limit (pass)"
 	mFleetFWDrop  = "fixed window, scope: fleet, over limit (drop)"
 	mFleetFWPass  = "fixed window, scope: fleet, under limit (pass)"
+	// The drop cases above are answered by the refused-until cache after
+	// the first refusal; these reach the level itself.
+	mFleetTBDropOff = "token bucket, scope: fleet, over limit (drop), refused cache off"
+	mFleetFWDropOff = "fixed window, scope: fleet, over limit (drop), refused cache off"
 )
 
 // microBench measures every case on one pinned CPU, rounds interleaved:
@@ -351,12 +355,14 @@ func microBench(e *env, quick bool) (*microResults, error) {
 	for _, k := range []struct {
 		name, limit string
 		want        uint32
+		noCache     bool
 	}{
-		{mFleetTBDrop, tbDrop, xdpDrop}, {mFleetTBPass, tbPass, xdpPass},
-		{mFleetFWDrop, fwDrop, xdpDrop}, {mFleetFWPass, fwPass, xdpPass},
+		{mFleetTBDrop, tbDrop, xdpDrop, false}, {mFleetTBPass, tbPass, xdpPass, false},
+		{mFleetFWDrop, fwDrop, xdpDrop, false}, {mFleetFWPass, fwPass, xdpPass, false},
+		{mFleetTBDropOff, tbDrop, xdpDrop, true}, {mFleetFWDropOff, fwDrop, xdpDrop, true},
 	} {
 		add(&microCase{group: fleetGroup, name: k.name, want: k.want, warm: 1000},
-			limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, fleetScoped(k.limit), nil))
+			limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, NoRefusedCache: k.noCache}, fleetScoped(k.limit), nil))
 	}
 
 	rules := "Policy size (known source)"

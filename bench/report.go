@@ -202,6 +202,9 @@ func (r *report) targets() []target {
 }
 
 func shortAlg(name string) string {
+	if base, ok := strings.CutSuffix(name, ", refused cache off"); ok {
+		return shortAlg(base) + " (cache off)"
+	}
 	switch {
 	case strings.HasPrefix(name, "token bucket, over"):
 		return "TB drop"
