@@ -176,27 +176,8 @@ func (r *report) targets() []target {
 		ratioTarget("veth 16M-source flood ≥ 3× iptables hashlimit", "hashlimit", "16M", 3, false)
 	}
 	ts = append(ts, r.fleetTargets()...)
-	if a := r.Accuracy; a != nil && len(a.Queues) > 0 {
-		for _, n := range []int{1, 2} {
-			t := target{what: fmt.Sprintf("admitted/configured 1 ± 0.05 on %d queue(s)", n)}
-			var parts, fails []string
-			for _, q := range a.Queues {
-				if q.cpus != n {
-					continue
-				}
-				if q.err != "" {
-					parts = append(parts, q.alg+" failed")
-					fails = append(fails, q.alg)
-					continue
-				}
-				parts = append(parts, fmt.Sprintf("%s %.3f", q.alg, q.ratio()))
-				if q.ratio() < 0.95 || q.ratio() > 1.05 {
-					fails = append(fails, q.alg)
-				}
-			}
-			t.judge(parts, fails, "")
-			ts = append(ts, t)
-		}
+	if a := r.Accuracy; a != nil {
+		ts = append(ts, accuracyTargets(a.Queues)...)
 	}
 	return ts
 }
