@@ -66,8 +66,15 @@ dist:
 # share the two CPUs with each other.
 test: deps check-generate lint build test-go test-vm
 
+# HOST_SKIP: tests whose prerequisite this host's kernel lacks by its build,
+# named here with the reason rather than skipped silently (in CI they would
+# fail, as every missing prerequisite does); the VM suite runs them.
+# TestVLANTaggedTrafficReachesStack needs 802.1Q devices, and the host kernel
+# is built without CONFIG_VLAN_8021Q.
+HOST_SKIP ?= ^TestVLANTaggedTrafficReachesStack$$
+
 test-go: build
-	XDPLIMIT_BIN=$(abspath $(BIN)) $(GO) test -count=1 -p 1 -timeout 40m ./...
+	XDPLIMIT_BIN=$(abspath $(BIN)) $(GO) test -count=1 -p 1 -timeout 40m -skip '$(HOST_SKIP)' ./...
 
 lint:
 	bash scripts/check-no-binaries.sh

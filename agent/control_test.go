@@ -164,7 +164,7 @@ func TestAgentWaitsForInterface(t *testing.T) {
 func TestAgentSharedMetrics(t *testing.T) {
 	testutil.RequireRoot(t)
 	v := newVeth(t)
-	id := v.PeerName[len(v.PeerName)-4:]
+	id := testutil.UniqueID(t, "xag3s", "xag3r")
 	w := testutil.NewVeth(t, v.NS, v.PeerNS, testutil.VethConfig{Name: "xag3s" + id, PeerName: "xag3r" + id,
 		Addr: prefix("198.18.1.1/24"), PeerAddr: prefix("198.18.1.2/24"),
 		Addr6: prefix("2001:2:0:1::1/64"), PeerAddr6: prefix("2001:2:0:1::2/64")})

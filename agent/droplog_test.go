@@ -57,29 +57,9 @@ func TestDropLogReload(t *testing.T) {
 	r := newDropLogRunner(&loader.Attachment{Interface: "test0", Limiter: l}, "", slog.New(slog.DiscardHandler), nil)
 	defer r.stop()
 	frame := pktgen.UDP4(netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("10.0.0.1"), 53, 4000, 10)
-	phase := func(log string, drops int) {
-		t.Helper()
-		img, lg := pol(log)
-		if err := l.Apply(img); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.apply(lg); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Program().Run(&ebpf.RunOptions{Data: frame, Repeat: uint32(drops)}); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(3 * dropLogPoll)
-	}
-	phase("log: {sample: 1, file: a.jsonl}\n", 50)
-	// The cap counts lines per wall-clock second: phase one's 49 lines
-	// would leave nothing of the second's 10.
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
-	phase("log: {sample: 1, max_per_second: 10, file: b.jsonl}\n", 50)
-	phase("", 50) // the section removed, no --log-drops: the log stops
 	lines := func(name string) (drops, summaries int) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
+		if err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
 		for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -91,6 +71,54 @@ func TestDropLogReload(t *testing.T) {
 			}
 		}
 		return drops, summaries
+	}
+	// Each phase waits until its lines are in its file before the next
+	// reload switches the file: a fixed sleep decided, on a loaded
+	// machine, which file the reader wrote them to.
+	phase := func(log string, drops int, file string, want int) {
+		t.Helper()
+		img, lg := pol(log)
+		if err := l.Apply(img); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.apply(lg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Program().Run(&ebpf.RunOptions{Data: frame, Repeat: uint32(drops)}); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if d, _ := lines(file); d >= want {
+				return
+			}
+			if time.Now().After(deadline) {
+				d, _ := lines(file)
+				t.Fatalf("%s: %d drop lines 30 s after the drops, want %d", file, d, want)
+			}
+		}
+	}
+	phase("log: {sample: 1, file: a.jsonl}\n", 50, "a.jsonl", 49)
+	// The cap counts lines per wall-clock second: phase one's 49 lines,
+	// all written by now, would leave nothing of the second's 10.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	phase("log: {sample: 1, max_per_second: 10, file: b.jsonl}\n", 50, "b.jsonl", 10)
+	// The section removed, no --log-drops: the log stops at the reload,
+	// before these drops, so neither file gets another line.
+	img, lg := pol("")
+	if err := l.Apply(img); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.apply(lg); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	stopped := r.l == nil
+	r.mu.Unlock()
+	if !stopped {
+		t.Fatal("the drop log still runs after its section was removed")
+	}
+	if _, err := l.Program().Run(&ebpf.RunOptions{Data: frame, Repeat: 50}); err != nil {
+		t.Fatal(err)
 	}
 	// The first packet of the first phase passed (the burst).
 	if d, s := lines("a.jsonl"); d != 49 || s != 0 {

@@ -21,11 +21,18 @@ type queueAccuracy struct {
 	alg, limit string
 	cpus       int
 	admitted   float64
-	expected   float64
-	offered    uint64
-	elapsed    time.Duration
-	busy       float64 // share of the flood's span the sending threads ran
-	err        string
+	// expected is what an independent reference admits of the flood as
+	// it was offered (refName says which): never the datapath's own model.
+	expected float64
+	refName  string
+	// For the sliding window: the most packets admitted in one
+	// window-long interval of the flood, and its limit; the documented
+	// bound is twice the limit (docs/policy.md).
+	worst, limitN uint64
+	offered       uint64
+	elapsed       time.Duration
+	busy          float64 // share of the flood's span the sending threads ran
+	err           string
 }
 
 func (q queueAccuracy) ratio() float64 {
@@ -103,28 +110,27 @@ func queueBench(e *env, res *accuracyResults) error {
 
 	// Bursts and windows of one second: long against the sampling of the
 	// flood's timeline (0.5 ms), which decides how exactly the reference
-	// knows where the windows' edges fell in the flood.
+	// knows where the windows' edges fell in the flood. Each reference is
+	// independent of the datapath and of its Go mirror (model.State): the
+	// token bucket's is burst + rate × the measured span, the fixed
+	// window's the limit (or what was offered, if less) per window the
+	// flood reached, the sliding window's an exact sliding log
+	// (model.ExactLog) over the flood.
+	const limit, window = 100000, int64(time.Second)
 	cases := []struct {
 		alg, limit string
-		params     func() (model.Params, error)
+		ref        reference
 	}{
-		{"token bucket", "{algorithm: token_bucket, rate: 100000/s, burst: 100000}",
-			func() (model.Params, error) { return model.TokenBucketParams(100000, time.Second, 100000, false) }},
-		{"fixed window", "{algorithm: fixed_window, packets: 100000, window: 1s}",
-			func() (model.Params, error) { return model.WindowParams(model.AlgFixedWindow, 100000, time.Second) }},
-		{"sliding window", "{algorithm: sliding_window, packets: 100000, window: 1s}",
-			func() (model.Params, error) { return model.WindowParams(model.AlgSlidingWindow, 100000, time.Second) }},
+		{"token bucket", "{algorithm: token_bucket, rate: 100000/s, burst: 100000}", tbReference(limit, limit)},
+		{"fixed window", "{algorithm: fixed_window, packets: 100000, window: 1s}", fwReference(limit, window)},
+		{"sliding window", "{algorithm: sliding_window, packets: 100000, window: 1s}", exactReference(limit, window)},
 	}
 	for _, cpus := range [][]int{{0}, {0, 1}} {
 		if len(cpus) > runtime.NumCPU() {
 			continue
 		}
 		for _, c := range cases {
-			params, err := c.params()
-			if err != nil {
-				return err
-			}
-			q := queueAccuracy{alg: c.alg, limit: c.limit, cpus: len(cpus)}
+			q := queueAccuracy{alg: c.alg, limit: c.limit, cpus: len(cpus), refName: c.ref.name}
 			err = try(func() error {
 				l, err := loadLimiter(maps.Options{Clock: maps.ClockCoarse}, oneRule(c.limit), nil)
 				if err != nil {
@@ -164,29 +170,33 @@ func queueBench(e *env, res *accuracyResults) error {
 				// packets before it are spread over the poll before.
 				tl = append([]offeredAt{{t: tl[0].t - int64(500*time.Microsecond)}}, tl...)
 				if last := tl[len(tl)-1]; last.n != q.offered {
-					tl = append(tl, offeredAt{t: last.t + int64(500*time.Microsecond), n: q.offered})
+					tl = append(tl, offeredAt{t: last.t + int64(500*time.Microsecond), n: q.offered, pass: uint64(q.admitted)})
 				}
 				// These limits are long enough for the coarse clock
 				// (maps decides per level; see needsFineClock).
-				q.expected = float64(configured(params, tl, coarseClock(tl)))
+				q.expected = c.ref.admits(tl, coarseClock(tl))
+				if c.ref.window > 0 {
+					q.worst, q.limitN = worstWindow(tl, c.ref.window), c.ref.limit
+				}
 				q.elapsed = time.Duration(tl[len(tl)-1].t - tl[0].t)
 				q.busy = r.CPUTime.Seconds() / (float64(len(cpus)) * q.elapsed.Seconds())
 				return nil
 			})
 			q.err = errString(err)
-			e.Logf("accuracy: %s on %d queue(s): admitted %.0f, configured %.0f (%.4f), offered %d in %v, busy %.2f %s",
-				c.alg, len(cpus), q.admitted, q.expected, q.ratio(), q.offered, q.elapsed.Round(time.Millisecond), q.busy, q.err)
+			e.Logf("accuracy: %s on %d queue(s): admitted %.0f, %s %.0f (%.4f), worst window %d, offered %d in %v, busy %.2f %s",
+				c.alg, len(cpus), q.admitted, q.refName, q.expected, q.ratio(), q.worst, q.offered, q.elapsed.Round(time.Millisecond), q.busy, q.err)
 			res.Queues = append(res.Queues, q)
 		}
 	}
 	return nil
 }
 
-// offeredAt is how many packets the limiter had judged at a time
-// (CLOCK_MONOTONIC ns).
+// offeredAt is how many packets the limiter had judged, and admitted, at a
+// time (CLOCK_MONOTONIC ns).
 type offeredAt struct {
 	t      int64
 	n      uint64
+	pass   uint64
 	coarse int64 // CLOCK_MONOTONIC_COARSE at the sample, 0 when not read
 }
 
@@ -206,9 +216,10 @@ func watchOffered(l *maps.Limiter, stop <-chan struct{}) <-chan []offeredAt {
 		for {
 			st, err := l.RuleStats()
 			if err == nil && len(st) > 0 {
-				n := st[0].Verdicts[maps.VerdictPass].Packets + st[0].Verdicts[maps.VerdictDrop].Packets
+				pass := st[0].Verdicts[maps.VerdictPass].Packets
+				n := pass + st[0].Verdicts[maps.VerdictDrop].Packets
 				if len(out) == 0 || n != out[len(out)-1].n {
-					out = append(out, offeredAt{t: monoNow(), n: n, coarse: coarseNow()})
+					out = append(out, offeredAt{t: monoNow(), n: n, pass: pass, coarse: coarseNow()})
 				}
 			}
 			select {
@@ -249,27 +260,93 @@ func coarseClock(tl []offeredAt) func(int64) int64 {
 	return func(t int64) int64 { return phase + (t-phase)/tick*tick }
 }
 
-// configured is what the limit admits of the flood as it was offered:
-// the reference model run single-threaded over the packets of each sample
-// interval spread evenly across it, on the datapath's clock, so that the
-// windows fall where they fell. For the token bucket that is burst + rate ×
-// the time the flood lasted; for a fixed window, the limit times the
-// windows the flood filled; for the sliding window, its own weighting,
-// which is what the configuration means in this datapath.
-func configured(p model.Params, tl []offeredAt, clock func(int64) int64) uint64 {
-	var st model.State
-	var admitted uint64
+// reference is what a limit admits of a flood as it was offered, computed
+// without the datapath or its Go mirror.
+type reference struct {
+	name string
+	// For window limits, the limit and the window (ns); 0 otherwise.
+	limit  uint64
+	window int64
+	admits func(tl []offeredAt, clock func(int64) int64) float64
+}
+
+// tbReference: a token bucket admits its burst plus rate × the time the
+// flood lasted, from the first sample to the last (the timeline's ends are
+// padded by one poll on either side, see queueBench), while the flood
+// stays above the rate and its gaps are shorter than burst/rate.
+func tbReference(rate, burst float64) reference {
+	return reference{name: "burst + rate × span", admits: func(tl []offeredAt, _ func(int64) int64) float64 {
+		if len(tl) < 2 {
+			return 0
+		}
+		return burst + rate*float64(tl[len(tl)-1].t-tl[0].t)/1e9
+	}}
+}
+
+// fwReference: a fixed window admits, in each window aligned on the
+// datapath's clock, the limit or what was offered in it if that is less.
+func fwReference(limit uint64, window int64) reference {
+	return reference{name: "limit per window reached", admits: func(tl []offeredAt, clock func(int64) int64) float64 {
+		var admitted, inWindow uint64
+		cur := int64(-1)
+		eachPacket(tl, clock, func(t int64) {
+			if w := t / window; w != cur {
+				cur, inWindow = w, 0
+			}
+			if inWindow < limit {
+				inWindow++
+				admitted++
+			}
+		})
+		return float64(admitted)
+	}}
+}
+
+// exactReference: an exact sliding window (model.ExactLog, the reference
+// the sliding-window approximation is documented against) run over the
+// flood, on the datapath's clock.
+func exactReference(limit uint64, window int64) reference {
+	return reference{name: "exact sliding log", limit: limit, window: window,
+		admits: func(tl []offeredAt, clock func(int64) int64) float64 {
+			log := model.NewExactLog(uint64(window), int(limit))
+			var admitted uint64
+			eachPacket(tl, clock, func(t int64) {
+				if log.Admit(uint64(t)) {
+					admitted++
+				}
+			})
+			return float64(admitted)
+		}}
+}
+
+// eachPacket calls fn with the time of every packet of the timeline, the
+// packets of each sample interval spread evenly across it, read on clock
+// (times must not decrease).
+func eachPacket(tl []offeredAt, clock func(int64) int64, fn func(t int64)) {
 	for i := 1; i < len(tl); i++ {
 		a, b := tl[i-1], tl[i]
 		n := b.n - a.n
 		step := float64(b.t-a.t) / float64(n)
 		for k := range n {
-			if st.Admit(p, uint64(clock(a.t+int64(float64(k+1)*step))), 1) {
-				admitted++
-			}
+			fn(clock(a.t + int64(float64(k+1)*step)))
 		}
 	}
-	return admitted
+}
+
+// worstWindow is the most packets the limiter admitted between two samples
+// at most window apart: a count that certainly fell within one
+// window-long interval (the true worst may exceed it by what one poll
+// interval admitted).
+func worstWindow(tl []offeredAt, window int64) uint64 {
+	var worst uint64
+	i := 0
+	for j := range tl {
+		for tl[j].t-tl[i].t > window {
+			i++
+		}
+		worst = max(worst, tl[j].pass-tl[i].pass)
+	}
+	return worst
 }
 
 // slidingVsLog runs Poisson traces through the datapath's sliding window

@@ -5,8 +5,12 @@ import (
 	"strings"
 )
 
-// fleetPairs pairs each fleet case with the same level at host scope.
-var fleetPairs = [][2]string{{mFleetTBDrop, mTBDrop}, {mFleetTBPass, mTBPass}, {mFleetFWDrop, mFWDrop}, {mFleetFWPass, mFWPass}}
+// fleetPairs pairs each fleet case with the same level at host scope. With
+// the refused-until cache on, a drop case is answered by the cache after
+// its first refusal, at either scope, and its pair measures the cache; the
+// pairs with the cache off measure the level's own drop path.
+var fleetPairs = [][2]string{{mFleetTBDrop, mTBDrop}, {mFleetTBPass, mTBPass}, {mFleetFWDrop, mFWDrop}, {mFleetFWPass, mFWPass},
+	{mFleetTBDropOff, mTBDropOff}, {mFleetFWDropOff, mFWDropOff}}
 
 // fleetScoped is oneRule with the limit at scope: fleet. Loading needs no
 // Redis: only the sync engine talks to it, and none runs here.

@@ -105,7 +105,10 @@ func (r *report) writeFleetCost(b *strings.Builder) {
 	p("seen) is larger than the 10%% asked; so each pair is also measured call after call, %d times, which\n", len(m.FleetPairs[0].ratio))
 	p("goes first alternating, and the ratio is the median of the per-pair ratios. A fleet level's admission\n")
 	p("also adds to the key's pending count for the next sync; the first admission of a key in a sync epoch\n")
-	p("reports it to the control plane (once per key per sync; not in these numbers: no engine runs).\n\n")
+	p("reports it to the control plane (once per key per sync; not in these numbers: no engine runs).\n")
+	p("Over its limit a key is refused from the per-CPU refused-until cache after its first refusal, at\n")
+	p("either scope (the Cached column of the micro table): those drop rows measure the cache, and the rows\n")
+	p("with the cache off measure the level's own drop path, where the fleet's reserve is read.\n\n")
 	p("| Level | Host scope ns/packet (table) | Fleet scope ns/packet (table) | Fleet / host, adjacent calls (min – max) | Within 10%% |\n|---|---:|---:|---:|---|\n")
 	for _, pr := range m.FleetPairs {
 		x := pr.ratio.median()

@@ -30,7 +30,7 @@ type vethPair struct {
 	v     *netns.Veth
 	frame []byte
 	// sink is the XDP program kept on the receiver of the netfilter pairs:
-	// without one, live frames vanish (TRAPS.md).
+	// without one, live frames vanish while counted as sent (pktgen.Send).
 	sink *pktgen.Sink
 }
 

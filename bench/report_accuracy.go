@@ -10,6 +10,52 @@ import (
 
 // The accuracy and control sections of BENCHMARKS.md.
 
+// accuracyTargets judges the flood accuracy rows. The token bucket and the
+// fixed window are held to 1 ± 0.05 of their independent references. The
+// sliding window is an estimate whose documented bound (docs/policy.md) is
+// at most about twice the limit in any window-long interval: it is judged by
+// its worst window against that, and its ratio to an exact sliding log is
+// reported beside it, not judged.
+func accuracyTargets(queues []queueAccuracy) []target {
+	var ts []target
+	for _, n := range []int{1, 2} {
+		exact := target{what: fmt.Sprintf("admitted / independent reference 1 ± 0.05 on %d queue(s): token bucket (burst + rate × span), fixed window (limit per window)", n)}
+		sliding := target{what: fmt.Sprintf("sliding window on %d queue(s): worst window ≤ 2 × the limit (its documented bound)", n)}
+		var parts, fails, sparts, sfails []string
+		for _, q := range queues {
+			if q.cpus != n {
+				continue
+			}
+			isSliding := q.limitN > 0
+			switch {
+			case q.err != "" && isSliding:
+				sparts, sfails = append(sparts, "failed"), append(sfails, q.alg)
+			case q.err != "":
+				parts, fails = append(parts, q.alg+" failed"), append(fails, q.alg)
+			case isSliding:
+				x := float64(q.worst) / float64(q.limitN)
+				sparts = append(sparts, fmt.Sprintf("worst window %d for a limit of %d (%.2f×); admitted / exact sliding log %.3f",
+					q.worst, q.limitN, x, q.ratio()))
+				if x > 2 {
+					sfails = append(sfails, q.alg)
+				}
+			default:
+				parts = append(parts, fmt.Sprintf("%s %.3f", q.alg, q.ratio()))
+				if q.ratio() < 0.95 || q.ratio() > 1.05 {
+					fails = append(fails, q.alg)
+				}
+			}
+		}
+		if len(parts)+len(sparts) == 0 {
+			continue
+		}
+		exact.judge(parts, fails, "")
+		sliding.judge(sparts, sfails, "")
+		ts = append(ts, exact, sliding)
+	}
+	return ts
+}
+
 func (r *report) writeAccuracy(b *strings.Builder) {
 	a := r.Accuracy
 	if a == nil {
@@ -20,22 +66,30 @@ func (r *report) writeAccuracy(b *strings.Builder) {
 	if len(a.Queues) > 0 {
 		p("### One flooding source on one queue and on two\n\n")
 		p("One source floods (%d frames from the generator on one CPU, then on two, so that two CPUs update its\n", a.Count)
-		p("state at once) through xdplimit on a veth, coarse clock. Configured is what the limit admits of the\n")
-		p("flood as it was offered, computed by the reference model single-threaded: the rule's counters are\n")
-		p("sampled every 0.5 ms during the flood and each interval's packets spread evenly over it (the flood\n")
-		p("starts late, stalls when a thread is preempted, and thins out when one CPU finishes first), their\n")
-		p("times read as the coarse clock reads them (the last tick: a window's edge comes up to a tick late).\n")
-		p("For the token bucket that is burst + rate × span; for the fixed window, the limit per window the\n")
-		p("flood filled; for the sliding window, its own weighting. Busy is the share of the span the sending\n")
-		p("threads ran (other work shares these CPUs; the timeline accounts for the gaps).\n\n")
-		p("| Algorithm, limit | Queues | Admitted | Configured | Admitted/configured | Offered | Span | Busy |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("state at once) through xdplimit on a veth, coarse clock. Reference is what the limit admits of the\n")
+		p("flood as it was offered, computed independently of the datapath and of its Go mirror: the rule's\n")
+		p("counters are sampled every 0.5 ms during the flood and each interval's packets spread evenly over it\n")
+		p("(the flood starts late, stalls when a thread is preempted, and thins out when one CPU finishes\n")
+		p("first), their times read as the coarse clock reads them (the last tick: a window's edge comes up to a\n")
+		p("tick late). For the token bucket it is burst + rate × the measured span; for the fixed window, the\n")
+		p("limit (or what was offered, if less) in each window the flood reached; for the sliding window, an\n")
+		p("exact sliding log ([model.ExactLog](model/slidelog_exact.go)) over the flood. The sliding window is\n")
+		p("an estimate documented to pass at most about twice its limit in one window-long interval: worst\n")
+		p("window is the most it admitted between two samples at most a window apart, judged against that\n")
+		p("bound. Busy is the share of the span the sending threads ran (other work shares these CPUs; the\n")
+		p("timeline accounts for the gaps).\n\n")
+		p("| Algorithm, limit | Queues | Admitted | Reference | Admitted/reference | Worst window | Offered | Span | Busy |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, q := range a.Queues {
 			if q.err != "" {
-				p("| %s `%s` | %d | failed: %s | | | | | |\n", q.alg, q.limit, q.cpus, q.err)
+				p("| %s `%s` | %d | failed: %s | | | | | | |\n", q.alg, q.limit, q.cpus, q.err)
 				continue
 			}
-			p("| %s `%s` | %d | %.0f | %.0f | %.4f | %d | %v | %.2f |\n", q.alg, q.limit, q.cpus, q.admitted, q.expected, q.ratio(),
-				q.offered, q.elapsed.Round(time.Millisecond), q.busy)
+			worst := "-"
+			if q.limitN > 0 {
+				worst = fmt.Sprintf("%d (%.2f× the limit)", q.worst, float64(q.worst)/float64(q.limitN))
+			}
+			p("| %s `%s` | %d | %.0f | %.0f (%s) | %.4f | %s | %d | %v | %.2f |\n", q.alg, q.limit, q.cpus, q.admitted, q.expected, q.refName,
+				q.ratio(), worst, q.offered, q.elapsed.Round(time.Millisecond), q.busy)
 		}
 		p("\n")
 	}

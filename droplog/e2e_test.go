@@ -57,6 +57,10 @@ func TestDropLogFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	dropsBefore := drops(t, a.Limiter)
+	// Lines carry the wall-clock time the reader took the sample (UTC):
+	// every one between the reader's start and its close, in order.
+	// Round(0) drops the monotonic reading, which parsed times lack.
+	begin := time.Now().Round(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var topWritten uint64
@@ -93,6 +97,7 @@ func TestDropLogFlood(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
+	end := time.Now().Round(0)
 	dropped := drops(t, a.Limiter) - dropsBefore
 	t.Logf("sent %v; %d dropped", res, dropped)
 
@@ -114,7 +119,13 @@ func TestDropLogFlood(t *testing.T) {
 	if uint64(sampled) != topWritten {
 		t.Errorf("the log accounts for %v samples, top's reader for %d: both must see every sample written", sampled, topWritten)
 	}
+	var prev time.Time
 	for i, ln := range lines {
+		if ln.Time.Before(begin) || ln.Time.After(end) || ln.Time.Before(prev) || ln.Time.Location() != time.UTC {
+			t.Fatalf("line %d: time %v, want UTC, from %v to %v and not before the previous line's %v",
+				i, ln.Time, begin.UTC(), end.UTC(), prev)
+		}
+		prev = ln.Time
 		want := droplog.Line{Event: "drop", Time: ln.Time, Interface: a.Interface, Rule: "dns-amp", Level: ln.Level,
 			Action: "drop", Src: src.String(), Dst: dst.String(), Proto: "udp", SrcPort: ln.SrcPort, DstPort: ln.DstPort,
 			Length: 20 + 8 + 512, TTL: 250}

@@ -193,7 +193,10 @@ func TestOpenAppends(t *testing.T) {
 		w.Write([]byte(s))
 		c.Close()
 	}
-	b, _ := readFile(path)
+	b, err := readFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if b != "one\ntwo\n" {
 		t.Errorf("file %q, want both runs' lines", b)
 	}

@@ -34,12 +34,18 @@ rules:
 	if got := letters(others); got != "PPPDDD" {
 		t.Errorf("other sources after the heavy one: %s, want the global bucket's remaining 3", got)
 	}
-	stats, _ := l.RuleStats()
+	stats, err := l.RuleStats()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Level drops are reported in policy order: 0 = own, 1 = the global.
 	if d := stats[0].LevelDrops; d[0] != 8 || d[1] != 3 {
 		t.Errorf("level drops %v, want [8 3]", d)
 	}
-	cs, _ := l.Counters()
+	cs, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A limit of 1/s is below what an untracked key could pass, so keys
 	// are tracked from their first packet: the heavy source's and the 3
 	// admitted others'; the 3 refused by the global level never reached

@@ -88,8 +88,8 @@ func TestBanAll(t *testing.T) {
 	if len(replaced) != 2 || replaced[0] != p("192.0.2.55/32") || replaced[1] != p("198.51.100.0/24") {
 		t.Fatalf("replaced %v, want 192.0.2.55/32 then 198.51.100.0/24", replaced)
 	}
-	if bans, _ = l.Bans(); len(bans) != int(maps.BanWays) {
-		t.Fatalf("%d bans in force, want %d", len(bans), maps.BanWays)
+	if bans, err = l.Bans(); err != nil || len(bans) != int(maps.BanWays) {
+		t.Fatalf("%d bans in force (%v), want %d", len(bans), err, maps.BanWays)
 	}
 	if v := verdictOf(t, l, "198.51.100.4"); v != xdpPass {
 		t.Errorf("replaced ban still enforced: verdict %d", v)
@@ -110,7 +110,9 @@ func TestBanLimitsRecorded(t *testing.T) {
 	if err := l.Apply(xdpltest.Compile(t, "rules: []\n")); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = l.BanLimits()
+	if got, err = l.BanLimits(); err != nil {
+		t.Fatal(err)
+	}
 	if want := (maps.BanLimits{MinPrefix4: 8, MinPrefix6: 32, MaxImported: 10000, MaxPerSync: 1000, Set: true}); got != want {
 		t.Fatalf("after a reload: %+v, want %+v", got, want)
 	}

@@ -37,7 +37,10 @@ rules:
 					bits = []int{32, 24, 16, 28}[i%4]
 				}
 				a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-				p, _ := a.Prefix(bits)
+				p, err := a.Prefix(bits)
+				if err != nil {
+					b.Fatal(err)
+				}
 				v := gen.XdplimitXdplBan{ExpiresNs: 1 << 62, Family: 4, Prefixlen: uint32(bits)}
 				copy(v.Addr[:], p.Addr().AsSlice())
 				k := gen.XdplimitXdplBanKey4{Prefixlen: uint32(bits), Addr: p.Addr().As4()}

@@ -83,8 +83,8 @@ func TestBanStartsHoldsExpires(t *testing.T) {
 	if got := xdpltest.Run(t, l, tc, t0+10*time.Second); got != xdpPass {
 		t.Fatalf("tcp after the ban: verdict %d, want pass", got)
 	}
-	if bans, _ := l.Bans(); len(bans) != 0 {
-		t.Fatalf("bans after the end: %+v", bans)
+	if bans, err := l.Bans(); err != nil || len(bans) != 0 {
+		t.Fatalf("bans after the end: %+v (%v)", bans, err)
 	}
 }
 

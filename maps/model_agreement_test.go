@@ -40,7 +40,10 @@ func TestModelAgreement(t *testing.T) {
 		}},
 		{"fixed_window", func(r *rand.Rand) (string, model.Params, bool) {
 			n, w := 1+r.Uint64N(100), time.Duration(1+r.IntN(500))*time.Millisecond
-			p, _ := model.WindowParams(model.AlgFixedWindow, n, w)
+			p, err := model.WindowParams(model.AlgFixedWindow, n, w)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return fmt.Sprintf("{algorithm: fixed_window, packets: %d, window: %v}", n, w), p, false
 		}},
 		// Fleet levels: the token bucket also counts what it admitted for
@@ -55,12 +58,18 @@ func TestModelAgreement(t *testing.T) {
 		}},
 		{"fixed_window_fleet", func(r *rand.Rand) (string, model.Params, bool) {
 			n, w := 1+r.Uint64N(100), time.Duration(1+r.IntN(500))*time.Millisecond
-			p, _ := model.WindowParams(model.AlgFixedWindow, n, w)
+			p, err := model.WindowParams(model.AlgFixedWindow, n, w)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return fmt.Sprintf("{algorithm: fixed_window, packets: %d, window: %v, scope: fleet}", n, w), p, false
 		}},
 		{"sliding_window", func(r *rand.Rand) (string, model.Params, bool) {
 			n, w := 1+r.Uint64N(100), time.Duration(1+r.IntN(500))*time.Millisecond
-			p, _ := model.WindowParams(model.AlgSlidingWindow, n, w)
+			p, err := model.WindowParams(model.AlgSlidingWindow, n, w)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return fmt.Sprintf("{algorithm: sliding_window, packets: %d, window: %v}", n, w), p, false
 		}},
 		// Limits from 1 to the most a log holds; the time of each
@@ -75,7 +84,10 @@ func TestModelAgreement(t *testing.T) {
 		}},
 		{"sliding_window_bytes", func(r *rand.Rand) (string, model.Params, bool) {
 			n, w := 2000+r.Uint64N(100000), time.Duration(1+r.IntN(500))*time.Millisecond
-			p, _ := model.WindowParams(model.AlgSlidingWindow, n, w)
+			p, err := model.WindowParams(model.AlgSlidingWindow, n, w)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return fmt.Sprintf("{algorithm: sliding_window, bytes: %d, window: %v}", n, w), p, true
 		}},
 	}

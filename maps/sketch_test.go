@@ -32,8 +32,14 @@ rules:
 		if _, err := l.Program().Run(&ebpf.RunOptions{Data: udp4("10.0.0.0").MustBuild(), Repeat: 1 << 10}); err != nil {
 			t.Fatal(err)
 		}
-		cs, _ := l.Counters()
-		stats, _ := l.RuleStats()
+		cs, err := l.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stats, err := l.RuleStats()
+		if err != nil {
+			t.Fatal(err)
+		}
 		// Count-min collisions track a few sources early: a handful of
 		// inserts among 1024 one-packet sources, never fewer untracked.
 		if cs[maps.CounterNewSource].Packets+cs[maps.CounterUntracked].Packets != 1<<10 ||
@@ -179,7 +185,10 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, _ := l.Counters()
+	cs, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("table holds %d of %d; %d inserts, %d admitted untracked, %d insert failures", n, capacity,
 		cs[maps.CounterNewSource].Packets, cs[maps.CounterUntracked].Packets, cs[maps.CounterInsertFail].Packets)
 	if n > capacity {

@@ -162,8 +162,8 @@ rules:
 			t.Errorf("%s: first packet %d, want pass", c.name, v)
 		}
 		if v := xdpltest.Run(t, l, c.frame, t0); v != xdpDrop {
-			p, _ := l.LastParse()
-			t.Errorf("%s: second packet %d, want drop (judged by the rule); parsed %+v\n%x", c.name, v, p, c.frame)
+			p, err := l.LastParse()
+			t.Errorf("%s: second packet %d, want drop (judged by the rule); parsed %+v (%v)\n%x", c.name, v, p, err, c.frame)
 		}
 	}
 	got, err := l.UnparsedCounters()

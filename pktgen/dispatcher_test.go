@@ -33,10 +33,12 @@ func TestHoldDispatcher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pi, _ := prog.Info(); pi != nil {
-		if id, _ := pi.ID(); info.Program != id {
-			t.Errorf("held link runs program %d, want %d", info.Program, id)
-		}
+	pi, err := prog.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := pi.ID(); !ok || info.Program != id {
+		t.Errorf("held link runs program %d, want %d (known: %v)", info.Program, id, ok)
 	}
 	if err := h.Close(); err != nil {
 		t.Fatal(err)

@@ -163,7 +163,10 @@ func TestPrepareErrors(t *testing.T) {
 func TestCsumReplace4(t *testing.T) {
 	// Against a full recomputation over random headers.
 	frame := UDP4(src4, dst4, 1, 2, 18)
-	l, _ := parseLayout(frame)
+	l, err := parseLayout(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, a := range []string{"0.0.0.0", "255.255.255.255", "10.0.0.1", "198.18.0.1", "1.2.3.4"} {
 		out := withSource(l, frame, netip.MustParseAddr(a))
 		checkChecksums(t, out)

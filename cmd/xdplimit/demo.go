@@ -66,7 +66,9 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 	if removed, err := netns.CleanupStale(demoPrefix); err == nil && len(removed) > 0 {
 		fmt.Fprintf(w, "removed namespaces left by a killed demo: %v\n", removed)
 	}
-	id := os.Getpid() % 100000
+	// The full PID: the receiving end's name keys its pins, shared by every
+	// process on the machine (xdpd, 7 digits of a pid_max up to 4194304, r).
+	id := os.Getpid()
 	defer fmt.Fprintln(w, "removed the demo's namespaces")
 	tx, err := netns.New(demoPrefix)
 	if err != nil {

@@ -37,7 +37,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("namespace %s left behind", e.Name())
 		}
 	}
-	iface := fmt.Sprintf("xdpd%dr", os.Getpid()%100000)
+	iface := fmt.Sprintf("xdpd%dr", os.Getpid())
 	if s, err := loader.Open(iface); err == nil {
 		s.Close()
 		t.Errorf("pins of %s left behind", iface)

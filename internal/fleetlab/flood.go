@@ -39,7 +39,15 @@ type Flood struct {
 type FloodResult struct {
 	Sent    uint64
 	Elapsed time.Duration
+	// Gaps are the lapses of a paced flood: each time between one chunk's
+	// end and the next one's start longer than LapseAfter, when the
+	// sender was held back (a loaded machine) and a limiter saw nothing.
+	Gaps []time.Duration
 }
+
+// LapseAfter is the shortest gap between chunks reported in Gaps: ten
+// chunk periods.
+const LapseAfter = 10 * chunkPeriod
 
 // chunkPeriod is the pacing granularity of a rate-limited flood.
 const chunkPeriod = 10 * time.Millisecond
@@ -86,6 +94,7 @@ func (l *Lab) Flood(ctx context.Context, i int, f Flood) (FloodResult, error) {
 
 	start := time.Now()
 	var res FloodResult
+	var lastEnd time.Time
 	for k := uint64(0); res.Sent < f.Count; k++ {
 		if f.Rate > 0 {
 			due := start.Add(time.Duration(float64(res.Sent) / f.Rate * float64(time.Second)))
@@ -110,13 +119,17 @@ func (l *Lab) Flood(ctx context.Context, i int, f Flood) (FloodResult, error) {
 		if err != nil {
 			return res, err
 		}
+		if now := time.Now(); !lastEnd.IsZero() && now.Sub(lastEnd) > LapseAfter {
+			res.Gaps = append(res.Gaps, now.Sub(lastEnd))
+		}
 		r, err := l.send(ctx, h, b, n, pktgen.Sources{
 			Mode:  pktgen.Sequential,
 			First: netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, first+off))),
 			Count: f.Sources - off,
 		})
 		res.Sent += r.Sent
-		res.Elapsed = time.Since(start)
+		lastEnd = time.Now()
+		res.Elapsed = lastEnd.Sub(start)
 		if err != nil {
 			return res, fmt.Errorf("fleetlab: flood to host %d: %w", i, err)
 		}

@@ -1,8 +1,6 @@
 package testutil
 
 import (
-	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -98,14 +96,13 @@ func NewVethPair(tb testing.TB, cfg VethConfig) *Veth {
 	return NewVeth(tb, NewNetns(tb), NewNetns(tb), cfg)
 }
 
-// NewUniqueVethPair is NewVethPair with name and peer each followed by
-// this process's PID in four hex digits: xdplimit pins live under
-// /sys/fs/bpf/xdplimit/<interface>, shared with every other test process on
-// the machine, so the name of an interface a test attaches to must not
-// repeat between them.
+// NewUniqueVethPair is NewVethPair with name and peer each followed by one
+// UniqueID: xdplimit pins live under /sys/fs/bpf/xdplimit/<interface>,
+// shared with every other test process on the machine, so the name of an
+// interface a test attaches to must not repeat between them.
 func NewUniqueVethPair(tb testing.TB, name, peer string) *Veth {
 	tb.Helper()
-	id := fmt.Sprintf("%04x", os.Getpid()&0xffff)
+	id := UniqueID(tb, name, peer)
 	return NewVethPair(tb, VethConfig{Name: name + id, PeerName: peer + id})
 }
 

@@ -136,16 +136,35 @@ func TestVimBackupAndRename(t *testing.T) {
 func TestDebounce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	write(t, path, "a")
-	// Longer than the other tests' interval: the writes' spacing must stay
-	// under it on a busy machine.
+	// Longer than the other tests' interval, ten writes a tenth of it
+	// apart. A loaded machine can hold the writer back for longer than the
+	// interval, and then two changes are right: the writes' real spacing
+	// is measured, and each gap of the interval or more allows one more
+	// report.
 	const long = 300 * time.Millisecond
 	w, logs := startWith(t, path, long)
+	gaps := 0
+	var last time.Time
 	for i := range 10 {
 		write(t, path, strings.Repeat("x", i+1))
+		if now := time.Now(); i > 0 && now.Sub(last) >= long {
+			gaps++
+		}
+		last = time.Now()
 		time.Sleep(long / 10)
 	}
 	expectChange(t, w, "a burst of writes")
-	expectQuiet(t, w, "after the burst")
+	for extra := 0; ; extra++ {
+		select {
+		case <-w.Changes():
+			if extra+1 > gaps {
+				t.Fatalf("%d changes reported for one burst of writes with %d gaps of %v or more", extra+2, gaps, long)
+			}
+			continue
+		case <-time.After(6 * debounce):
+		}
+		break
+	}
 	if n := strings.Count(logs.String(), "watched file event"); n < 10 {
 		t.Errorf("%d events logged for 10 writes; the test did not exercise the debounce", n)
 	}
@@ -385,9 +404,26 @@ func TestCloseTwice(t *testing.T) {
 // debounce interval but shorter than the settle interval, is reported once,
 // whole: a reader woken by the report never reads the half written first.
 func TestSettle(t *testing.T) {
+	const settle = 2 * time.Second
+	// The pause is what the test controls only roughly: on a machine so
+	// loaded that it outlasted the settle interval, the half was rightly
+	// reported, and the run checks nothing. Up to three runs; in CI none
+	// that checks is a failure.
+	for attempt := 1; ; attempt++ {
+		if pause, ok := settleOnce(t, settle); ok {
+			return
+		} else if attempt == 3 {
+			testutil.Require(t, false, "the writer's pause took %v in three runs, not less than the settle interval %v", pause, settle)
+		}
+	}
+}
+
+// settleOnce is one run of TestSettle on a new file; it reports the
+// writer's pause and whether it was short enough to judge the watcher.
+func settleOnce(t *testing.T, settle time.Duration) (time.Duration, bool) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	write(t, path, "a")
-	const settle = 2 * time.Second
 	logs := &testutil.SyncBuffer{}
 	w, err := New(path, Options{Debounce: debounce, Settle: settle, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -398,7 +434,10 @@ func TestSettle(t *testing.T) {
 	read := make(chan string, 4)
 	go func() {
 		for range w.Changes() {
-			b, _ := os.ReadFile(path)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				b = []byte(err.Error())
+			}
 			read <- string(b)
 		}
 	}()
@@ -415,11 +454,8 @@ func TestSettle(t *testing.T) {
 	if _, err := f.WriteString("then the rest"); err != nil {
 		t.Fatal(err)
 	}
-	// The pause is what the test controls only roughly: on a machine so
-	// loaded that it outlasted the settle interval, the half was rightly
-	// reported, and there is nothing to check.
 	if pause := time.Since(first); pause >= settle {
-		t.Skipf("the writer's pause took %v, not less than the settle interval %v", pause, settle)
+		return pause, false
 	}
 	select {
 	case got := <-read:
@@ -434,4 +470,5 @@ func TestSettle(t *testing.T) {
 		t.Fatalf("a second change reported, the file holding %q", got)
 	case <-time.After(settle + 4*debounce):
 	}
+	return 0, true
 }

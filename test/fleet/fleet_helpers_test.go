@@ -354,7 +354,26 @@ type spread struct {
 type spreadResult struct {
 	Sent    []uint64 // by host index
 	Total   uint64
-	Elapsed time.Duration // the longest of the floods
+	Elapsed time.Duration     // the longest of the floods
+	Gaps    [][]time.Duration // by host index: the flood's lapses (fleetlab.FloodResult)
+}
+
+// lostRefill bounds the refill a limiter that remembers at most memory of
+// it (a token bucket's burst over its rate) can have lost to the floods'
+// lapses: only while no host sent, so at most the least any flooded host
+// lapsed beyond memory.
+func (r spreadResult) lostRefill(hosts []int, memory time.Duration) time.Duration {
+	lost := time.Duration(-1)
+	for _, i := range hosts {
+		var d time.Duration
+		for _, g := range r.Gaps[i] {
+			d += max(0, g-memory)
+		}
+		if lost < 0 || d < lost {
+			lost = d
+		}
+	}
+	return max(lost, 0)
 }
 
 // floodSpread runs the floods of s at once (fleetlab paces each, in 10 ms
@@ -377,7 +396,7 @@ func spreadAsync(l *fleetlab.Lab, s spread) (wait func(t *testing.T) spreadResul
 		s.DstPort = 9
 	}
 	rate := s.Rate / float64(len(s.Hosts))
-	res := spreadResult{Sent: make([]uint64, l.Hosts())}
+	res := spreadResult{Sent: make([]uint64, l.Hosts()), Gaps: make([][]time.Duration, l.Hosts())}
 	errs := make([]error, len(s.Hosts))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -391,7 +410,7 @@ func spreadAsync(l *fleetlab.Lab, s spread) (wait func(t *testing.T) spreadResul
 			})
 			mu.Lock()
 			defer mu.Unlock()
-			res.Sent[i], errs[k] = r.Sent, err
+			res.Sent[i], res.Gaps[i], errs[k] = r.Sent, r.Gaps, err
 			res.Total += r.Sent
 			res.Elapsed = max(res.Elapsed, r.Elapsed)
 		})

@@ -11,8 +11,6 @@ package service
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,14 +70,6 @@ func unitLine(t *testing.T, key, iface, bin, etc string) []string {
 	}
 	t.Fatalf("%s has no %s line", unitFile, key)
 	return nil
-}
-
-// uniq is a random suffix for interface names: pins live under
-// /sys/fs/bpf/xdplimit/<ifname> in the one bpffs every namespace shares.
-func uniq() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // instance is one run of the unit's main process.

@@ -37,7 +37,7 @@ func newFloodLab(t *testing.T) *floodLab {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireLiveFrames(t)
-	id := uniq()
+	id := testutil.UniqueID(t, "xrs", "xrr")
 	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xrs" + id, PeerName: "xrr" + id})
 	g, err := pktgen.Open(pktgen.Config{Timeout: time.Minute})
 	must(t, err)

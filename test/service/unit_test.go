@@ -21,7 +21,7 @@ import (
 func TestUnitInstances(t *testing.T) {
 	testutil.RequireRoot(t)
 	bin := testutil.XdplimitBin(t)
-	id := uniq()
+	id := testutil.UniqueID(t, "xua", "xub", "xuc", "xud", "xue", "xuf")
 	a := testutil.NewVethPair(t, testutil.VethConfig{Name: "xua" + id, PeerName: "xub" + id})
 	b := testutil.NewVeth(t, a.NS, a.PeerNS, testutil.VethConfig{Name: "xuc" + id, PeerName: "xud" + id,
 		Addr: prefix("198.18.1.1/24"), PeerAddr: prefix("198.18.1.2/24"),

@@ -77,7 +77,7 @@ func newCookieLab(t *testing.T) *cookieLab {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireLiveFrames(t)
-	id := randomID()
+	id := testutil.UniqueID(t, "cf", "cl", "cc", "cr")
 	f, l, c := testutil.NewNetns(t), testutil.NewNetns(t), testutil.NewNetns(t)
 	v := testutil.NewVeth(t, f, l, testutil.VethConfig{Name: "cf" + id, PeerName: "cl" + id})
 	cv := testutil.NewVeth(t, c, f, testutil.VethConfig{Name: "cc" + id, PeerName: "cr" + id,

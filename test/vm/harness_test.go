@@ -7,10 +7,9 @@ package vm
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +36,7 @@ func newLab(t *testing.T, queues int) *lab {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireLiveFrames(t)
-	id := randomID()
+	id := testutil.UniqueID(t, "xs", "xr")
 	v := testutil.NewVethPair(t, testutil.VethConfig{Name: "xs" + id, PeerName: "xr" + id, Queues: queues})
 	g, err := pktgen.Open(pktgen.Config{Timeout: 2 * time.Minute})
 	if err != nil {
@@ -45,12 +44,6 @@ func newLab(t *testing.T, queues int) *lab {
 	}
 	t.Cleanup(func() { g.Close() })
 	return &lab{Veth: v, gen: g}
-}
-
-func randomID() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // flood sends count frames to the receiver from the given CPUs, and waits
@@ -335,4 +328,38 @@ func within(t *testing.T, what string, got, want, tol float64) {
 	if r < 1-tol || r > 1+tol {
 		t.Errorf("%s: %.0f is not within %.0f%% of %.0f", what, got, tol*100, want)
 	}
+}
+
+// sendUDP sends n datagrams from the sender's own stack to the receiver's
+// port 9 (discard) and returns how many the socket took. It paces itself
+// in groups of 50 a millisecond apart so the receiver's backlog (1000
+// frames by default) never overflows and every frame meets the program.
+func (l *lab) sendUDP(t *testing.T, n int) uint64 {
+	t.Helper()
+	var sent uint64
+	err := l.NS.Do(func() error {
+		// Unconnected: the receiver's port unreachable replies set no
+		// error that a later write would return instead of sending.
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: l.Addr.AsSlice()})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		to := &net.UDPAddr{IP: l.PeerAddr.AsSlice(), Port: 9}
+		payload := make([]byte, 18)
+		for i := range n {
+			if _, err := c.WriteToUDP(payload, to); err != nil {
+				return err
+			}
+			sent++
+			if i%50 == 49 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("sending UDP: %v", err)
+	}
+	return sent
 }

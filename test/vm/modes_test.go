@@ -11,34 +11,45 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
-// 802.1Q-tagged traffic is parsed and matched by VLAN id, and what passes
-// reaches the receiver's stack through its VLAN device. A kernel built
-// without 802.1Q (this development host's) cannot deliver tagged frames to
-// a stack, so there the test checks xdplimit's own counts only; the VM
-// kernel loads 8021q and checks both.
+// 802.1Q-tagged traffic is parsed and matched by VLAN id: xdplimit's own
+// counts, on any kernel (frames tagged for a VLAN the receiver has no device
+// for are dropped by its stack, after XDP).
 func TestVLANTaggedTraffic(t *testing.T) {
+	vlanFlood(t, false)
+}
+
+// What passes reaches the receiver's stack through its VLAN device. It needs
+// 802.1Q devices (CONFIG_VLAN_8021Q): the VMs load 8021q and run it; a
+// kernel without them fails it in CI, which is why the host's `make test-go`
+// (whose kernel is built without 802.1Q) names it in its skip list.
+func TestVLANTaggedTrafficReachesStack(t *testing.T) {
+	vlanFlood(t, true)
+}
+
+func vlanFlood(t *testing.T, stack bool) {
 	l := newLab(t, 1)
 	vlanAddr := netip.MustParsePrefix("198.19.0.2/24")
-	err := l.PeerNS.Do(func() error {
-		vl := &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: "v100" + l.PeerName[2:6], ParentIndex: l.PeerIndex}, VlanId: 100}
-		if err := netlink.LinkAdd(vl); err != nil {
-			return err
+	if stack {
+		err := l.PeerNS.Do(func() error {
+			vl := &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: "v100" + l.PeerName[2:6], ParentIndex: l.PeerIndex}, VlanId: 100}
+			if err := netlink.LinkAdd(vl); err != nil {
+				return err
+			}
+			addr := &netlink.Addr{IPNet: &net.IPNet{IP: vlanAddr.Addr().AsSlice(), Mask: net.CIDRMask(24, 32)}}
+			if err := netlink.AddrAdd(vl, addr); err != nil {
+				return err
+			}
+			return netlink.LinkSetUp(vl)
+		})
+		testutil.Require(t, !errors.Is(err, unix.EOPNOTSUPP),
+			"this kernel has no 802.1Q devices (CONFIG_VLAN_8021Q, module 8021q): the receiver's stack cannot count tagged frames")
+		if err != nil {
+			t.Fatalf("creating the VLAN device: %v", err)
 		}
-		addr := &netlink.Addr{IPNet: &net.IPNet{IP: vlanAddr.Addr().AsSlice(), Mask: net.CIDRMask(24, 32)}}
-		if err := netlink.AddrAdd(vl, addr); err != nil {
-			return err
-		}
-		return netlink.LinkSetUp(vl)
-	})
-	stackCount := true
-	if errors.Is(err, unix.EOPNOTSUPP) {
-		stackCount = false
-		t.Logf("this kernel has no 802.1Q devices (CONFIG_VLAN_8021Q): the receiver's stack cannot count tagged frames")
-	} else if err != nil {
-		t.Fatalf("creating the VLAN device: %v", err)
 	}
 	l.attach(t, `
 rules:
@@ -50,22 +61,22 @@ rules:
 		Src: netip.MustParseAddr("198.19.0.1"), Dst: vlanAddr.Addr(), SrcPort: 40000, DstPort: 9, Payload: 18}
 	before := l.PeerNS.Snapshot(t)
 	res := l.flood(t, f.MustBuild(), pktgen.Sources{}, floodCount(3_000_000))
-	stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
+	got := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
 	pass, drop, _ := l.ruleCounts(t, "vlan100")
-	t.Logf("sent %v; passed %d, dropped %d, stack %d", res, pass, drop, stack)
+	t.Logf("sent %v; passed %d, dropped %d, stack %d", res, pass, drop, got)
 
 	checkDelivered(t, pass+drop, res.Sent)
-	if stackCount {
-		checkStack(t, stack, pass)
+	if stack {
+		checkStack(t, got, pass)
 	}
-	within(t, "admitted", float64(pass), 1000+2000*res.Elapsed.Seconds(), accuracy())
+	checkAdmitted(t, "admitted", float64(pass), 1000+2000*res.Elapsed.Seconds(), res, 1)
 }
 
 // --mode auto falls back to generic XDP where the driver has none (a bridge
 // has no native XDP), and logs why.
 func TestGenericFallback(t *testing.T) {
 	l := newLab(t, 1)
-	name := "xb" + randomID()
+	name := "xb" + testutil.UniqueID(t, "xb")
 	err := l.PeerNS.Do(func() error {
 		d := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
 		if err := netlink.LinkAdd(d); err != nil {
