@@ -90,6 +90,7 @@ var kernelFeatures = []featureProbe{
 	helperProbe("bpf_tcp_raw_gen_syncookie_ipv6", asm.FnTcpRawGenSyncookieIpv6, "SYN cookies", "6.0"),
 	helperProbe("bpf_tcp_raw_check_syncookie_ipv4", asm.FnTcpRawCheckSyncookieIpv4, "SYN cookies", "6.0"),
 	helperProbe("bpf_tcp_raw_check_syncookie_ipv6", asm.FnTcpRawCheckSyncookieIpv6, "SYN cookies", "6.0"),
+	helperProbe("bpf_csum_diff", asm.FnCsumDiff, "answering limited sources (action reject)", "4.6"),
 	// Only CO-RE relocations and kfunc calls need the kernel's own BTF; the
 	// datapath has neither (a test checks), so kernels built without
 	// CONFIG_DEBUG_INFO_BTF run it.
