@@ -7,6 +7,7 @@ package pktgen
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"sync"
 	"time"
@@ -82,6 +83,7 @@ type Generator struct {
 	objs    genObjects
 	hold    *DispatcherHold // nil when holding failed: slower, still correct
 	sources Sources
+	rate    float64 // frames per second across the workers; 0: as fast as it can
 }
 
 type genObjects struct {
@@ -157,6 +159,21 @@ func (g *Generator) SetSources(s Sources) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.sources = s
+	return nil
+}
+
+// SetRate paces later Sends to at most pps frames per second, shared
+// equally by their workers; 0 sends as fast as the CPUs allow. A paced
+// flood is one the receiver can absorb: a veth's ring that overflows drops
+// frames at random before any XDP program sees them, the traffic a test
+// follows among them.
+func (g *Generator) SetRate(pps float64) error {
+	if pps < 0 || math.IsNaN(pps) || math.IsInf(pps, 0) {
+		return fmt.Errorf("pktgen: bad rate %v", pps)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rate = pps
 	return nil
 }
 

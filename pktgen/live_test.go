@@ -2,6 +2,7 @@ package pktgen
 
 import (
 	"context"
+	"math"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -164,5 +165,59 @@ func TestSendBounded(t *testing.T) {
 	// A peer that does not exist in the namespace is an error, not a hang.
 	if _, err := g2.Send(context.Background(), v.NS.Path(), "nosuchdev", frame, 10); err == nil {
 		t.Error("send to a missing interface succeeded")
+	}
+}
+
+// TestSendPaced checks that a paced Send never runs ahead of its rate: the
+// last call starts only when the frames before it were due, so the whole
+// send lasts at least that long, on one worker and on two, and the rate
+// limits nothing else (every frame is sent). A bad rate is refused.
+func TestSendPaced(t *testing.T) {
+	testutil.RequireLiveFrames(t)
+	v := testutil.NewVethPair(t, testutil.VethConfig{Queues: 2})
+	sink, err := AttachSink(v.PeerNS.Path(), v.PeerName, SinkDrop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	frame := SetMACs(UDP4(v.Addr, v.PeerAddr, 1, 9, 18), v.MAC, v.PeerMAC)
+	g, err := Open(Config{Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if err := g.SetRate(bad); err == nil {
+			t.Errorf("SetRate(%v) accepted", bad)
+		}
+	}
+	const (
+		rate  = 200_000.0
+		count = 100_000
+	)
+	if err := g.SetRate(rate); err != nil {
+		t.Fatal(err)
+	}
+	for _, cpus := range [][]int{nil, cpuList(2)} {
+		res, err := g.Send(context.Background(), v.NS.Path(), v.Name, frame, count, cpus...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		workers := max(len(cpus), 1)
+		// Each worker sends count/workers at rate/workers, in calls of a
+		// millisecond's frames: its last call starts no earlier than
+		// (its share - one call) / its rate after it began.
+		share, perWorker := float64(count/workers), rate/float64(workers)
+		floor := time.Duration((share - perWorker/1000) / perWorker * float64(time.Second))
+		t.Logf("paced at %.0f/s on %d worker(s): %v, at least %v", rate, workers, res, floor)
+		if res.Sent < count {
+			t.Errorf("sent %d of %d", res.Sent, count)
+		}
+		if res.Elapsed < floor {
+			t.Errorf("%d frames at %.0f/s took %v, less than the pace allows (%v)", count, rate, res.Elapsed, floor)
+		}
+	}
+	if err := g.SetRate(0); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -142,7 +142,7 @@ func (g *Generator) Send(ctx context.Context, netnsPath, ifname string, frame []
 		go func() {
 			defer wg.Done()
 			errs[i] = onThread(func() (err error) {
-				cpuTimes[i], err = g.worker(ctx, ifname, template, share, cpu)
+				cpuTimes[i], err = g.worker(ctx, ifname, template, share, cpu, g.rate/float64(len(workers)))
 				return err
 			})
 		}()
@@ -237,7 +237,7 @@ type xdpMD struct {
 // worker sends count frames from the calling thread, which Send has locked
 // into the namespace and discards afterwards, so the affinity set here
 // never leaks to other goroutines either.
-func (g *Generator) worker(ctx context.Context, ifname string, frame []byte, count uint64, cpu int) (cpuTime time.Duration, err error) {
+func (g *Generator) worker(ctx context.Context, ifname string, frame []byte, count uint64, cpu int, rate float64) (cpuTime time.Duration, err error) {
 	if cpu >= 0 {
 		if _, err := cpupin.Pin(cpu); err != nil {
 			return 0, fmt.Errorf("pktgen: %w", err)
@@ -259,7 +259,23 @@ func (g *Generator) worker(ctx context.Context, ifname string, frame []byte, cou
 	// Start small and size later calls to last about CallDuration: the
 	// rate differs a hundredfold between this VM and an emulated one.
 	batch := uint64(1 << 14)
+	// Paced, calls carry a millisecond's frames each (at least one kernel
+	// batch), and each waits for the moment the frames before it were due.
+	var sent uint64
+	if rate > 0 {
+		batch = max(uint64(rate/1000), uint64(max(g.cfg.KernelBatch, 1)))
+	}
+	paceStart := time.Now()
 	for count > 0 {
+		if rate > 0 {
+			due := paceStart.Add(time.Duration(float64(sent) / rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(d):
+				}
+			}
+		}
 		if err := ctx.Err(); err != nil {
 			return 0, context.Cause(ctx)
 		}
@@ -271,7 +287,8 @@ func (g *Generator) worker(ctx context.Context, ifname string, frame []byte, cou
 		}
 		dt := time.Since(t0)
 		count -= n
-		if dt > 0 {
+		sent += n
+		if dt > 0 && rate == 0 {
 			want := uint64(float64(n) * g.cfg.CallDuration.Seconds() / dt.Seconds())
 			batch = min(max(want, 1<<10), 1<<24, batch*4)
 		}
