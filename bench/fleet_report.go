@@ -58,7 +58,7 @@ func (r *report) writeFleet(b *strings.Builder) {
 	if f == nil && r.Micro == nil {
 		return
 	}
-	p("## Fleet limits (issue 16)\n\n")
+	p("## Fleet limits\n\n")
 	r.writeFleetCost(b)
 	if f == nil {
 		return

@@ -351,7 +351,7 @@ func microBench(e *env, quick bool) (*microResults, error) {
 	// key's pending count for the next sync (an atomic add), and the first
 	// one of a sync epoch reports the key; no engine runs, so the epoch
 	// stays and the measured packets pay the add, not the report.
-	fleetGroup := "Fleet scope (issue 16; known source, the same limits as above)"
+	fleetGroup := "Fleet scope (known source, the same limits as above)"
 	for _, k := range []struct {
 		name, limit string
 		want        uint32

@@ -36,7 +36,7 @@ func perSourceAndGlobal(own, global string) string {
 // addDropPathCases adds the drop path's cases to the micro benchmark.
 func addDropPathCases(add func(*microCase, func(*microCase) (*ebpf.Program, error)),
 	limiter func(maps.Options, string, map[string][]byte) func(*microCase) (*ebpf.Program, error), base uint32) {
-	group := "Drop path (issue 14): the refused-until cache off, and spoofed floods with a global level"
+	group := "Drop path: the refused-until cache off, and spoofed floods with a global level"
 	off := maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, NoRefusedCache: true}
 	// What the cache costs the admitted path (a slot missed per level).
 	for _, k := range []struct {
@@ -150,7 +150,7 @@ func (r *microResults) writeTwoCPU(b *strings.Builder) {
 		return
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("### One key from two CPUs at once (issue 14)\n\n")
+	p("### One key from two CPUs at once\n\n")
 	p("The same program and frame (one source) on CPU 1 alone, then on CPUs 0 and 1 at once, %d runs per\n", r.Repeat)
 	p("call and CPU, alternating; ns/packet is each CPU's own (its thread's CPU time), so 1.00× means no slowdown from\n")
 	p("sharing the key. On this VM the two CPUs are also what every other process runs on.\n\n")
