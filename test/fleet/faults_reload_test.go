@@ -37,11 +37,14 @@ func TestFleetFaultReloadKeepsState(t *testing.T) {
 `
 	f := startFleet(t, l, policy, fleetOptions{WaitUp: true})
 	rules := map[string]uint16{"src": 9, "all": 10}
-	// Use up both buckets: 500 frames each, far above the burst.
-	for _, port := range rules {
+	// Use up both buckets: 500 frames each, far above the burst. Each
+	// bucket is empty when the frames sent at it end: what it admits
+	// later is what refilled since then.
+	emptied := map[string]time.Time{}
+	for rule, port := range rules {
 		floodSpread(t, l, spread{Hosts: []int{0}, Rate: 2000, Dur: 250 * time.Millisecond, Src: src(1), DstPort: port})
+		emptied[rule] = time.Now()
 	}
-	last := time.Now()
 
 	edits := []struct{ what, old, new string }{
 		{"fleet sync 100ms -> 200ms", "sync: 100ms", "sync: 200ms"},
@@ -57,16 +60,16 @@ func TestFleetFaultReloadKeepsState(t *testing.T) {
 		f.reload(t, policy)
 		for rule, port := range rules {
 			got := probe(t, l, rule, port)
-			// What the bucket refilled since it was last used up, and a
-			// few for the sync's rounding.
-			refill := rate*time.Since(last).Seconds() + 5
+			// What the bucket refilled since it was last used up, until
+			// the probe ended, and a few for the sync's rounding.
+			refill := rate*time.Since(emptied[rule]).Seconds() + 5
+			emptied[rule] = time.Now()
 			t.Logf("after %s: rule %s admitted %d of %d (refilled since last emptied: %.0f)", e.what, rule, got, probeCount, refill)
 			if float64(got) > refill {
 				t.Errorf("after %s: rule %s admitted %d at once, want at most %.0f: its bucket (burst %d) was reset",
 					e.what, rule, got, refill, burst)
 			}
 		}
-		last = time.Now()
 	}
 
 	// The control: a changed limit is a new level with fresh buckets,
