@@ -46,7 +46,14 @@ volatile const __u32 xdpl_cookie_acks_on = 1;
 /* The SYN's TCP header and what its options offer, read by
  * xdpl_tcpopt_step one option at a time (a bpf_loop callback: the verifier
  * checks it once, where a loop over the options multiplied its states
- * past its budget). */
+ * past its budget). It lives in the answers' per-CPU scratch
+ * (xdpl_reply_scratch), not on the stack: verifiers before 6.7 (6.1) walk
+ * a bpf_loop callback once, as if it ran once, and what it leaves on the
+ * caller's stack keeps the values that one run wrote. A SYN offers SACK,
+ * timestamps and window scale in three options, so no single run sets two
+ * of them; 6.1 then judged the SACK and window scale of a timestamped
+ * SYN-ACK unreachable and wired their branches out of the program. The
+ * verifier tracks no values in map memory, so every combination stays. */
 struct xdpl_tcpopts {
 	__u8 b[64];
 	__u32 len;   /* of the header */
@@ -58,9 +65,18 @@ struct xdpl_tcpopts {
 	__u8 wscale;
 };
 
+_Static_assert(sizeof(struct xdpl_tcpopts) <= sizeof(struct xdpl_reply_buf),
+	       "the options fit the answers' scratch");
+
+/* bpf_loop's context, which must be on the caller's stack: only the way to
+ * the options in the scratch. */
+struct xdpl_tcpopt_walk {
+	struct xdpl_tcpopts *o;
+};
+
 static long xdpl_tcpopt_step(__u64 n, void *ctx)
 {
-	struct xdpl_tcpopts *o = ctx;
+	struct xdpl_tcpopts *o = ((struct xdpl_tcpopt_walk *)ctx)->o;
 	__u32 i = o->i;
 
 	if (i >= o->len || i >= 60)
@@ -101,11 +117,13 @@ __attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
 {
 	__u32 zero = 0;
 	struct xdpl_control *ctl = bpf_map_lookup_elem(&xdpl_ctl, &zero);
+	struct xdpl_reply_buf *q = bpf_map_lookup_elem(&xdpl_reply_scratch, &zero);
 	struct xdpl_segment s;
-	struct xdpl_tcpopts o = {};
 
-	if (!ctl || xdpl_segment_at(ctx, &s))
+	if (!ctl || !q || xdpl_segment_at(ctx, &s))
 		return -1;
+	struct xdpl_tcpopts *o = (struct xdpl_tcpopts *)q->b;
+	struct xdpl_tcpopt_walk w = {.o = o};
 	struct xdpl_synack_cfg cfg = ctl->gen[gen & 1].synack;
 	__u32 thlen = s.thlen;
 
@@ -115,9 +133,9 @@ __attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
 	asm volatile("" : "+r"(thlen));
 	if (thlen < 20 || thlen > 60)
 		return -1;
-	if (bpf_xdp_load_bytes(ctx, s.l4, o.b, thlen))
+	if (bpf_xdp_load_bytes(ctx, s.l4, o->b, thlen))
 		return -1;
-	__u8 flags = o.b[13];
+	__u8 flags = o->b[13];
 
 	if ((flags & (XDPL_TCP_SYN | XDPL_TCP_ACK | XDPL_TCP_FIN | XDPL_TCP_RST)) != XDPL_TCP_SYN)
 		return -1;
@@ -132,9 +150,9 @@ __attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
 	if (xdpl_reply_addrs(ctx, s.l3, s.family, ip))
 		return -1;
 	if (s.family == 4)
-		v = bpf_tcp_raw_gen_syncookie_ipv4((void *)ip, (void *)o.b, thlen);
+		v = bpf_tcp_raw_gen_syncookie_ipv4((void *)ip, (void *)o->b, thlen);
 	else
-		v = bpf_tcp_raw_gen_syncookie_ipv6((void *)ip, (void *)o.b, thlen);
+		v = bpf_tcp_raw_gen_syncookie_ipv6((void *)ip, (void *)o->b, thlen);
 	if (v < 0)
 		return -1;
 	__u32 cookie = (__u32)v;
@@ -144,29 +162,31 @@ __attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
 	if (cap && mss > cap)
 		mss = cap;
 
-	o.len = thlen;
-	o.i = 20;
-	bpf_loop(40, xdpl_tcpopt_step, &o, 0);
+	o->len = thlen;
+	o->i = 20;
+	o->tsval = 0;
+	o->ts = o->sack = o->ws = o->wscale = 0;
+	bpf_loop(40, xdpl_tcpopt_step, &w, 0);
 	/* Without a timestamp to carry them, a cookie keeps neither SACK nor
 	 * the window scale, and the kernel offers neither (tcp_conn_request). */
-	int ts = o.ts && (cfg.flags & XDPL_SYNACK_TS);
-	int sack = ts && o.sack && (cfg.flags & XDPL_SYNACK_SACK);
-	int ws = ts && o.ws && (cfg.flags & XDPL_SYNACK_WSCALE);
+	int ts = o->ts && (cfg.flags & XDPL_SYNACK_TS);
+	int sack = ts && o->sack && (cfg.flags & XDPL_SYNACK_SACK);
+	int ws = ts && o->ws && (cfg.flags & XDPL_SYNACK_WSCALE);
 	int ecn = ts && (flags & (XDPL_TCP_ECE | XDPL_TCP_CWR)) == (XDPL_TCP_ECE | XDPL_TCP_CWR) &&
 		  (cfg.flags & XDPL_SYNACK_ECN);
 	__u32 tcplen = 24 + (ts ? 12 : 0) + (ws ? 4 : 0);
 	__u32 iplen = s.family == 4 ? 20 : 40;
-	__u32 sports, seq, tsecr = o.tsval;
-	__u8 wscale = o.wscale;
+	__u32 sports, seq, tsecr = o->tsval;
+	__u8 wscale = o->wscale;
 
-	__builtin_memcpy(&sports, &o.b[0], 4);
-	__builtin_memcpy(&seq, &o.b[4], 4);
+	__builtin_memcpy(&sports, &o->b[0], 4);
+	__builtin_memcpy(&seq, &o->b[4], 4);
 
 	/* The TCP header, in words as they will sit in the frame, over the
-	 * SYN's (read above; the stack is too small for both). */
-	__u32 *t = (__u32 *)o.b;
+	 * SYN's (read above, and not again). */
+	__u32 *t = (__u32 *)o->b;
 
-	__builtin_memset(o.b, 0, 40);
+	__builtin_memset(o->b, 0, 40);
 	t[0] = sports >> 16 | sports << 16; /* the ports swapped */
 	t[1] = bpf_htonl(cookie);
 	t[2] = bpf_htonl(bpf_ntohl(seq) + 1);
@@ -202,7 +222,7 @@ __attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
 
 	__u16 check = xdpl_csum_words(t, tcplen / 4, pseudo);
 
-	__builtin_memcpy(o.b + 16, &check, 2);
+	__builtin_memcpy(o->b + 16, &check, 2);
 
 	int grow = (int)(s.l3 + iplen + tcplen) - (int)bpf_xdp_get_buff_len(ctx);
 	__u32 il = iplen, tl = tcplen;
@@ -213,7 +233,7 @@ __attribute__((noinline)) int xdpl_synack(struct xdp_md *ctx, __u32 gen)
 	if (bpf_xdp_adjust_tail(ctx, grow))
 		return -1;
 	if (xdpl_reply_macs(ctx) || bpf_xdp_store_bytes(ctx, s.l3, ip, il) ||
-	    bpf_xdp_store_bytes(ctx, s.l3 + il, o.b, tl))
+	    bpf_xdp_store_bytes(ctx, s.l3 + il, o->b, tl))
 		return -1;
 	return 0;
 }

@@ -363,8 +363,10 @@ struct xdpl_flow {
 	__u8 pad[6];
 };
 
-/* The quote of an ICMP error, read out of the packet before the headers
- * go where its start was (reject.h). */
+/* The answers' per-CPU scratch (xdpl_reply_scratch): the quote of an ICMP
+ * error, read out of the packet before the headers go where its start was
+ * (reject.h), or the SYN's TCP header and options a SYN-ACK is built from
+ * (struct xdpl_tcpopts, syncookie.h). One packet gets one answer. */
 struct xdpl_reply_buf {
 	__u8 b[XDPL_REJECT_QUOTE6];
 };
