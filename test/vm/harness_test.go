@@ -363,3 +363,12 @@ func (l *lab) sendUDP(t *testing.T, n int) uint64 {
 	}
 	return sent
 }
+
+func writePolicy(t *testing.T, s string) string {
+	t.Helper()
+	path := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
