@@ -372,3 +372,19 @@ func writePolicy(t *testing.T, s string) string {
 	}
 	return path
 }
+
+// spoofer opens a generator of its own, beside the lab's, that sends a UDP
+// datagram to port 9 from random sources in 10.0.0.0/8 (forgedSources): a
+// spoofed flood that can run while the lab's generator sends the traffic a
+// test judges. It closes when the test ends.
+func (l *lab) spoofer(t *testing.T) (*pktgen.Generator, []byte) {
+	t.Helper()
+	spoof, err := pktgen.Open(pktgen.Config{Timeout: 2 * time.Minute, Sources: forgedSources})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { spoof.Close() })
+	frame := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, Src: forgedSources.First, Dst: l.PeerAddr,
+		SrcPort: 40000, DstPort: 9, Payload: 18}.MustBuild()
+	return spoof, frame
+}
