@@ -276,30 +276,11 @@ func (l *lab) requireClean(t *testing.T) {
 	}
 }
 
-// status is what the tests read of `xdplimit status -o json`.
-type status struct {
-	Interfaces []struct {
-		Rules []struct {
-			Rule     string `json:"rule"`
-			Verdicts map[string]struct {
-				Packets uint64 `json:"packets"`
-			} `json:"verdicts"`
-			Reject *struct {
-				Sent       uint64 `json:"sent"`
-				Suppressed uint64 `json:"suppressed"`
-			} `json:"reject"`
-		} `json:"rules"`
-		Counters map[string]struct {
-			Packets uint64 `json:"packets"`
-		} `json:"counters"`
-	} `json:"interfaces"`
-}
-
 // statusJSON runs `xdplimit status -o json` on the receiving end.
-func (l *lab) statusJSON(t *testing.T) status {
+func (l *lab) statusJSON(t *testing.T) testutil.Status {
 	t.Helper()
 	out, err := l.run(t, "status", l.PeerName, "-o", "json")
-	var st status
+	var st testutil.Status
 	if err == nil {
 		err = json.Unmarshal([]byte(out), &st)
 	}
