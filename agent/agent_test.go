@@ -57,7 +57,7 @@ func TestAgentStartStop(t *testing.T) {
 	if s.Meta.Pid != uint32(os.Getpid()) || !loader.OwnerAlive(s.Meta.Pid) {
 		t.Errorf("owner pid %d, want this process (%d)", s.Meta.Pid, os.Getpid())
 	}
-	if id := xdpAttached(t, v.PeerNS, iface); id == 0 || id != uint32(s.ProgramID) {
+	if id := v.PeerNS.XDPProgID(t, iface); id == 0 || id != uint32(s.ProgramID) {
 		t.Errorf("XDP program on %s: id %d, want the pinned link's %d", iface, id, s.ProgramID)
 	}
 
@@ -80,7 +80,7 @@ func TestAgentStartStop(t *testing.T) {
 	if _, err := loader.Open(iface); !errors.Is(err, loader.ErrNotAttached) {
 		t.Errorf("after the stop: %v, want not attached", err)
 	}
-	if id := xdpAttached(t, v.PeerNS, iface); id != 0 {
+	if id := v.PeerNS.XDPProgID(t, iface); id != 0 {
 		t.Errorf("XDP program %d still on %s", id, iface)
 	}
 	for _, p := range []string{filepath.Join(loader.RunDir(), iface+".lock"), agent.ControlSocket(iface)} {
@@ -146,7 +146,7 @@ func TestAgentStartFails(t *testing.T) {
 			if warnings.String() != c.warnings {
 				t.Errorf("warnings %q, want %q", warnings.String(), c.warnings)
 			}
-			if id := xdpAttached(t, v.PeerNS, v.PeerName); id != 0 {
+			if id := v.PeerNS.XDPProgID(t, v.PeerName); id != 0 {
 				t.Errorf("XDP program %d on %s", id, v.PeerName)
 			}
 			for _, p := range []string{filepath.Join(loader.PinRoot, v.PeerName), filepath.Join(loader.RunDir(), v.PeerName+".lock"),
@@ -266,7 +266,7 @@ func TestAgentExitKeeps(t *testing.T) {
 		t.Errorf("no exit line saying the limiter stays:\n%s", a.logs)
 	}
 	s := pinned(t, iface)
-	if id := xdpAttached(t, v.PeerNS, iface); id == 0 || id != uint32(s.ProgramID) {
+	if id := v.PeerNS.XDPProgID(t, iface); id == 0 || id != uint32(s.ProgramID) {
 		t.Errorf("XDP program on %s: id %d, want the pinned link's %d", iface, id, s.ProgramID)
 	}
 	for _, p := range []string{filepath.Join(loader.RunDir(), iface+".lock"), agent.ControlSocket(iface)} {
@@ -291,7 +291,7 @@ func TestAgentExitKeeps(t *testing.T) {
 	if err := agent.Detach(iface); err != nil {
 		t.Fatal(err)
 	}
-	if id := xdpAttached(t, v.PeerNS, iface); id != 0 {
+	if id := v.PeerNS.XDPProgID(t, iface); id != 0 {
 		t.Errorf("XDP program %d still on %s after Detach", id, iface)
 	}
 	if _, err := loader.Open(iface); !errors.Is(err, loader.ErrNotAttached) {

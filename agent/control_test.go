@@ -249,7 +249,7 @@ func TestAgentMigratesOtherPins(t *testing.T) {
 		!strings.Contains(err.Error(), "`xdplimit detach "+iface+"`") {
 		t.Errorf("start over pins without metadata: %v\n%s", err, logs)
 	}
-	if id := xdpAttached(t, v.PeerNS, iface); id != uint32(oldProg) {
+	if id := v.PeerNS.XDPProgID(t, iface); id != uint32(oldProg) {
 		t.Errorf("program %d attached after a failed migration, want the old %d", id, oldProg)
 	}
 	if err := os.Rename(dir+"/aside", dir+"/xdpl_meta"); err != nil {
@@ -268,8 +268,8 @@ func TestAgentMigratesOtherPins(t *testing.T) {
 		bans[0].Origin != "manual" {
 		t.Fatalf("bans after the migration: %+v, %v", bans, err)
 	}
-	if after.ProgramID == oldProg || xdpAttached(t, v.PeerNS, iface) != uint32(after.ProgramID) {
-		t.Errorf("program %d attached, pinned link's %d, old %d", xdpAttached(t, v.PeerNS, iface), after.ProgramID, oldProg)
+	if after.ProgramID == oldProg || v.PeerNS.XDPProgID(t, iface) != uint32(after.ProgramID) {
+		t.Errorf("program %d attached, pinned link's %d, old %d", v.PeerNS.XDPProgID(t, iface), after.ProgramID, oldProg)
 	}
 	if _, err := os.Stat(dir + "/xdpl_last"); err != nil {
 		t.Errorf("the new pins lack xdpl_last: %v", err)

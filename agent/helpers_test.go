@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
 
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/internal/testutil"
@@ -241,26 +240,6 @@ func verdicts(t *testing.T, iface string, frame []byte, n int) []uint32 {
 		out = append(out, ret)
 	}
 	return out
-}
-
-// xdpAttached reports the id of the XDP program on iface in ns, 0 if none.
-func xdpAttached(t *testing.T, ns *testutil.Netns, iface string) uint32 {
-	t.Helper()
-	var id uint32
-	err := ns.Do(func() error {
-		l, err := netlink.LinkByName(iface)
-		if err != nil {
-			return err
-		}
-		if x := l.Attrs().Xdp; x != nil && x.Attached {
-			id = x.ProgId
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 // httpIn is an HTTP client whose connections are made from ns.

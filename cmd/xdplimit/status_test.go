@@ -104,27 +104,9 @@ func TestStatusSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type statusOut struct {
-		Interfaces []struct {
-			Interface string `json:"interface"`
-			Rules     []struct {
-				Rule     string `json:"rule"`
-				Verdicts map[string]struct {
-					Packets uint64 `json:"packets"`
-				} `json:"verdicts"`
-				Reject *struct {
-					Sent       uint64 `json:"sent"`
-					Suppressed uint64 `json:"suppressed"`
-				} `json:"reject"`
-			} `json:"rules"`
-			Counters map[string]struct {
-				Packets uint64 `json:"packets"`
-			} `json:"counters"`
-		} `json:"interfaces"`
-	}
 	// The datagrams reach the program on the receiving end's NAPI: wait
 	// for the fifth.
-	var st statusOut
+	var st testutil.Status
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		out, errOut, code := runCLI("status", iface, "-o", "json")
 		if code != 0 {

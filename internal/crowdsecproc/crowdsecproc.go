@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/internal/command"
 	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/internal/netns"
 )
@@ -197,13 +198,7 @@ func (s *Server) URL() string { return "http://127.0.0.1:" + strconv.Itoa(s.port
 func (s *Server) logPath() string { return filepath.Join(s.dir, "crowdsec.log") }
 
 // Output is the server's log so far (every run), for failure messages.
-func (s *Server) Output() string {
-	b, err := os.ReadFile(s.logPath())
-	if err != nil {
-		return err.Error()
-	}
-	return string(b)
-}
+func (s *Server) Output() string { return command.ChildLog(s.logPath()) }
 
 // PID is the running server's process id, 0 when none runs.
 func (s *Server) PID() int {
@@ -244,36 +239,10 @@ func (s *Server) startOnce() (exited bool, err error) {
 	if s.PID() != 0 {
 		return false, errors.New("crowdsec already running")
 	}
-	// Output goes to a file, not a pipe: every run appends to one log.
-	out, err := os.OpenFile(s.logPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return false, err
-	}
-	defer out.Close() // the child has its own copy
 	cmd := exec.Command(s.bin.Crowdsec, "-c", s.ConfigPath(), "-no-cs")
 	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = out, out
-	// Pdeathsig fires when the forking thread exits: the goroutine below
-	// keeps it locked until the child is reaped, so the server dies with
-	// this process and not before.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
-	done := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		defer close(done)
-		err := s.in(func() error {
-			if err := cmd.Start(); err != nil {
-				return err
-			}
-			started <- nil
-			_ = cmd.Wait() // the exit status is the caller's doing (Stop, Kill)
-			return nil
-		})
-		if err != nil {
-			started <- err
-		}
-	}()
-	if err := <-started; err != nil {
+	done, err := command.StartChild(s.in, cmd, s.logPath())
+	if err != nil {
 		return false, fmt.Errorf("start crowdsec: %w", err)
 	}
 	s.mu.Lock()

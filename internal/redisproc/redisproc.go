@@ -10,17 +10,16 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdplimit/xdplimit/internal/command"
 	"github.com/xdplimit/xdplimit/internal/netns"
 )
 
@@ -91,13 +90,7 @@ func (s *Server) NS() *netns.Netns { return s.ns }
 func (s *Server) logPath() string { return filepath.Join(s.cfg.Dir, "redis.log") }
 
 // Output is the server's log so far, for failure messages.
-func (s *Server) Output() string {
-	b, err := os.ReadFile(s.logPath())
-	if err != nil {
-		return err.Error()
-	}
-	return string(b)
-}
+func (s *Server) Output() string { return command.ChildLog(s.logPath()) }
 
 // PID is the current process's id (0 when killed and not restarted).
 func (s *Server) PID() int {
@@ -111,38 +104,12 @@ func (s *Server) PID() int {
 
 // Start forks redis-server from a thread inside the namespace (children
 // inherit the forking thread's network namespace and keep the host's
-// mounts, unlike `ip netns exec`) and waits until it answers PING.
-// netns.Do's thread is locked and lives until the process is reaped, so
-// Pdeathsig, which fires when the forking thread exits, kills the server
-// only when this process dies.
+// mounts, unlike `ip netns exec`; see command.StartChild) and waits until
+// it answers PING.
 func (s *Server) Start() error {
-	// The output goes to a file, not a pipe: nothing to copy while it
-	// runs, and every run of a restarted server appends to the same log.
-	out, err := os.OpenFile(s.logPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("redis-server log: %w", err)
-	}
-	defer out.Close() // the child has its own copy
 	cmd := exec.Command("redis-server", s.args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
-	done := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		defer close(done)
-		err := s.ns.Do(func() error {
-			if err := cmd.Start(); err != nil {
-				return err
-			}
-			started <- nil
-			_ = cmd.Wait() // exit status is the caller's choice (Kill)
-			return nil
-		})
-		if err != nil {
-			started <- err
-		}
-	}()
-	if err := <-started; err != nil {
+	done, err := command.StartChild(s.ns.Do, cmd, s.logPath())
+	if err != nil {
 		return fmt.Errorf("start redis-server in %s: %w", s.ns, err)
 	}
 	s.mu.Lock()

@@ -44,3 +44,25 @@ func XdplimitBin(tb testing.TB) string {
 	}
 	return b.path
 }
+
+// Status is what end-to-end tests read of `xdplimit status -o json`: the
+// parts they judge, decoded as a script would, not with the command's own
+// types.
+type Status struct {
+	Interfaces []struct {
+		Interface string `json:"interface"`
+		Rules     []struct {
+			Rule     string `json:"rule"`
+			Verdicts map[string]struct {
+				Packets uint64 `json:"packets"`
+			} `json:"verdicts"`
+			Reject *struct {
+				Sent       uint64 `json:"sent"`
+				Suppressed uint64 `json:"suppressed"`
+			} `json:"reject"`
+		} `json:"rules"`
+		Counters map[string]struct {
+			Packets uint64 `json:"packets"`
+		} `json:"counters"`
+	} `json:"interfaces"`
+}

@@ -276,30 +276,11 @@ func (l *lab) requireClean(t *testing.T) {
 	}
 }
 
-// status is what the tests read of `xdplimit status -o json`.
-type status struct {
-	Interfaces []struct {
-		Rules []struct {
-			Rule     string `json:"rule"`
-			Verdicts map[string]struct {
-				Packets uint64 `json:"packets"`
-			} `json:"verdicts"`
-			Reject *struct {
-				Sent       uint64 `json:"sent"`
-				Suppressed uint64 `json:"suppressed"`
-			} `json:"reject"`
-		} `json:"rules"`
-		Counters map[string]struct {
-			Packets uint64 `json:"packets"`
-		} `json:"counters"`
-	} `json:"interfaces"`
-}
-
 // statusJSON runs `xdplimit status -o json` on the receiving end.
-func (l *lab) statusJSON(t *testing.T) status {
+func (l *lab) statusJSON(t *testing.T) testutil.Status {
 	t.Helper()
 	out, err := l.run(t, "status", l.PeerName, "-o", "json")
-	var st status
+	var st testutil.Status
 	if err == nil {
 		err = json.Unmarshal([]byte(out), &st)
 	}
@@ -362,4 +343,29 @@ func (l *lab) sendUDP(t *testing.T, n int) uint64 {
 		t.Fatalf("sending UDP: %v", err)
 	}
 	return sent
+}
+
+func writePolicy(t *testing.T, s string) string {
+	t.Helper()
+	path := t.TempDir() + "/policy.yaml"
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// spoofer opens a generator of its own, beside the lab's, that sends a UDP
+// datagram to port 9 from random sources in 10.0.0.0/8 (forgedSources): a
+// spoofed flood that can run while the lab's generator sends the traffic a
+// test judges. It closes when the test ends.
+func (l *lab) spoofer(t *testing.T) (*pktgen.Generator, []byte) {
+	t.Helper()
+	spoof, err := pktgen.Open(pktgen.Config{Timeout: 2 * time.Minute, Sources: forgedSources})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { spoof.Close() })
+	frame := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, Src: forgedSources.First, Dst: l.PeerAddr,
+		SrcPort: 40000, DstPort: 9, Payload: 18}.MustBuild()
+	return spoof, frame
 }

@@ -365,14 +365,7 @@ rules:
 	t.Logf("%d requests without a flood: median %v, p90 %v, max %v", len(idle), idle[len(idle)/2],
 		idle[len(idle)*9/10], idle[len(idle)-1])
 
-	spoof, err := pktgen.Open(pktgen.Config{Timeout: 2 * time.Minute,
-		Sources: pktgen.Sources{Mode: pktgen.Random, First: netip.MustParseAddr("10.0.0.0"), Mask: 1<<24 - 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spoof.Close()
-	frame := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, Src: netip.MustParseAddr("10.0.0.0"), Dst: l.PeerAddr,
-		SrcPort: 40000, DstPort: 9, Payload: 18}.MustBuild()
+	spoof, frame := l.spoofer(t)
 	done := make(chan error, 1)
 	var flood pktgen.Result
 	go func() {

@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -29,14 +28,7 @@ rules:
     limit: {algorithm: token_bucket, rate: 1000/s, burst: 500}
 `, "--max-sources", "4096")
 
-	spoof, err := pktgen.Open(pktgen.Config{Timeout: 2 * time.Minute,
-		Sources: pktgen.Sources{Mode: pktgen.Random, First: netip.MustParseAddr("10.0.0.0"), Mask: 1<<24 - 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spoof.Close()
-	spoofFrame := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, Src: netip.MustParseAddr("10.0.0.0"), Dst: l.PeerAddr,
-		SrcPort: 40000, DstPort: 9, Payload: 18}.MustBuild()
+	spoof, spoofFrame := l.spoofer(t)
 
 	before := l.PeerNS.Snapshot(t)
 	type result struct {
