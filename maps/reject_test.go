@@ -12,6 +12,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -380,6 +381,9 @@ func TestRejectShadow(t *testing.T) {
 // TestRejectFlowCache: a flow the flow cache refuses is answered as its
 // rule would answer it.
 func TestRejectFlowCache(t *testing.T) {
+	// The flow cache is per CPU: every run on one CPU, or a migration
+	// between runs leaves it cold.
+	testutil.PinCPU(t, 0)
 	l := load(t, maps.ClockMap, rejectPolicy)
 	in := tcp4("192.0.2.7").MustBuild()
 	var got []uint32
