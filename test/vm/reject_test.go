@@ -311,7 +311,7 @@ rules:
 // not asserted: on a 2-CPU machine shared with other work (and under
 // emulation in the VM) the flood's softirq and the scheduler decide them,
 // not the lookups, which cost a few map reads per rule; a bound here would
-// fail with the machine's load. The issue's target is 10 ms.
+// fail with the machine's load. The target is 10 ms (BENCHMARKS.md).
 func TestSourceDuringFlood(t *testing.T) {
 	l := newLab(t, 2)
 	l.attach(t, `
@@ -395,7 +395,7 @@ rules:
 	if len(took) == 0 {
 		t.Fatal("the flood ended before the first request")
 	}
-	t.Logf("flood %v; %d requests during it: median %v, p90 %v, max %v (the issue's target: 10 ms)", flood, len(took),
+	t.Logf("flood %v; %d requests during it: median %v, p90 %v, max %v (target: 10 ms)", flood, len(took),
 		took[len(took)/2], took[len(took)*9/10], took[len(took)-1])
 
 	// The heavy source, as the requests before the flood saw it: its own

@@ -15,7 +15,7 @@ import (
 // the limiter, a flood of forged SYNs, and a real client (the kernel's TCP,
 // through Go's net.Dial) that must get through. The lab is cookielab_test.go; the TCP ends cookieconn_test.go.
 
-// connectLimit is the target for a client under the flood: a
+// connectLimit is the target for a client under the flood: a
 // connection within 1.5 s, the kernel's first SYN retransmit (1 s)
 // included.
 const connectLimit = 1500 * time.Millisecond

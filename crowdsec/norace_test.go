@@ -1,5 +1,0 @@
-//go:build !race
-
-package crowdsec
-
-const raceDetector = false
