@@ -1,7 +1,8 @@
-// Checks of the command's operands (test binaries, --file and --env), made
-// before anything is downloaded or booted, so that a typo costs a second and
-// not a VM boot. Every executable that goes into the VM must be static: the
-// initramfs holds no C library.
+// Checks of the command's operands (test binaries, --file, --tool, --tree
+// and --env), made before anything is downloaded or booted, so that a typo
+// costs a second and not a VM boot. Every executable that goes into the VM
+// must be static, the initramfs holding no C library, but the --tool ones,
+// which bring their own (tools.go).
 
 package main
 
@@ -95,6 +96,25 @@ func checkEnv(env []string) error {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.ContainsAny(k, " \t\n'\"$") {
 			return fmt.Errorf("--env %q: want KEY=VALUE", kv)
+		}
+	}
+	return nil
+}
+
+// checkTrees parses --tree arguments: directories of the repository, named
+// relative to it (the directory the runner starts in), that tests read
+// beside their package.
+func checkTrees(args []string) error {
+	for _, d := range args {
+		if _, ok := repoRelative(d); !ok {
+			return fmt.Errorf("--tree %s: want a directory inside the repository, named relative to it", d)
+		}
+		st, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("--tree %s: %w", d, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("--tree %s: not a directory", d)
 		}
 	}
 	return nil

@@ -25,6 +25,34 @@ type testBinary struct {
 	PkgDir string
 }
 
+// workDir is where the binary runs in the VM, relative to /: a package
+// named relative to the repository runs at the same place under /src, so
+// that a test reading the repository beside its package (../docs,
+// ../../examples) finds what --tree copied there; any other runs in
+// tests/<name>.d.
+func (t testBinary) workDir() string {
+	if rel, ok := repoRelative(t.PkgDir); ok {
+		return path.Join(vmSrc, rel)
+	}
+	return "tests/" + t.Name + ".d"
+}
+
+// vmSrc is the repository's place in the VM.
+const vmSrc = "src"
+
+// repoRelative returns p as a clean slash path when it is relative and
+// stays inside the directory the runner was started in.
+func repoRelative(p string) (string, bool) {
+	if p == "" || filepath.IsAbs(p) {
+		return "", false
+	}
+	rel := filepath.ToSlash(filepath.Clean(p))
+	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return rel, true
+}
+
 // initramfsSpec is everything that goes into the test initramfs.
 type initramfsSpec struct {
 	Busybox     string   // host path of a static busybox
@@ -36,7 +64,8 @@ type initramfsSpec struct {
 	TestTimeout time.Duration
 	Env         []string // KEY=VALUE, exported to the tests
 	Files       []extraFile
-	Marker      string // sentinel prefix, unique per run
+	Trees       []string // repository directories copied to /src/<dir>
+	Marker      string   // sentinel prefix, unique per run
 }
 
 // extraFile is a host file the tests need in the VM, such as the xdplimit
@@ -181,14 +210,25 @@ func buildTestInitramfs(dst string, s initramfsSpec) error {
 				return err
 			}
 		}
+		trees := map[string]bool{}
 		for _, t := range s.Tests {
 			if err := c.hostFile("tests/"+t.Name, 0o755, t.Path); err != nil {
 				return err
 			}
-			if t.PkgDir != "" {
-				if err := addTestdata(c, t); err != nil {
+			if err := c.mkdirAll(t.workDir()); err != nil {
+				return err
+			}
+			if t.PkgDir != "" && !trees[t.workDir()] {
+				trees[t.workDir()] = true
+				if err := addTree(c, filepath.Join(t.PkgDir, "testdata"), path.Join(t.workDir(), "testdata")); err != nil {
 					return err
 				}
+			}
+		}
+		for _, d := range s.Trees {
+			rel, _ := repoRelative(d) // checkTrees accepted it
+			if err := addTree(c, d, path.Join(vmSrc, rel)); err != nil {
+				return err
 			}
 		}
 		for _, f := range s.Files {
@@ -204,15 +244,10 @@ func buildTestInitramfs(dst string, s initramfsSpec) error {
 	})
 }
 
-// addTestdata copies <PkgDir>/testdata into the package's working directory
-// in the VM, /tests/<name>.d. Symbolic links are followed: the link targets
-// may lie outside testdata and would dangle in the VM.
-func addTestdata(c *cpioWriter, t testBinary) error {
-	workDir := "tests/" + t.Name + ".d"
-	if err := c.mkdirAll(workDir); err != nil {
-		return err
-	}
-	root := filepath.Join(t.PkgDir, "testdata")
+// addTree copies the host directory root, if it exists, to dst in the
+// archive. Symbolic links are followed: the link targets may lie outside
+// the tree and would dangle in the VM.
+func addTree(c *cpioWriter, root, dst string) error {
 	if _, err := os.Stat(root); os.IsNotExist(err) {
 		return nil
 	}
@@ -220,11 +255,11 @@ func addTestdata(c *cpioWriter, t testBinary) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(t.PkgDir, p)
+		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
 		}
-		dst := path.Join(workDir, filepath.ToSlash(rel))
+		to := path.Join(dst, filepath.ToSlash(rel))
 		st, err := os.Stat(p) // follows symlinks
 		if err != nil {
 			return err
@@ -232,11 +267,11 @@ func addTestdata(c *cpioWriter, t testBinary) error {
 		switch {
 		case st.IsDir():
 			if d.Type()&fs.ModeSymlink != 0 {
-				return fmt.Errorf("%s: symlinked directories in testdata are not supported", p)
+				return fmt.Errorf("%s: symlinked directories are not supported", p)
 			}
-			return c.mkdirAll(dst)
+			return c.mkdirAll(to)
 		case st.Mode().IsRegular():
-			return c.hostFile(dst, uint32(st.Mode().Perm()), p)
+			return c.hostFile(to, uint32(st.Mode().Perm()), p)
 		default:
 			return fmt.Errorf("%s: only files and directories can go into the VM", p)
 		}
@@ -303,9 +338,7 @@ func initScript(s initramfsSpec) string {
 	}
 	w("failed=0")
 	w(`run() {`)
-	w(`	name=$1; shift`)
-	w(`	dir=/tests/$name.d`)
-	w(`	[ -d "$dir" ] || { dir=/tmp/run/$name; mkdir -p "$dir"; }`)
+	w(`	name=$1; dir=$2; shift 2`)
 	w(`	cd "$dir"`)
 	w(`	echo "$M START name=$name"`)
 	w(`	"$@" </dev/null`)
@@ -320,7 +353,7 @@ func initScript(s initramfsSpec) string {
 		for i := range args {
 			args[i] = shQuote(args[i])
 		}
-		w("run %s %s", t.Name, strings.Join(args, " "))
+		w("run %s %s %s", t.Name, shQuote("/"+t.workDir()), strings.Join(args, " "))
 	}
 	w(`echo "$M DONE total=%d failed=$failed setup_failed=$setup_failed"`, len(s.Tests))
 	w("sync")

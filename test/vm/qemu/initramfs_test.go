@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -87,7 +88,7 @@ func TestInitScript(t *testing.T) {
 	s := initramfsSpec{
 		Release:     "6.1.0-56-cloud-amd64",
 		Modules:     []string{"/cache/modules/veth.ko"},
-		Tests:       []testBinary{{Name: "a.test"}, {Name: "b.test"}},
+		Tests:       []testBinary{{Name: "a.test"}, {Name: "b.test", PkgDir: "./b"}},
 		TestArgs:    []string{"-test.run", "TestA|TestB", "it's"},
 		TestTimeout: 10 * time.Minute,
 		Env:         []string{"FOO=bar baz"},
@@ -100,8 +101,9 @@ func TestInitScript(t *testing.T) {
 		t.Fatalf("sh -n: %v\n%s\n%s", err, out, script)
 	}
 	for _, want := range []string{
-		"run a.test '/tests/a.test' '-test.v' '-test.timeout' '10m0s' '-test.run' 'TestA|TestB' 'it'\\''s'",
+		"run a.test '/tests/a.test.d' '/tests/a.test' '-test.v' '-test.timeout' '10m0s' '-test.run' 'TestA|TestB' 'it'\\''s'",
 		"must insmod '/lib/modules/6.1.0-56-cloud-amd64/veth.ko'",
+		"run b.test '/src/b' '/tests/b.test' ",
 		"export 'CI=true'",
 		"export 'FOO=bar baz'",
 		"DONE total=2 ",
@@ -130,9 +132,10 @@ func TestInitScript(t *testing.T) {
 	}
 }
 
-// TestAddTestdata checks that a package's testdata/ lands in the binary's
-// working directory in the archive, with symlinked files followed.
-func TestAddTestdata(t *testing.T) {
+// TestAddTree checks that a package's testdata/ lands in the binary's
+// working directory in the archive, at the package's place in the
+// repository, with symlinked files followed.
+func TestAddTree(t *testing.T) {
 	cpio := needTool(t, "cpio")
 	pkg := t.TempDir()
 	os.MkdirAll(filepath.Join(pkg, "testdata", "sub"), 0o755)
@@ -142,9 +145,18 @@ func TestAddTestdata(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(pkg, "testdata", "link.txt")); err != nil {
 		t.Fatal(err)
 	}
+	bin := testBinary{Name: "p.test", PkgDir: "./cmd/p/"}
+	if got := bin.workDir(); got != "src/cmd/p" {
+		t.Fatalf("a package named relative to the repository runs in %q, want src/cmd/p", got)
+	}
+	for _, dir := range []string{pkg, "../elsewhere", ".", ""} {
+		if got := (testBinary{Name: "p.test", PkgDir: dir}).workDir(); got != "tests/p.test.d" {
+			t.Errorf("package dir %q: runs in %q, want tests/p.test.d", dir, got)
+		}
+	}
 	var buf bytes.Buffer
 	c := newCPIOWriter(&buf)
-	if err := addTestdata(c, testBinary{Name: "p.test", PkgDir: pkg}); err != nil {
+	if err := addTree(c, filepath.Join(pkg, "testdata"), path.Join(bin.workDir(), "testdata")); err != nil {
 		t.Fatal(err)
 	}
 	c.close()
@@ -154,13 +166,16 @@ func TestAddTestdata(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cpio -it: %v", exitDetail(err))
 	}
-	want := "tests\ntests/p.test.d\ntests/p.test.d/testdata\ntests/p.test.d/testdata/link.txt\n" +
-		"tests/p.test.d/testdata/sub\ntests/p.test.d/testdata/sub/a.yaml\n"
+	want := "src\nsrc/cmd\nsrc/cmd/p\nsrc/cmd/p/testdata\nsrc/cmd/p/testdata/link.txt\n" +
+		"src/cmd/p/testdata/sub\nsrc/cmd/p/testdata/sub/a.yaml\n"
 	if string(out) != want {
 		t.Fatalf("archive holds\n%s\nwant\n%s", out, want)
 	}
-	content, err := exec.Command(cpio, "-i", "--quiet", "--to-stdout", "-F", archive, "tests/p.test.d/testdata/link.txt").Output()
+	content, err := exec.Command(cpio, "-i", "--quiet", "--to-stdout", "-F", archive, "src/cmd/p/testdata/link.txt").Output()
 	if err != nil || string(content) != "linked" {
 		t.Fatalf("link.txt: %q %v", content, err)
+	}
+	if err := checkTrees([]string{"../outside"}); err == nil {
+		t.Error("--tree accepted a directory outside the repository")
 	}
 }

@@ -50,6 +50,8 @@ type options struct {
 	testArgs    string
 	env         multiFlag
 	files       multiFlag
+	tools       multiFlag
+	trees       multiFlag
 	modules     multiFlag
 	memoryMB    int
 	smp         int
@@ -74,6 +76,8 @@ func run() int {
 	fs.StringVar(&o.testArgs, "test-args", "", "extra arguments for every test binary, split at spaces (e.g. \"-test.run Smoke -test.count 1\")")
 	fs.Var(&o.env, "env", "KEY=VALUE exported to the tests in the VM (repeatable)")
 	fs.Var(&o.files, "file", "SRC[:DST] copies a host file into the VM, by default to /usr/local/bin/<name>, which is on PATH (repeatable)")
+	fs.Var(&o.tools, "tool", "NAME or PATH of a host executable the tests start, copied into the VM at its host path with the shared libraries ldd resolves for it (repeatable)")
+	fs.Var(&o.trees, "tree", "DIR of the repository (relative) copied to /src/DIR, where packages named relative to the repository run (repeatable)")
 	fs.Var(&o.modules, "module", "extra kernel module to load, with its dependencies (repeatable; veth is always loaded)")
 	fs.IntVar(&o.memoryMB, "memory", 2048, "VM memory in MiB (the test binaries live in it, in the initramfs)")
 	fs.IntVar(&o.smp, "smp", 2, "VM CPUs")
@@ -124,6 +128,14 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 	}
 	files, err := checkFiles(o.files)
 	if err != nil {
+		return 2, err
+	}
+	tools, err := checkTools(o.tools)
+	if err != nil {
+		return 2, err
+	}
+	files = append(tools, files...)
+	if err := checkTrees(o.trees); err != nil {
 		return 2, err
 	}
 	cacheDir, err := filepath.Abs(o.cacheDir)
@@ -185,6 +197,7 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 		TestTimeout: o.testTimeout,
 		Env:         o.env,
 		Files:       files,
+		Trees:       o.trees,
 		Marker:      marker,
 	})
 	if err != nil {
