@@ -48,7 +48,9 @@ func ifaceNames(_ *cobra.Command, args []string) error {
 // wires it to the process, so tests run exactly what users run.
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
-	root.SetArgs(args)
+	// cobra reads os.Args when given nil: an empty command line must stay
+	// empty, whoever calls run (a test binary has arguments of its own).
+	root.SetArgs(append([]string{}, args...))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.Execute(); err != nil {

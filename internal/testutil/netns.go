@@ -136,3 +136,24 @@ func (n *Netns) XDPProgID(tb testing.TB, iface string) uint32 {
 	}
 	return id
 }
+
+// RxDropped is iface's rx_dropped in n: on a veth's receiving end, the
+// frames a full ring turned away before any XDP program there saw them.
+func (n *Netns) RxDropped(tb testing.TB, iface string) uint64 {
+	tb.Helper()
+	var dropped uint64
+	err := n.Do(func() error {
+		l, err := netlink.LinkByName(iface)
+		if err != nil {
+			return err
+		}
+		if st := l.Attrs().Statistics; st != nil {
+			dropped = st.RxDropped
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dropped
+}

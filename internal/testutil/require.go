@@ -18,6 +18,23 @@ func IsCI() bool {
 	return os.Getenv("CI") != ""
 }
 
+// InVM reports whether the tests run in the project's qemu VM
+// (test/vm/qemu): an initramfs holding the test binaries, the repository
+// directories they read and the tools they start, on an emulated CPU.
+func InVM() bool {
+	return os.Getenv("XDPLIMIT_VM") != ""
+}
+
+// HostOnly skips, in the VM only and saying why, a test whose subject does
+// not depend on the kernel and that needs what only a full host has (the
+// host suite of the same make test runs it).
+func HostOnly(tb testing.TB, why string) {
+	tb.Helper()
+	if InVM() {
+		tb.Skipf("skipping in the VM: %s; the host suite runs it", why)
+	}
+}
+
 // Require stops the test when ok is false: it fails in CI (env CI set) and
 // skips elsewhere, with the formatted one-line reason. A skip in CI would let
 // a whole suite pass by running nothing, so CI never skips.

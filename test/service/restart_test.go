@@ -212,14 +212,33 @@ func TestRestartUnderFlood(t *testing.T) {
 
 // previousLayoutCommit is the last commit of this repository with map
 // layout 7; the current layout is 8 (the metadata keeps the policy's ban
-// limits), which the ban table has in common.
-const previousLayoutCommit = "fae8b2c21db52cfd0bfb7b2d7ad1e6f21fcc732e"
+// limits), which the ban table has in common. It is kept in testdata,
+// where make test-vm reads it too, to build that binary for the VM.
+func previousLayoutCommit(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/previous-layout-commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// previousBinEnv names a binary built at previousLayoutCommit, where the
+// test cannot build it (the VM has neither git nor Go).
+const previousBinEnv = "XDPLIMIT_PREVIOUS_BIN"
 
 // buildAt builds cmd/xdplimit as it was at commit, from this repository's
-// history. A clone without the commit (a shallow one) cannot run the test:
-// a failure in CI (which clones the full history), a skip elsewhere.
+// history, unless previousBinEnv names it. A clone without the commit (a
+// shallow one) cannot run the test: a failure in CI (which clones the full
+// history), a skip elsewhere.
 func buildAt(t *testing.T, commit string) string {
 	t.Helper()
+	if bin := os.Getenv(previousBinEnv); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("%s: %v", previousBinEnv, err)
+		}
+		return bin
+	}
 	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	testutil.Require(t, err == nil, "needs the git repository of this checkout: %v", err)
 	repo := strings.TrimSpace(string(root))
@@ -249,7 +268,7 @@ func buildAt(t *testing.T, commit string) string {
 // ban survives. A restart of the new unit follows.
 func TestUpgradeUnderFlood(t *testing.T) {
 	l := newFloodLab(t)
-	old := buildAt(t, previousLayoutCommit)
+	old := buildAt(t, previousLayoutCommit(t))
 	bin := testutil.XdplimitBin(t)
 	out, err := exec.Command(old, "version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "map layout 7") {

@@ -329,21 +329,7 @@ func (s *returnSink) dropped(t *testing.T) uint64 {
 // the limiter.
 func (cl *cookieLab) ringDrops(t *testing.T) (toListener, toRouter uint64) {
 	t.Helper()
-	read := func(ns *testutil.Netns, name string) uint64 {
-		var n uint64
-		err := ns.Do(func() error {
-			l, err := netlink.LinkByName(name)
-			if err == nil && l.Attrs().Statistics != nil {
-				n = l.Attrs().Statistics.RxDropped
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	return read(cl.PeerNS, cl.PeerName), read(cl.NS, cl.Name)
+	return cl.PeerNS.RxDropped(t, cl.PeerName), cl.NS.RxDropped(t, cl.Name)
 }
 
 // waitFor polls cond every 20 ms until it holds, for at most d: for
