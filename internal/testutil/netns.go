@@ -120,40 +120,33 @@ func NewVeth(tb testing.TB, ns, peerNS *Netns, cfg VethConfig) *Veth {
 // XDPProgID is the id of the XDP program attached to iface in n, 0 if none.
 func (n *Netns) XDPProgID(tb testing.TB, iface string) uint32 {
 	tb.Helper()
-	var id uint32
-	err := n.Do(func() error {
-		l, err := netlink.LinkByName(iface)
-		if err != nil {
-			return err
-		}
-		if x := l.Attrs().Xdp; x != nil && x.Attached {
-			id = x.ProgId
-		}
-		return nil
-	})
-	if err != nil {
-		tb.Fatal(err)
+	if x := n.link(tb, iface).Attrs().Xdp; x != nil && x.Attached {
+		return x.ProgId
 	}
-	return id
+	return 0
 }
 
 // RxDropped is iface's rx_dropped in n: on a veth's receiving end, the
 // frames a full ring turned away before any XDP program there saw them.
 func (n *Netns) RxDropped(tb testing.TB, iface string) uint64 {
 	tb.Helper()
-	var dropped uint64
+	if st := n.link(tb, iface).Attrs().Statistics; st != nil {
+		return st.RxDropped
+	}
+	return 0
+}
+
+// link reads iface's attributes and statistics in n, now.
+func (n *Netns) link(tb testing.TB, iface string) netlink.Link {
+	tb.Helper()
+	var l netlink.Link
 	err := n.Do(func() error {
-		l, err := netlink.LinkByName(iface)
-		if err != nil {
-			return err
-		}
-		if st := l.Attrs().Statistics; st != nil {
-			dropped = st.RxDropped
-		}
-		return nil
+		var err error
+		l, err = netlink.LinkByName(iface)
+		return err
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return dropped
+	return l
 }
