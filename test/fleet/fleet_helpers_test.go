@@ -192,7 +192,7 @@ func (p *attachProc) output() string { return p.out.String() }
 // sync, and with up until it has reached Redis.
 func (p *attachProc) waitReady(t *testing.T, up bool) {
 	t.Helper()
-	p.waitFor(t, "attached", 30*time.Second)
+	p.waitFor(t, "msg=attached ", 30*time.Second)
 	p.waitFor(t, "fleet sync started", 10*time.Second)
 	if up {
 		p.waitFor(t, "Redis answers", 10*time.Second)

@@ -185,7 +185,7 @@ func (l *lab) attach(t *testing.T, policy string, extra ...string) *proc {
 	// SIGTERM then detaches, as the tests that end with requireClean
 	// expect; TestExitKeepsThenDetach starts its attach without it.
 	p := l.start(t, append([]string{"attach", l.PeerName, "--policy", path, "--detach-on-exit"}, extra...)...)
-	p.waitFor(t, "attached", 30*time.Second)
+	p.waitFor(t, "msg=attached ", 30*time.Second)
 	return p
 }
 
