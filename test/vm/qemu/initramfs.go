@@ -83,23 +83,33 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9._+-]+$`)
 // dynamic loader or libc in it, so a cgo-linked test binary would die with a
 // confusing "not found" from the shell.
 func checkStaticBinary(p string) error {
+	dynamic, err := checkExecutable(p)
+	if err == nil && dynamic {
+		err = fmt.Errorf("%s: dynamically linked, the VM has no libc: build it with CGO_ENABLED=0", p)
+	}
+	return err
+}
+
+// checkExecutable accepts an x86-64 executable and says whether it is
+// dynamically linked (names a program interpreter).
+func checkExecutable(p string) (dynamic bool, err error) {
 	f, err := elf.Open(p)
 	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
+		return false, fmt.Errorf("%s: %w", p, err)
 	}
 	defer f.Close()
 	if f.Machine != elf.EM_X86_64 {
-		return fmt.Errorf("%s: built for %v, the VM is x86-64", p, f.Machine)
+		return false, fmt.Errorf("%s: built for %v, the VM is x86-64", p, f.Machine)
 	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return fmt.Errorf("%s: not an executable (%v)", p, f.Type)
+		return false, fmt.Errorf("%s: not an executable (%v)", p, f.Type)
 	}
 	for _, prog := range f.Progs {
 		if prog.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s: dynamically linked, the VM has no libc: build it with CGO_ENABLED=0", p)
+			return true, nil
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // findBusybox returns the host's static busybox and the paths of its applets.

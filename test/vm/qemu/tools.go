@@ -40,11 +40,12 @@ func checkTools(args []string) ([]extraFile, error) {
 		if strings.HasPrefix(p, "/tests/") {
 			return nil, fmt.Errorf("--tool %s: %s is where the VM keeps test binaries", arg, p)
 		}
-		if err := checkELF(p); err != nil {
+		dynamic, err := checkExecutable(p)
+		if err != nil {
 			return nil, fmt.Errorf("--tool %s: %w", arg, err)
 		}
 		add(p, p)
-		if checkStaticBinary(p) == nil {
+		if !dynamic {
 			continue
 		}
 		libs, err := sharedObjects(p)
@@ -56,15 +57,6 @@ func checkTools(args []string) ([]extraFile, error) {
 		}
 	}
 	return files, nil
-}
-
-// checkELF accepts an x86-64 executable, static or dynamic.
-func checkELF(p string) error {
-	err := checkStaticBinary(p)
-	if err != nil && !strings.Contains(err.Error(), "dynamically linked") {
-		return err
-	}
-	return nil
 }
 
 // sharedObjects asks the host's loader (ldd) which files a dynamic
