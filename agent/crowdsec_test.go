@@ -81,12 +81,13 @@ func (l *csLab) metric(name string, labels ...string) float64 {
 
 func (l *csLab) polls() float64 { return l.metric("xdplimit_crowdsec_polls_total") }
 
-// waitPolls waits until n more polls have been made than when polls was
-// read: a decision cscli has stored is applied by the first poll that
-// starts after, and one poll may have been in flight (two polls bound it).
-// The generous limit only ends a test that hangs.
-func (l *csLab) waitPolls(from float64, n int, what string) {
+// waitPolls waits until n more polls have been made than now: a decision
+// cscli has stored is applied by the first poll that starts after, and one
+// poll may have been in flight (two polls bound it). The generous limit
+// only ends a test that hangs.
+func (l *csLab) waitPolls(n int, what string) {
 	l.t.Helper()
+	from := l.polls()
 	if !eventually(60*csInterval, func() bool { return l.polls() >= from+float64(n) }) {
 		l.t.Fatalf("%s: fewer than %d polls within %v", what, n, 60*csInterval)
 	}
@@ -102,7 +103,7 @@ func (l *csLab) applied(what string, fn func(ctx context.Context) error) {
 	}
 	// Counted from cscli's return, not its start: polls that ran while it
 	// was still writing (seconds under emulation) may not have seen it.
-	l.waitPolls(l.polls(), 2, what)
+	l.waitPolls(2, what)
 	l.t.Logf("%s: cscli returned and two polls passed in %v", what, time.Since(start).Round(time.Millisecond))
 }
 

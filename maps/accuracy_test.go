@@ -2,7 +2,6 @@ package maps_test
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -65,7 +64,7 @@ func TestAccuracyAcrossCPUs(t *testing.T) {
 				}
 				pass := float64(stats[0].Verdicts[maps.VerdictPass].Packets)
 				drop := float64(stats[0].Verdicts[maps.VerdictDrop].Packets)
-				j := judgeAccuracy(pass, c.expect(start, end), ran, os.Getenv("XDPLIMIT_VM") != "")
+				j := judgeAccuracy(pass, c.expect(start, end), ran, testutil.InVM())
 				wall := time.Duration(end - start)
 				t.Logf("offered %.0f packets from 2 CPUs over %v (%.1f Mpps; %s)",
 					pass+drop, wall, (pass+drop)/wall.Seconds()/1e6, j)
@@ -93,7 +92,7 @@ func TestAccuracyAcrossCPUs(t *testing.T) {
 // then took up 5% of the span, the whole tolerance.
 func floodRuns(t *testing.T, clock maps.Clock, policy string, pkt []byte) int {
 	t.Helper()
-	if os.Getenv("XDPLIMIT_VM") != "" {
+	if testutil.InVM() {
 		return 1_500_000 // ~1 Mpps under emulation
 	}
 	_, perPacket, err := load(t, clock, policy).Program().Benchmark(pkt, 1<<20, nil)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -145,7 +144,7 @@ rules:
 		duration = 2 * time.Second
 	)
 	spoofPerStep := 50
-	if os.Getenv("XDPLIMIT_VM") != "" {
+	if testutil.InVM() {
 		spoofPerStep = 5
 	}
 	var heavyPass, legitDrop, spoofed int

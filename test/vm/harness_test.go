@@ -185,7 +185,7 @@ func (l *lab) attach(t *testing.T, policy string, extra ...string) *proc {
 	// SIGTERM then detaches, as the tests that end with requireClean
 	// expect; TestExitKeepsThenDetach starts its attach without it.
 	p := l.start(t, append([]string{"attach", l.PeerName, "--policy", path, "--detach-on-exit"}, extra...)...)
-	p.waitFor(t, "msg=attached ", 30*time.Second)
+	p.waitAttached(t, 30*time.Second)
 	return p
 }
 
@@ -203,6 +203,14 @@ func (p *proc) waitFor(t *testing.T, s string, timeout time.Duration) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// waitAttached waits for the attach's "attached" log line. It matches the
+// line's msg=attached field: other lines say "attached" too (the
+// --keep-on-exit deprecation warning, "stays attached", comes before it).
+func (p *proc) waitAttached(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	p.waitFor(t, "msg=attached ", timeout)
 }
 
 // stop sends sig and waits for the process to exit.

@@ -6,16 +6,16 @@
 package vm
 
 import (
-	"os"
 	"testing"
 
+	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 // accuracy is the admitted/expected tolerance: ±5% on the host. Time runs
 // unevenly under emulation (the VM suite), where it is wider.
 func accuracy() float64 {
-	if os.Getenv("XDPLIMIT_VM") != "" {
+	if testutil.InVM() {
 		return 0.25
 	}
 	return 0.05
@@ -44,7 +44,7 @@ func checkAdmitted(t *testing.T, what string, got, want float64, res pktgen.Resu
 	}
 	tol := accuracy()
 	lo, hi := want*(1-tol), want*(1+0.05)
-	if os.Getenv("XDPLIMIT_VM") == "" {
+	if !testutil.InVM() {
 		lo = want * busy * (1 - tol)
 	}
 	t.Logf("%s: %.0f, expected %.0f over the span (ratio %.4f); flood threads ran %.0f%% of it: accepted %.0f to %.0f",
@@ -61,7 +61,7 @@ func checkAdmitted(t *testing.T, what string, got, want float64, res pktgen.Resu
 // floodCount scales a flood to the machine: the VM's emulated CPUs send
 // ~250 kpps, the host's ~10x that.
 func floodCount(host uint64) uint64 {
-	if os.Getenv("XDPLIMIT_VM") != "" {
+	if testutil.InVM() {
 		return host / 8
 	}
 	return host
@@ -86,7 +86,7 @@ func checkDelivered(t *testing.T, judged, sent uint64) {
 	// seen in repeated runs). What xdplimit did with the frames it saw is
 	// checked exactly elsewhere (its counters against the stack's).
 	least := sent - sent/10
-	if os.Getenv("XDPLIMIT_VM") != "" {
+	if testutil.InVM() {
 		least = sent / 2
 	}
 	if judged > sent || judged < least {

@@ -42,7 +42,7 @@ rules:
 `, src)
 	renameOverFile(t, path, tight)
 	p := l.start(t, "attach", l.PeerName, "--policy", path, "--watch")
-	p.waitFor(t, "msg=attached ", 30*time.Second)
+	p.waitAttached(t, 30*time.Second)
 
 	// A flood that runs until stopped, so that it is running when the
 	// edit lands and goes on under the new policy for a while.
@@ -226,7 +226,7 @@ rules:
     limit: {algorithm: token_bucket, rate: 10/s, burst: 100}
 `)
 	p := l.start(t, "attach", l.PeerName, "--policy", path)
-	p.waitFor(t, "msg=attached ", 30*time.Second)
+	p.waitAttached(t, 30*time.Second)
 	res := l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(1_000_000))
 	passA, _, _ := l.ruleCounts(t, "a")
 	t.Logf("before reload: %v, passed %d", res, passA)

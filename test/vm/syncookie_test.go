@@ -2,11 +2,11 @@ package vm
 
 import (
 	"fmt"
-	"os"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -210,7 +210,7 @@ func (cl *cookieLab) cookieRun(t *testing.T, name string, bound uint64, judged f
 }
 
 func where() string {
-	if os.Getenv("XDPLIMIT_VM") != "" {
+	if testutil.InVM() {
 		return "in the VM (emulated CPUs)"
 	}
 	return "on the host"
