@@ -127,6 +127,8 @@ empty :=
 space := $(empty) $(empty)
 comma := ,
 vm_pkgs = $(or $(VM_TEST_PKGS),$(VM_TEST_PKGS_$(1)))
+# A kernel's test binaries, as BIN:PACKAGE (./test/vm: $(VM_BIN)/test_vm.test).
+vm_bins = $(foreach p,$(call vm_pkgs,$(1)),$(VM_BIN)/$(subst /,_,$(patsubst ./%,%,$(p))).test:$(p))
 
 test-vm:
 	@rm -rf $(VM_BIN) && mkdir -p $(VM_BIN)
@@ -138,18 +140,16 @@ test-vm:
 	cd "$$tmp" && GOFLAGS='-mod=mod -buildvcs=false' GOWORK=off CGO_ENABLED=0 \
 		$(GO) build -ldflags='-s -w' -o $(CURDIR)/$(VM_BIN)/xdplimit-previous ./cmd/xdplimit
 	@set -e; \
-	for pkg in $(sort $(foreach k,$(VM_KERNELS),$(call vm_pkgs,$(k)))); do \
-		bin=$(VM_BIN)/$$(echo "$${pkg#./}" | tr / _).test; \
-		CGO_ENABLED=0 $(GO) test -c -ldflags='-s -w' -o $$bin $$pkg; \
+	for b in $(sort $(foreach k,$(VM_KERNELS),$(call vm_bins,$(k)))); do \
+		CGO_ENABLED=0 $(GO) test -c -ldflags='-s -w' -o $${b%%:*} $${b#*:}; \
 	done; \
 	failed=; \
-	for k in $(foreach k,$(VM_KERNELS),$(k)=$(VM_KERNEL_$(k))=$(subst $(space),$(comma),$(strip $(call vm_pkgs,$(k))))); do \
-		series=$${k%%=*}; rest=$${k#*=}; pkg=$${rest%%=*}; pkgs=$${rest#*=}; \
+	for k in $(foreach k,$(VM_KERNELS),$(k)=$(VM_KERNEL_$(k))=$(subst $(space),$(comma),$(strip $(call vm_bins,$(k))))); do \
+		series=$${k%%=*}; rest=$${k#*=}; pkg=$${rest%%=*}; \
 		[ -n "$$pkg" ] || { echo "test-vm: no VM_KERNEL_$$series"; exit 2; }; \
 		bins=; \
-		for p in $$(echo "$$pkgs" | tr , ' '); do \
-			bin=$(VM_BIN)/$$(echo "$${p#./}" | tr / _).test; \
-			if [ -e $$bin ]; then bins="$$bins $$bin:$$p"; fi; \
+		for b in $$(echo "$${rest#*=}" | tr , ' '); do \
+			if [ -e "$${b%%:*}" ]; then bins="$$bins $$b"; fi; \
 		done; \
 		echo "==== test-vm: Linux $$series ($$pkg):$$bins ===="; \
 		start=$$(date +%s); \
