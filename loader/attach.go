@@ -111,10 +111,10 @@ type Attachment struct {
 // program atomically. On failure the interface and bpffs are left as they
 // were.
 func Attach(cfg Config) (*Attachment, error) {
-	warn := cfg.Warn
-	if warn == nil {
-		warn = func(string) {}
+	if cfg.Warn == nil {
+		cfg.Warn = func(string) {}
 	}
+	warn := cfg.Warn
 	if err := CheckInterfaceName(cfg.Interface); err != nil {
 		return nil, err
 	}
@@ -203,7 +203,11 @@ func (a *Attachment) adopt(cfg Config) error {
 		}
 		return nil
 	}
-	l, err := maps.Load(maps.Options{Clock: cfg.Clock, Pinned: pinned})
+	// The sliding_log table follows the policy: allocated for its first
+	// sliding_log level, released when none is left.
+	opts := maps.Options{Clock: cfg.Clock, Pinned: pinned}
+	resized := resizeLogs(&opts, cfg.Policy.Image)
+	l, err := maps.Load(opts)
 	if err != nil {
 		lk.Close()
 		return err
@@ -227,6 +231,12 @@ func (a *Attachment) adopt(cfg Config) error {
 	}
 	a.link, a.Limiter, a.Adopted = lk, l, true
 	a.Mode = Mode(meta.AttachMode)
+	if resized {
+		if err := a.repin(maps.LogsMap); err != nil {
+			cfg.Warn(fmt.Sprintf("the program uses a new sliding_log table that could not be pinned (%v): "+
+				"the commands that read the pins see the old one, and the next attach allocates it again", err))
+		}
+	}
 	return a.recordMeta(cfg, false)
 }
 
@@ -250,7 +260,7 @@ func (a *Attachment) attachNew(cfg Config, nl netlink.Link) (err error) {
 		}()
 	}
 	l, err := maps.Load(maps.Options{MaxSources: cfg.MaxSources, MaxOtherSources: cfg.MaxOtherSources,
-		MaxBans: cfg.MaxBans, Clock: cfg.Clock})
+		MaxLogs: maps.LogsFor(cfg.Policy.Image, cfg.MaxSources), MaxBans: cfg.MaxBans, Clock: cfg.Clock})
 	if err != nil {
 		return err
 	}

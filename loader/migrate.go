@@ -67,6 +67,9 @@ func (a *Attachment) migrate(cfg Config, lk link.Link, pinned map[string]*ebpf.M
 	if opts.MaxBans == 0 {
 		opts.MaxBans = cfg.MaxBans
 	}
+	// Every log starts afresh here: the sliding_log table is sized for the
+	// policy, as a new attach sizes it.
+	opts.MaxLogs = maps.LogsFor(cfg.Policy.Image, opts.MaxSources)
 	l, err := maps.Load(opts)
 	if err != nil {
 		return fail(err)

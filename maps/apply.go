@@ -18,6 +18,9 @@ func (l *Limiter) Apply(img *Image) error {
 	if err := img.SynAck.Check(); err != nil {
 		return err
 	}
+	if err := l.checkLogs(img); err != nil {
+		return err
+	}
 	l.ctlMu.Lock()
 	defer l.ctlMu.Unlock()
 	g, ctl, err := l.active()

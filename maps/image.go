@@ -92,6 +92,19 @@ type Image struct {
 	RejectBudget *LevelSpec
 }
 
+// SlidingLogs says whether some level of some rule is a sliding_log, the
+// only algorithm that needs the sliding_log table.
+func (img *Image) SlidingLogs() bool {
+	for _, r := range img.Rules {
+		for _, ls := range r.Levels {
+			if ls.Params.Algorithm == model.AlgSlidingLog {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // SynCookies says whether some rule answers SYNs with cookies.
 func (img *Image) SynCookies() bool {
 	for _, r := range img.Rules {

@@ -47,6 +47,14 @@ var (
 		"interface")
 	capacityDesc = desc("source_table_capacity",
 		"Size of the state tables (LRU hashes) in entries: IPv4 per-source keys (--max-sources) plus every other key (--max-other-sources).", "interface")
+	tableCapacityDesc = desc("table_capacity",
+		"Size in entries of each large table, fixed when it was created: state (both state tables, as "+
+			"xdplimit_source_table_capacity), sliding_log (0 when the limiter was attached with a policy without "+
+			"sliding_log levels, which does not allocate it) and bans.", "interface", "table")
+	tableEntriesDesc = desc("table_entries",
+		"Entries in use in each large table: for state and sliding_log, the entries created capped at the "+
+			"capacity (exact until the table first fills, then an upper bound: only LRU eviction removes "+
+			"entries); for bans, the bans in force.", "interface", "table")
 	insertsDesc = desc("source_inserts_total",
 		"Entries the datapath created in the source table (new sources, per limiter level) since its maps were created.",
 		"interface")
@@ -124,7 +132,7 @@ var (
 const upHelp = "1 when the interface's maps were read at this scrape, 0 when reading them failed (see /healthz)."
 
 var allDescs = []*prometheus.Desc{
-	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, insertsDesc, evictionsDesc,
+	packetsDesc, bytesDesc, levelDropsDesc, trackedDesc, capacityDesc, tableCapacityDesc, tableEntriesDesc, insertsDesc, evictionsDesc,
 	insertFailDesc, contendedDesc, cachedDesc, untrackedDesc, unparsedDesc, unparsedDropDesc, policyInfoDesc, programInfoDesc, attachTimeDesc, upDesc,
 	bansActiveDesc, bansStartedDesc, bansEndedDesc, bansReplacedDesc, cookieACKsDesc, cookieEventsDesc,
 	rejectAnswersDesc, rejectSuppressedDesc,
@@ -256,6 +264,10 @@ func collectSnapshot(ch chan<- prometheus.Metric, s Snapshot, progID ebpf.Progra
 	}
 	gauge(trackedDesc, float64(s.TrackedSources()), iface)
 	gauge(capacityDesc, float64(s.Capacity), iface)
+	for _, t := range s.Tables() {
+		gauge(tableCapacityDesc, float64(t.Capacity), iface, t.Name)
+		gauge(tableEntriesDesc, float64(t.Entries), iface, t.Name)
+	}
 	counter(insertsDesc, s.Inserts(), iface)
 	counter(evictionsDesc, s.Evictions(), iface)
 	counter(insertFailDesc, s.Counters[maps.CounterInsertFail].Packets, iface)

@@ -30,11 +30,17 @@ type Snapshot struct {
 	Unparsed  []maps.UnparsedValue // by maps.UnparsedKind
 	Capacity  uint32               // entries of the source table
 	Bans      []maps.Ban           // the bans in force (a walk of the ban table)
+	// LogsCapacity is the sliding_log table's size (maps.UnusedLogs when
+	// the policy it was attached with had no sliding_log level), and
+	// LogsCreated the logs created in it.
+	LogsCapacity uint32
+	LogsCreated  uint64
+	BansCapacity uint32
 }
 
 // Read takes a snapshot of the limiter l serving iface.
 func Read(iface string, l *maps.Limiter) (Snapshot, error) {
-	s := Snapshot{Interface: iface, Capacity: l.SourcesCapacity()}
+	s := Snapshot{Interface: iface, Capacity: l.SourcesCapacity(), LogsCapacity: l.LogsCapacity(), BansCapacity: l.BansCapacity()}
 	var err error
 	if s.Meta, err = l.Meta(); err != nil {
 		return s, fmt.Errorf("%s: reading the metadata map: %w", iface, err)
@@ -50,6 +56,9 @@ func Read(iface string, l *maps.Limiter) (Snapshot, error) {
 	}
 	if s.Bans, err = l.Bans(); err != nil {
 		return s, fmt.Errorf("%s: reading the ban table: %w", iface, err)
+	}
+	if s.LogsCreated, err = l.LogsCreated(); err != nil {
+		return s, fmt.Errorf("%s: %w", iface, err)
 	}
 	s.Time = time.Now()
 	return s, nil
@@ -133,6 +142,29 @@ func (s Snapshot) Inserts() uint64 { return s.Counters[maps.CounterNewSource].Pa
 // the kernel's LRU can evict slightly before the table is full (entries
 // parked on other CPUs' free lists).
 func (s Snapshot) TrackedSources() uint64 { return min(s.Inserts(), uint64(s.Capacity)) }
+
+// Table is one of the limiter's large tables: its size in entries (0 when
+// it is not allocated) and the entries in use (estimated for the LRU
+// tables, as TrackedSources).
+type Table struct {
+	Name              string
+	Capacity, Entries uint64
+}
+
+// Tables are the limiter's large tables: the state tables (both
+// together), the sliding_log table and the ban table.
+func (s Snapshot) Tables() []Table {
+	logs := Table{Name: "sliding_log"}
+	if s.LogsCapacity > maps.UnusedLogs {
+		logs.Capacity = uint64(s.LogsCapacity)
+		logs.Entries = min(s.LogsCreated, logs.Capacity)
+	}
+	return []Table{
+		{Name: "state", Capacity: uint64(s.Capacity), Entries: s.TrackedSources()},
+		logs,
+		{Name: "bans", Capacity: uint64(s.BansCapacity), Entries: uint64(len(s.Bans))},
+	}
+}
 
 // Evictions estimates the entries LRU eviction has pushed out:
 // max(0, inserts - capacity), a lower bound for the same reason.
