@@ -297,6 +297,9 @@ func (r *report) writeMicro(b *strings.Builder) error {
 	base := m.baseline()
 	group := ""
 	for _, c := range m.Cases {
+		if c.group == stagesGroup {
+			continue // their own table (writeStages)
+		}
 		if c.group != group {
 			group = c.group
 			p("| **%s** | | | | | |\n", group)
@@ -320,6 +323,7 @@ func (r *report) writeMicro(b *strings.Builder) error {
 		p("| %s | %.1f | %.1f – %.1f | %s | %s | %s |\n", name, c.ns.median(), c.ns.min(), c.ns.max(), ratio, ins, hits)
 	}
 	p("\n")
+	m.writeStages(b)
 	m.writeTwoCPU(b)
 	return nil
 }

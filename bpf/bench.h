@@ -22,6 +22,24 @@ volatile const __be32 xdpl_bench_base = 0;
  * verdict. 0 = off. */
 volatile const __u32 xdpl_bench_parse_only = 0;
 
+/* The stage benchmark's build (XDPL_BENCH_STAGES, a program of its own in
+ * gen/) ends each packet with XDP_DROP after stage xdpl_bench_stop (an
+ * XDPL_STOP_*; 0 = off): what each stage adds, measured. Production's
+ * build has no test between its stages, which the verifier would keep as
+ * a load and a dead branch each. */
+#ifdef XDPL_BENCH_STAGES
+volatile const __u32 xdpl_bench_stop = 0;
+#define XDPL_BENCH_STOP_AFTER(stage)                                                               \
+	do {                                                                                       \
+		if (xdpl_bench_stop == (stage))                                                    \
+			return XDP_DROP;                                                           \
+	} while (0)
+#else
+#define XDPL_BENCH_STOP_AFTER(stage)                                                               \
+	do {                                                                                       \
+	} while (0)
+#endif
+
 /* Restore each test-run buffer to the first xdpl_bench_frame_len bytes of
  * xdpl_bench_frame before anything else: the kernel re-runs one buffer and
  * keeps what the program wrote into it, so a SYN answered once is a

@@ -24,7 +24,8 @@
  * One accounting step then counts the judgement in per-CPU counters,
  * samples a drop, and records the decision when asked (account.h). The
  * benchmarks' knobs act in a stage of their own, before all others
- * (bench.h). */
+ * (bench.h); the stage benchmark's build of this file may also end a packet
+ * after any stage (XDPL_BENCH_STOP_AFTER). */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -301,15 +302,20 @@ int xdpl_main(struct xdp_md *ctx)
 			return XDP_PASS;
 		s = xdpl_cached(p, g, &tag, 0, &j);
 	}
+	XDPL_BENCH_STOP_AFTER(XDPL_STOP_FLOWS);
 	if (s == XDPL_GO_ON)
 		s = xdpl_lists_and_bans(p, g, gen, gflags, &tag, &j);
+	XDPL_BENCH_STOP_AFTER(XDPL_STOP_LISTS);
 	if (s == XDPL_GO_ON)
 		s = xdpl_cookie_acks(ctx, p, gen, gflags, &j);
+	XDPL_BENCH_STOP_AFTER(XDPL_STOP_COOKIE_ACKS);
 	/* A global first level's refusal, whatever the source (flows.h). */
 	if (s == XDPL_GO_ON && (gflags & XDPL_GF_NO_SOURCE_FLOWS))
 		s = xdpl_cached(p, g, &tag, 1, &j);
+	XDPL_BENCH_STOP_AFTER(XDPL_STOP_GLOBAL_FLOWS);
 	if (s == XDPL_GO_ON)
 		s = xdpl_rule_levels(p, g, gen, gflags, &tag, &j);
+	XDPL_BENCH_STOP_AFTER(XDPL_STOP_RULE);
 	if (s == XDPL_GIVE_UP)
 		return XDP_PASS;
 	if (j.verdict == XDPL_V_COOKIE)

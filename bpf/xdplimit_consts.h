@@ -212,6 +212,16 @@ enum xdpl_const {
 	XDPL_FOP_MISSING = 1 << 2, /* out: no state entry (evicted) */
 	XDPL_FOP_STALE = 1 << 3,   /* out: the window has moved on */
 
+	/* The stage benchmark (bench.h, xdpl_bench_stop): end the packet
+	 * with XDP_DROP after this stage of xdpl_main. 0 runs them all;
+	 * XDPL_STOP_PARSE is xdpl_bench_parse_only. */
+	XDPL_STOP_PARSE = 1,	    /* parsed */
+	XDPL_STOP_FLOWS = 2,	    /* the generation read, the flow cache keyed with the source */
+	XDPL_STOP_LISTS = 3,	    /* allow/deny lists, bans */
+	XDPL_STOP_COOKIE_ACKS = 4,  /* the check of ACKs against SYN cookies */
+	XDPL_STOP_GLOBAL_FLOWS = 5, /* the flow cache keyed without the source */
+	XDPL_STOP_RULE = 6,	    /* the rule's classification and levels */
+
 	/* Sampled drops for top: a per-CPU ring. */
 	XDPL_DROP_RING = 256,
 	XDPL_SAMPLE_DENY = 0xffff, /* slot of samples from the deny list */

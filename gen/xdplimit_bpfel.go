@@ -169,6 +169,12 @@ const (
 	XdplimitXdplConstXDPL_FOP_DONE              XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_FOP_MISSING           XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_FOP_STALE             XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_STOP_PARSE            XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_STOP_FLOWS            XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_STOP_LISTS            XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_STOP_COOKIE_ACKS      XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_STOP_GLOBAL_FLOWS     XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_STOP_RULE             XdplimitXdplConst = 6
 	XdplimitXdplConstXDPL_DROP_RING             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_SAMPLE_DENY           XdplimitXdplConst = 65535
 	XdplimitXdplConstXDPL_WHY_NON_IP            XdplimitXdplConst = 1

@@ -24,7 +24,8 @@ type Options struct {
 	MaxSources      uint32
 	MaxOtherSources uint32
 	// MaxLogs sizes the sliding_log table (0: MaxSources / 16): one log of
-	// model.LogBytes per key of a sliding_log level.
+	// model.LogBytes per key of a sliding_log level. UnusedLogs leaves it
+	// unallocated for a policy without such levels (LogsFor chooses).
 	MaxLogs uint32
 	Clock   Clock
 	// Pinned maps to reuse instead of creating new ones (adopting the
@@ -39,8 +40,14 @@ type Options struct {
 	BenchRotate uint32
 	BenchBase   netip.Addr
 	// BenchParseOnly (benchmarks only) makes the program parse each
-	// packet and drop it, nothing more: the floor under every verdict.
+	// packet and drop it, nothing more: the floor under every verdict
+	// (BenchStop StopParse).
 	BenchParseOnly bool
+	// BenchStop (benchmarks only; 0 = off) makes the program drop each
+	// packet after that stage: what each stage adds, measured. Past the
+	// parser it loads the stage benchmark's build of the program
+	// (gen.XdplimitStages), whose stages test the knob.
+	BenchStop Stage
 	// BenchFrame (benchmarks only) makes the program restore each
 	// test-run buffer to this frame before anything else (at most 128
 	// bytes): for verdicts that rewrite the frame (a SYN answered with a
@@ -159,9 +166,18 @@ func Load(opts Options) (*Limiter, error) {
 // constants set (TestVerifierBudget loads the same spec with the
 // verifier's statistics on).
 func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
-	spec, err := gen.LoadXdplimit()
+	load := gen.LoadXdplimit
+	if opts.BenchStop > StopParse {
+		load = gen.LoadXdplimitStages
+	}
+	spec, err := load()
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded program: %w", err)
+	}
+	if opts.BenchStop > StopParse {
+		if err := spec.Variables["xdpl_bench_stop"].Set(uint32(opts.BenchStop)); err != nil {
+			return nil, fmt.Errorf("setting xdpl_bench_stop: %w", err)
+		}
 	}
 	if opts.MaxSources > 0 {
 		spec.Maps[Sources4Map].MaxEntries = opts.MaxSources
@@ -256,7 +272,7 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		"xdpl_clock_mode":        uint32(opts.Clock),
 		"xdpl_bench_rotate":      opts.BenchRotate,
 		"xdpl_bench_base":        base,
-		"xdpl_bench_parse_only":  b2u(opts.BenchParseOnly),
+		"xdpl_bench_parse_only":  b2u(opts.BenchParseOnly || opts.BenchStop == StopParse),
 		"xdpl_record":            b2u(opts.Record),
 		"xdpl_ban_set_mask":      spec.Maps[banMap].MaxEntries/BanWays - 1,
 		"xdpl_refused_on":        b2u(!opts.NoRefusedCache),

@@ -45,10 +45,11 @@ func TestVerifierBudget(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (CAP_BPF) to load the XDP program")
 	}
-	for _, c := range []struct {
+	type config struct {
 		name string
 		opts Options
-	}{
+	}
+	configs := []config{
 		{"ktime", Options{Clock: ClockKtime}},
 		{"coarse", Options{Clock: ClockCoarse}},
 		{"map", Options{Clock: ClockMap}},
@@ -61,7 +62,11 @@ func TestVerifierBudget(t *testing.T) {
 			BenchBase: netip.MustParseAddr("10.0.0.0"), NoRefusedCache: true}},
 		{"coarse+bench-parse-only", Options{Clock: ClockCoarse, BenchParseOnly: true}},
 		{"coarse+bench-frame", Options{Clock: ClockCoarse, BenchFrame: make([]byte, 74)}},
-	} {
+	}
+	for _, s := range Stages {
+		configs = append(configs, config{fmt.Sprintf("coarse+bench-stop-%d", s), Options{Clock: ClockCoarse, BenchStop: s}})
+	}
+	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
 			stats, err := verifierStats(c.opts)
 			if err != nil {

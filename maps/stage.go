@@ -1,0 +1,38 @@
+package maps
+
+import "github.com/xdplimit/xdplimit/gen"
+
+// Stage is one of the datapath's stages, in the order a packet meets them
+// (bpf/xdplimit.bpf.c, xdpl_main), for Options.BenchStop.
+type Stage uint32
+
+// The stages, each including those before it.
+const (
+	StopParse       = Stage(gen.XdplimitXdplConstXDPL_STOP_PARSE)        // parsed
+	StopFlows       = Stage(gen.XdplimitXdplConstXDPL_STOP_FLOWS)        // the generation read, the flow cache keyed with the source
+	StopLists       = Stage(gen.XdplimitXdplConstXDPL_STOP_LISTS)        // allow/deny lists, bans
+	StopCookieACKs  = Stage(gen.XdplimitXdplConstXDPL_STOP_COOKIE_ACKS)  // ACKs checked against SYN cookies
+	StopGlobalFlows = Stage(gen.XdplimitXdplConstXDPL_STOP_GLOBAL_FLOWS) // the flow cache keyed without the source
+	StopRule        = Stage(gen.XdplimitXdplConstXDPL_STOP_RULE)         // the rule's classification and levels
+)
+
+// Stages are the stages in order.
+var Stages = []Stage{StopParse, StopFlows, StopLists, StopCookieACKs, StopGlobalFlows, StopRule}
+
+func (s Stage) String() string {
+	switch s {
+	case StopParse:
+		return "parse"
+	case StopFlows:
+		return "flow cache (with the source)"
+	case StopLists:
+		return "allow/deny lists and bans"
+	case StopCookieACKs:
+		return "ACKs against SYN cookies"
+	case StopGlobalFlows:
+		return "flow cache (without the source)"
+	case StopRule:
+		return "rule: classification and levels"
+	}
+	return "every stage and the accounting"
+}
