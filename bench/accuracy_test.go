@@ -96,24 +96,3 @@ func TestAccuracyTargets(t *testing.T) {
 		t.Errorf("targets without measurements: %+v", ts)
 	}
 }
-
-// The fleet level's cost: judged on every pair, the uncached drop paths
-// among them, at 1.10×.
-func TestFleetCostTarget(t *testing.T) {
-	pair := func(name string, ratios ...float64) *fleetPair {
-		return &fleetPair{host: &microCase{name: name}, fleet: &microCase{}, ratio: ratios}
-	}
-	r := &report{Micro: &microResults{FleetPairs: []*fleetPair{
-		pair(mTBDrop, 1.0, 1.02, 1.01),
-		pair(mTBDropOff, 1.2, 1.15, 1.11),
-	}}}
-	var got *target
-	for _, tg := range r.fleetTargets() {
-		if strings.HasPrefix(tg.what, "fleet level's datapath cost") {
-			got = &tg
-		}
-	}
-	if got == nil || got.status != "**NOT MET** (TB drop (cache off))" || !strings.Contains(got.measured, "TB drop 1.010×") {
-		t.Errorf("fleet cost target: %+v", got)
-	}
-}

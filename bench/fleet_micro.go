@@ -7,10 +7,18 @@ import (
 
 // fleetPairs pairs each fleet case with the same level at host scope. With
 // the refused-until cache on, a drop case is answered by the cache after
-// its first refusal, at either scope, and its pair measures the cache; the
-// pairs with the cache off measure the level's own drop path.
-var fleetPairs = [][2]string{{mFleetTBDrop, mTBDrop}, {mFleetTBPass, mTBPass}, {mFleetFWDrop, mFWDrop}, {mFleetFWPass, mFWPass},
-	{mFleetTBDropOff, mTBDropOff}, {mFleetFWDropOff, mFWDropOff}}
+// its first refusal, at either scope, and its pair measures the cache
+// (cacheOnly): the level's state is read only by the pass cases and by the
+// drop cases with the cache off, the pairs the fleet cost target is
+// judged on.
+var fleetPairs = []struct {
+	fleet, host string
+	cacheOnly   bool
+}{
+	{mFleetTBDrop, mTBDrop, true}, {mFleetTBPass, mTBPass, false},
+	{mFleetFWDrop, mFWDrop, true}, {mFleetFWPass, mFWPass, false},
+	{mFleetTBDropOff, mTBDropOff, false}, {mFleetFWDropOff, mFWDropOff, false},
+}
 
 // fleetScoped is oneRule with the limit at scope: fleet. Loading needs no
 // Redis: only the sync engine talks to it, and none runs here.
@@ -25,6 +33,7 @@ func fleetScoped(limit string) string {
 // calls much less of it does.
 type fleetPair struct {
 	host, fleet *microCase
+	cacheOnly   bool   // the refused-until cache answers both: not judged
 	ratio       sample // fleet ns / host ns, per adjacent pair of calls
 }
 
@@ -32,7 +41,7 @@ type fleetPair struct {
 // times, on the caller's pinned thread.
 func (r *microResults) measureFleetPairs(e *env, rounds int) error {
 	for _, pr := range fleetPairs {
-		p := &fleetPair{fleet: r.find(pr[0]), host: r.find(pr[1])}
+		p := &fleetPair{fleet: r.find(pr.fleet), host: r.find(pr.host), cacheOnly: pr.cacheOnly}
 		if p.fleet == nil || p.host == nil || p.fleet.err != nil || p.host.err != nil {
 			continue
 		}

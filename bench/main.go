@@ -1,5 +1,6 @@
-// Command bench measures xdplimit against the physical limit (a bare
-// XDP_DROP), nftables and iptables-legacy hashlimit on this machine, and
+// Command bench measures xdplimit against the parser alone (the floor under
+// every verdict), the physical limit (a bare XDP_DROP), nftables and
+// iptables-legacy hashlimit on this machine, and
 // fleet limits' accuracy and sync cost against a Redis of its own, and
 // writes BENCHMARKS.md and a chart of the veth comparison. `make bench` runs
 // it; run it as root.

@@ -91,10 +91,13 @@ type microCase struct {
 	group, name, note string
 	// baseline marks the bare XDP_DROP case the ratios divide by.
 	baseline bool
-	prog     *ebpf.Program
-	frame    []byte
-	want     uint32 // expected verdict of the measured packets; 0: mixed
-	warm     int    // runs before measuring: a source over its limit, a full table
+	// floor names the parser-alone case of the same frame, when it is
+	// not the UDP one (mParser).
+	floor string
+	prog  *ebpf.Program
+	frame []byte
+	want  uint32 // expected verdict of the measured packets; 0: mixed
+	warm  int    // runs before measuring: a source over its limit, a full table
 
 	// rotate > 0: the program walks the source over rotate addresses from
 	// base. Every call starts from the frame's source again, so the frame

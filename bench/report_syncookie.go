@@ -6,7 +6,7 @@ import (
 )
 
 // The SYN cookie section of BENCHMARKS.md: the veth flood's table and the
-// micro rows' ratios. The issue sets no target for them: numbers only.
+// micro rows' ratios. No target is set for them: numbers only.
 
 func (r *report) writeSynCookie(b *strings.Builder) {
 	s := r.SynCookie

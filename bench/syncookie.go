@@ -71,7 +71,7 @@ func addSynCookieCases(add func(*microCase, func(*microCase) (*ebpf.Program, err
 		{mSynDrop, "drop", opts, xdpDrop},
 		{mSynParser, "syncookie", parser, xdpDrop},
 	} {
-		add(&microCase{group: group, name: c.name, want: c.want, warm: 1000, frame: append([]byte(nil), syn...)},
+		add(&microCase{group: group, name: c.name, want: c.want, warm: 1000, frame: append([]byte(nil), syn...), floor: mSynParser},
 			limiter(c.opts, synRule(tbDrop, "", c.action), nil))
 	}
 }

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The Targets table: each target with the numbers measured in the run and
+// whether they meet it. The datapath's targets are stated against the
+// parser alone (the program loaded with the benchmark knob that drops every
+// packet once its headers are read and checked as the stack would), measured
+// in the same run: what the limiter adds above the check no packet may skip.
+// The ratio to a bare XDP_DROP, which does nothing, stays in the tables.
+
+// Ceilings and floors of the datapath's targets.
+const (
+	refusedAboveParserNs  = 10   // a refused known source; a spoofed flood a global level refuses
+	admittedAboveParserNs = 30   // an admitted known source
+	newSourceMaxKnown     = 2    // a new source into a full table, × a known source's cost
+	vethSingleMinParser   = 0.95 // one source over its limit on veth, × the parser alone per CPU-s
+	vethSpoofMinParser    = 0.9  // 16M forged sources, the global level refusing, × the parser alone
+)
+
+type target struct {
+	what, measured, status string
+}
+
+// figure is one case's number in a target's row: x is judged, shown printed.
+type figure struct {
+	name, shown string
+	x           float64
+}
+
+// judge sets a target judged case by case: measured lists the cases,
+// failed the ones that missed (none: met); note follows the list.
+func (t *target) judge(parts, failed []string, note string) {
+	if len(parts) == 0 {
+		t.measured, t.status = "-", "not measured"
+		return
+	}
+	f := ""
+	if len(failed) > 0 {
+		f = " (" + strings.Join(failed, ", ") + ")"
+	}
+	t.measured, t.status = strings.Join(parts, ", ")+note, met(len(failed) == 0, f)
+}
+
+// judgeFigures is judge on figures: every one printed, those for which ok
+// is false named as missing the target.
+func (t *target) judgeFigures(fs []figure, ok func(float64) bool, note string) {
+	var parts, failed []string
+	for _, f := range fs {
+		parts = append(parts, f.shown)
+		if !ok(f.x) {
+			failed = append(failed, f.name)
+		}
+	}
+	t.judge(parts, failed, note)
+}
+
+func atMost(limit float64) func(float64) bool  { return func(x float64) bool { return x <= limit } }
+func atLeast(limit float64) func(float64) bool { return func(x float64) bool { return x >= limit } }
+
+func met(ok bool, failures string) string {
+	if ok {
+		return "met"
+	}
+	return "**NOT MET**" + failures
+}
+
+func (r *report) targets() []target {
+	var ts []target
+	if m := r.Micro; m != nil {
+		ts = append(ts, m.targets()...)
+	}
+	if m := r.Macro; m != nil {
+		ts = append(ts, m.targets()...)
+	}
+	ts = append(ts, r.fleetTargets()...)
+	if a := r.Accuracy; a != nil {
+		ts = append(ts, accuracyTargets(a.Queues)...)
+	}
+	return ts
+}
+
+// measuredCase is the case named n when it has measurements.
+func (m *microResults) measuredCase(n string) *microCase {
+	c := m.find(n)
+	if c == nil || c.err != nil || len(c.ns) == 0 {
+		return nil
+	}
+	return c
+}
+
+// aboveParser is each named case's cost above the parser alone: the
+// difference of the two medians, in ns. The medians are the CPU-time
+// slopes (slopeTimer), not the kernel's whole-ns figure, so the difference
+// is not rounded to a nanosecond; the run's noise is in the per-packet
+// table's min – max.
+func (m *microResults) aboveParser(names ...string) []figure {
+	p := m.measuredCase(mParser)
+	if p == nil {
+		return nil
+	}
+	var fs []figure
+	for _, n := range names {
+		c := m.measuredCase(n)
+		if c == nil {
+			continue
+		}
+		x := c.ns.median() - p.ns.median()
+		fs = append(fs, figure{name: shortAlg(n), x: x,
+			shown: fmt.Sprintf("%s %.1f ns (%.1f − %.1f)", shortAlg(n), x, c.ns.median(), p.ns.median())})
+	}
+	return fs
+}
+
+// parserNote says what the parser alone cost in the run, and its ratio to
+// a bare XDP_DROP.
+func (m *microResults) parserNote() string {
+	p := m.measuredCase(mParser)
+	if p == nil {
+		return ""
+	}
+	bare := ""
+	if b := m.baseline(); b > 0 {
+		bare = fmt.Sprintf(", %.2f× bare XDP_DROP", p.ns.median()/b)
+	}
+	return fmt.Sprintf("; the parser alone %.1f ns%s", p.ns.median(), bare)
+}
+
+func (m *microResults) targets() []target {
+	const what = "BPF_PROG_TEST_RUN, "
+	note := m.parserNote()
+	var ts []target
+	for _, g := range []struct {
+		what  string
+		cases []string
+		max   float64
+		extra string
+	}{
+		{fmt.Sprintf("a refused known source ≤ %d ns above the parser alone", refusedAboveParserNs),
+			[]string{mTBDrop, mFWDrop, mSWDrop}, refusedAboveParserNs, ""},
+		{fmt.Sprintf("a packet a global level refuses, 16M forged sources (the program rotates the source), ≤ %d ns above the parser alone", refusedAboveParserNs),
+			[]string{mSpoofGDrop}, refusedAboveParserNs, " (the rotation's rewrite of the source included)"},
+		{fmt.Sprintf("an admitted known source ≤ %d ns above the parser alone", admittedAboveParserNs),
+			[]string{mTBPass, mFWPass, mSWPass}, admittedAboveParserNs, ""},
+	} {
+		t := target{what: what + g.what}
+		t.judgeFigures(m.aboveParser(g.cases...), atMost(g.max), g.extra+note)
+		ts = append(ts, t)
+	}
+
+	known := m.measuredCase(mTBPass)
+	for _, n := range []string{mNew1M, mNew64k, mNewTracked1M} {
+		t := target{what: fmt.Sprintf("%sa new source into a full table ≤ %d× a known source's cost (%s)",
+			what, newSourceMaxKnown, strings.TrimPrefix(n, "new source into a "))}
+		var fs []figure
+		if c := m.measuredCase(n); c != nil && known != nil {
+			x := c.ns.median() / known.ns.median()
+			fs = append(fs, figure{name: "new source", x: x, shown: fmt.Sprintf("%.2f× (%.0f ns vs %.0f ns for a known source, token bucket, pass; %s of the packets inserted)",
+				x, c.ns.median(), known.ns.median(), pct(c.inserts))})
+		}
+		t.judgeFigures(fs, atMost(newSourceMaxKnown), "")
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// ratioFigures are the configurations' rates per CPU-second over base's in
+// one scenario, with the wall-clock ratio and, when bare is set, the ratio
+// to a bare XDP_DROP beside each.
+func (m *macroResults) ratioFigures(configs []string, base, scenario string, bare bool) []figure {
+	var fs []figure
+	for _, c := range configs {
+		x := m.ratio(c, base, scenario, true)
+		if x == 0 {
+			continue
+		}
+		extra := ""
+		if bare {
+			extra = fmt.Sprintf("; %.2f× bare XDP_DROP", m.ratio(c, "xdp-drop", scenario, true))
+		}
+		fs = append(fs, figure{name: shortConfig(c), x: x,
+			shown: fmt.Sprintf("%s %.2f× (wall clock %.2f×%s)", shortConfig(c), x, m.ratio(c, base, scenario, false), extra)})
+	}
+	return fs
+}
+
+func (m *macroResults) targets() []target {
+	var perSource, globalFirst []string
+	for _, a := range macroAlgs {
+		perSource, globalFirst = append(perSource, a.id), append(globalFirst, a.globalFirst)
+	}
+	parserNote := func(scenario string) string {
+		if x := m.ratio(macroParser, "xdp-drop", scenario, true); x > 0 {
+			return fmt.Sprintf(" (the parser alone %.2f× bare XDP_DROP)", x)
+		}
+		return ""
+	}
+	var ts []target
+	add := func(what string, configs []string, base, scenario string, min float64) {
+		t := target{what: what}
+		if base == macroParser {
+			t.judgeFigures(m.ratioFigures(configs, base, scenario, true), atLeast(min), parserNote(scenario))
+		} else {
+			t.judgeFigures(m.ratioFigures(configs, base, scenario, false), atLeast(min), "")
+		}
+		ts = append(ts, t)
+	}
+	add(fmt.Sprintf("veth, one source over its limit ≥ %.2f× the parser alone", vethSingleMinParser), perSource, macroParser, "single", vethSingleMinParser)
+	add(fmt.Sprintf("veth, 16M forged sources, per-source + global levels, the global level refusing, the per-source level written first ≥ %.1f× the parser alone", vethSpoofMinParser),
+		perSource, macroParser, "16M", vethSpoofMinParser)
+	add(fmt.Sprintf("veth, the same with the global level written first ≥ %.1f× the parser alone", vethSpoofMinParser),
+		globalFirst, macroParser, "16M", vethSpoofMinParser)
+	add("veth single-source flood ≥ 3× the nftables set", perSource, "nft-set", "single", 3)
+	add("veth single-source flood ≥ 2× iptables hashlimit", perSource, "hashlimit", "single", 2)
+	add("veth 16M-source flood ≥ 3× nftables", perSource, "nft-set", "16M", 3)
+	add("veth 16M-source flood ≥ 3× iptables hashlimit", perSource, "hashlimit", "16M", 3)
+	return ts
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// targetByPrefix is the target whose description starts with prefix.
+func targetByPrefix(t *testing.T, ts []target, prefix string) target {
+	t.Helper()
+	for _, tg := range ts {
+		if strings.HasPrefix(tg.what, prefix) {
+			return tg
+		}
+	}
+	t.Fatalf("no target %q in %+v", prefix, ts)
+	return target{}
+}
+
+// wantTarget is a target's expected status and a part of its measured text.
+type wantTarget struct{ prefix, status, measured string }
+
+func checkTargets(t *testing.T, ts []target, wants []wantTarget) {
+	t.Helper()
+	for _, want := range wants {
+		got := targetByPrefix(t, ts, want.prefix)
+		if got.status != want.status || !strings.Contains(got.measured, want.measured) {
+			t.Errorf("%s: %q, measured %q; want %q with %q", want.prefix, got.status, got.measured, want.status, want.measured)
+		}
+	}
+}
+
+// The per-packet targets are the cost above the parser alone, ceilings
+// included: a bare XDP_DROP far below every case must change nothing, and
+// a case exactly at its ceiling meets it.
+func TestMicroTargetsAboveParser(t *testing.T) {
+	c := func(name string, ns ...float64) *microCase { return &microCase{name: name, ns: ns} }
+	m := &microResults{Cases: []*microCase{
+		{name: mBare, baseline: true, ns: sample{5, 5, 5}},
+		c(mParser, 40, 41, 39),
+		c(mTBDrop, 50, 49, 51),   // 10 above: met
+		c(mFWDrop, 50.5, 50, 51), // 10.5 above: not met
+		c(mSWDrop, 45, 44, 46),
+		c(mSpoofGDrop, 49, 48, 60),
+		c(mTBPass, 70, 69, 71), // 30 above: met
+		c(mFWPass, 71, 70, 72), // 31 above: not met
+		c(mSWPass, 60),
+		c(mNew1M, 140), // 2× a known source: met
+		c(mNew64k, 141),
+	}}
+	checkTargets(t, m.targets(), []wantTarget{
+		{"BPF_PROG_TEST_RUN, a refused known source", "**NOT MET** (FW drop)", "TB drop 10.0 ns (50.0 − 40.0)"},
+		{"BPF_PROG_TEST_RUN, a packet a global level refuses", "met", "the parser alone 40.0 ns, 8.00× bare XDP_DROP"},
+		{"BPF_PROG_TEST_RUN, an admitted known source", "**NOT MET** (FW pass)", "SW pass 20.0 ns"},
+		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table)", "met", "2.00×"},
+		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 64k table)", "**NOT MET** (new source)", "2.01×"},
+		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table, always", "not measured", "-"},
+	})
+	// Without the parser alone nothing above it is measured.
+	m.Cases[1].err = errors.New("boom")
+	if got := targetByPrefix(t, m.targets(), "BPF_PROG_TEST_RUN, a refused known source"); got.status != "not measured" {
+		t.Errorf("without the parser alone: %+v", got)
+	}
+}
+
+// The veth targets divide by the parser alone per CPU-second, not by the
+// bare XDP_DROP nor the wall clock, and judge each ordering of the levels
+// on its own configurations.
+func TestMacroTargetsAgainstParser(t *testing.T) {
+	cell := func(wall, cpu float64) *macroCell { return &macroCell{mpps: sample{wall}, cpuMpps: sample{cpu}} }
+	conf := func(id string, single, spoof *macroCell) *macroConfig {
+		return &macroConfig{id: id, cells: map[string]*macroCell{"single": single, "16M": spoof}}
+	}
+	m := &macroResults{Configs: []*macroConfig{
+		conf("xdp-drop", cell(10, 5), cell(10, 5)),
+		conf(macroParser, cell(8, 4), cell(8, 4)),
+		// 0.95× the parser per CPU-s (met) though 0.76× bare and 0.5× by wall clock.
+		conf("xdplimit-tb", cell(4, 3.8), cell(4, 3.6)),
+		conf("xdplimit-fw", cell(8, 3.79), cell(8, 3.59)),
+		conf("xdplimit-sw", cell(8, 3.9), cell(8, 3.7)),
+		conf("gfirst-tb", &macroCell{}, cell(8, 3.6)),
+		conf("gfirst-fw", &macroCell{}, cell(8, 3.5)),
+	}}
+	ts := m.targets()
+	checkTargets(t, ts, []wantTarget{
+		{"veth, one source over its limit", "**NOT MET** (fixed window)", "token bucket 0.95× (wall clock 0.50×; 0.76× bare XDP_DROP)"},
+		{"veth, 16M forged sources", "**NOT MET** (fixed window)", "sliding window 0.93×"},
+		{"veth, the same with the global level written first", "**NOT MET** (fixed window)", "token bucket 0.90×"},
+	})
+	if got := targetByPrefix(t, ts, "veth, the same with the global level written first"); strings.Contains(got.measured, "sliding window") {
+		t.Errorf("an ordering not measured is reported: %s", got.measured)
+	}
+}
+
+// The fleet level's cost: judged at 1.10× on the pairs where the level's
+// state is read; the pairs the refused-until cache answers are listed, not
+// judged.
+func TestFleetCostTarget(t *testing.T) {
+	pair := func(name string, cacheOnly bool, ratios ...float64) *fleetPair {
+		return &fleetPair{host: &microCase{name: name}, fleet: &microCase{}, cacheOnly: cacheOnly, ratio: ratios}
+	}
+	r := &report{Micro: &microResults{FleetPairs: []*fleetPair{
+		pair(mTBDrop, true, 1.3, 1.2, 1.25),
+		pair(mTBPass, false, 1.0, 1.02, 1.01),
+		pair(mFWDropOff, false, 1.2, 1.15, 1.11),
+	}}}
+	got := targetByPrefix(t, r.fleetTargets(), "a fleet level's datapath cost")
+	if got.status != "**NOT MET** (FW drop (cache off))" || !strings.Contains(got.measured, "TB pass 1.010×") ||
+		!strings.Contains(got.measured, "not judged, the refused-until cache answering at both scopes: TB drop 1.250×") {
+		t.Errorf("fleet cost target: %+v", got)
+	}
+	r.Micro.FleetPairs = r.Micro.FleetPairs[:2]
+	if got := targetByPrefix(t, r.fleetTargets(), "a fleet level's datapath cost"); got.status != "met" {
+		t.Errorf("a cached pair over 1.10× judged: %+v", got)
+	}
+}
+
+// The veth policies in both orderings compile, and to the same evaluation
+// order (the global level first), which the targets' rows for the two
+// orderings rely on to mean "the order written costs nothing".
+func TestVethPolicyOrderings(t *testing.T) {
+	for _, a := range macroAlgs {
+		var order [2][]uint8
+		for i, globalFirst := range []bool{false, true} {
+			img, _, err := compilePolicy(xdplimitPolicy(a.name, globalFirst), nil)
+			if err != nil {
+				t.Fatalf("%s, global first %v: %v", a.name, globalFirst, err)
+			}
+			for _, l := range img.Rules[0].Levels {
+				order[i] = append(order[i], l.KeyKind)
+			}
+		}
+		want := []uint8{maps.KeyGlobal, maps.KeySrc}
+		if !slices.Equal(order[0], want) || !slices.Equal(order[1], want) {
+			t.Errorf("%s: levels evaluated %v written per-source first, %v written global first; want %v for both",
+				a.name, order[0], order[1], want)
+		}
+	}
+}
