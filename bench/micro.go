@@ -198,6 +198,7 @@ const (
 	mBare         = "bare XDP_DROP"
 	mParse        = "parse only (empty policy, unmatched)"
 	mParser       = "the parser alone, then XDP_DROP (a benchmark knob)"
+	mParserRotate = "the parser alone, the program rotating the source over 2^24 addresses"
 	mTBDrop       = "token bucket, over limit (drop)"
 	mTBPass       = "token bucket, under limit (pass)"
 	mTBDropK      = "token bucket, drop, clock: ktime"
@@ -276,6 +277,9 @@ func microBench(e *env, quick bool) (*microResults, error) {
 		return p, err
 	})
 	add(&microCase{group: "Baseline", name: mParser, want: xdpDrop}, limiter(maps.Options{Clock: maps.ClockCoarse, BenchParseOnly: true}, "rules: []\n", nil))
+	add(&microCase{group: "Baseline", name: mParserRotate, want: xdpDrop, rotate: 1 << 24,
+		base: binary.BigEndian.Uint32(microBase.AsSlice())},
+		limiter(maps.Options{Clock: maps.ClockCoarse, BenchParseOnly: true, BenchRotate: 1 << 24, BenchBase: microBase}, "rules: []\n", nil))
 	add(&microCase{group: "Baseline", name: mParse, want: xdpPass}, limiter(maps.Options{Clock: maps.ClockCoarse}, "rules: []\n", nil))
 
 	known := []struct {

@@ -42,19 +42,20 @@ func TestMicroTargetsAboveParser(t *testing.T) {
 	m := &microResults{Cases: []*microCase{
 		{name: mBare, baseline: true, ns: sample{5, 5, 5}},
 		c(mParser, 40, 41, 39),
-		c(mTBDrop, 50, 49, 51),   // 10 above: met
-		c(mFWDrop, 50.5, 50, 51), // 10.5 above: not met
+		c(mParserRotate, 42, 41, 45), // the rotation costs: the forged-source case's floor
+		c(mTBDrop, 50, 49, 51),       // 10 above: met
+		c(mFWDrop, 50.5, 50, 51),     // 10.5 above: not met
 		c(mSWDrop, 45, 44, 46),
-		c(mSpoofGDrop, 49, 48, 60),
-		c(mTBPass, 70, 69, 71), // 30 above: met
-		c(mFWPass, 71, 70, 72), // 31 above: not met
+		c(mSpoofGDrop, 52, 51, 60), // 10 above the rotating parser, met; 12 above the other
+		c(mTBPass, 70, 69, 71),     // 30 above: met
+		c(mFWPass, 71, 70, 72),     // 31 above: not met
 		c(mSWPass, 60),
 		c(mNew1M, 140), // 2× a known source: met
 		c(mNew64k, 141),
 	}}
 	checkTargets(t, m.targets(), []wantTarget{
 		{"BPF_PROG_TEST_RUN, a refused known source", "**NOT MET** (FW drop)", "TB drop 10.0 ns (50.0 − 40.0)"},
-		{"BPF_PROG_TEST_RUN, a packet a global level refuses", "met", "the parser alone 40.0 ns, 8.00× bare XDP_DROP"},
+		{"BPF_PROG_TEST_RUN, a packet a global level refuses", "met", "10.0 ns (52.0 − 42.0)"},
 		{"BPF_PROG_TEST_RUN, an admitted known source", "**NOT MET** (FW pass)", "SW pass 20.0 ns"},
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table)", "met", "2.00×"},
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 64k table)", "**NOT MET** (new source)", "2.01×"},
