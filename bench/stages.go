@@ -61,10 +61,7 @@ func addStageCases(add func(*microCase, func(*microCase) (*ebpf.Program, error))
 					if whole.lim == nil {
 						return nil, fmt.Errorf("the whole program did not load: %v", whole.err)
 					}
-					cut.Pinned = make(map[string]*ebpf.Map, len(maps.MapNames))
-					for _, name := range maps.MapNames {
-						cut.Pinned[name] = whole.lim.Map(name)
-					}
+					cut.Pinned = whole.lim.Maps()
 					l, err := maps.Load(cut)
 					if err != nil {
 						return nil, err
@@ -108,8 +105,8 @@ func (m *microResults) writeStages(b *strings.Builder) {
 		}
 		p("| %s |", label)
 		for j, sp := range stagePaths {
-			c := m.find(stageCaseName(sp.name, s))
-			if c == nil || c.err != nil || len(c.ns) == 0 {
+			c := m.measuredCase(stageCaseName(sp.name, s))
+			if c == nil {
 				p(" failed |")
 				prev[j] = 0
 				continue
@@ -126,12 +123,12 @@ func (m *microResults) writeStages(b *strings.Builder) {
 	}
 	p("| above the parser |")
 	for _, sp := range stagePaths {
-		whole, parser := m.find(stageCaseName(sp.name, 0)), m.find(stageCaseName(sp.name, maps.StopParse))
-		if whole == nil || parser == nil || len(whole.ns) == 0 || len(parser.ns) == 0 {
+		fs := m.above(stageCaseName(sp.name, maps.StopParse), stageCaseName(sp.name, 0))
+		if len(fs) == 0 {
 			p(" - |")
 			continue
 		}
-		p(" %.1f |", whole.ns.median()-parser.ns.median())
+		p(" %.1f |", fs[0].x)
 	}
 	p("\n\n")
 }

@@ -391,17 +391,23 @@ func (a *Attachment) pin() error {
 	return nil
 }
 
-// stage pins the maps, and with withLink the link, into a new directory
-// under stagingRoot and returns it; on error nothing stays pinned there.
-func (a *Attachment) stage(withLink bool) (string, error) {
+// stagingDir makes a new, empty directory under stagingRoot for pins to be
+// moved in place with a rename. bpffs refuses names with a dot, so the
+// staging directory is a sibling of the pin root rather than a hidden
+// entry in it.
+func (a *Attachment) stagingDir() (string, error) {
 	for _, d := range []string{PinRoot, stagingRoot} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return "", err
 		}
 	}
-	// bpffs refuses names with a dot, so the staging directory is a
-	// sibling of the pin root rather than a hidden entry in it.
-	tmp, err := os.MkdirTemp(stagingRoot, a.Interface+"-")
+	return os.MkdirTemp(stagingRoot, a.Interface+"-")
+}
+
+// stage pins the maps, and with withLink the link, into a new directory
+// under stagingRoot and returns it; on error nothing stays pinned there.
+func (a *Attachment) stage(withLink bool) (string, error) {
+	tmp, err := a.stagingDir()
 	if err != nil {
 		return "", err
 	}

@@ -32,11 +32,8 @@ func resizeLogs(opts *maps.Options, img *maps.Image) bool {
 // repin pins the limiter's map name in place of the pinned one, with one
 // rename: the pin directory never lacks it.
 func (a *Attachment) repin(name string) error {
-	if err := os.MkdirAll(stagingRoot, 0o700); err != nil {
-		return err
-	}
 	defer os.Remove(stagingRoot) // after tmp's removal: when no other attach stages
-	tmp, err := os.MkdirTemp(stagingRoot, a.Interface+"-")
+	tmp, err := a.stagingDir()
 	if err != nil {
 		return err
 	}

@@ -174,15 +174,10 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded program: %w", err)
 	}
-	if opts.BenchStop > StopParse {
-		if err := spec.Variables["xdpl_bench_stop"].Set(uint32(opts.BenchStop)); err != nil {
-			return nil, fmt.Errorf("setting xdpl_bench_stop: %w", err)
-		}
-	}
 	if opts.MaxSources > 0 {
 		spec.Maps[Sources4Map].MaxEntries = opts.MaxSources
 		spec.Maps[SourcesMap].MaxEntries = max(opts.MaxSources/4, 1)
-		spec.Maps[LogsMap].MaxEntries = max(opts.MaxSources/16, 1)
+		spec.Maps[LogsMap].MaxEntries = logsOf(opts.MaxSources)
 	}
 	if opts.MaxOtherSources > 0 {
 		spec.Maps[SourcesMap].MaxEntries = opts.MaxOtherSources
@@ -280,6 +275,12 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 	} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	// Only the stage benchmark's build has the knob (loadSpec).
+	if opts.BenchStop > StopParse {
+		if err := spec.Variables["xdpl_bench_stop"].Set(uint32(opts.BenchStop)); err != nil {
+			return fmt.Errorf("setting xdpl_bench_stop: %w", err)
 		}
 	}
 	if err := setBenchFrame(spec, opts.BenchFrame); err != nil {

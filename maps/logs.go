@@ -22,8 +22,13 @@ func LogsFor(img *Image, maxSources uint32) uint32 {
 	if maxSources == 0 {
 		return 0 // the program's default, sized for its default table
 	}
-	return max(maxSources/16, 1)
+	return logsOf(maxSources)
 }
+
+// logsOf is the sliding_log table's size for state tables of maxSources
+// IPv4 entries: one log for every 16 (a sliding_log level is for small
+// exact limits, on few keys).
+func logsOf(maxSources uint32) uint32 { return max(maxSources/16, 1) }
 
 // LogsCapacity is the size of the loaded sliding_log table.
 func (l *Limiter) LogsCapacity() uint32 { return l.objs.XdplLogs.MaxEntries() }

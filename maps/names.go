@@ -93,6 +93,10 @@ func (l *Limiter) mapsByName() map[string]*ebpf.Map {
 	return m
 }
 
+// Maps is every map of the limiter, by name: Options.Pinned for another
+// program on the same maps (a benchmark's cut copy of this one).
+func (l *Limiter) Maps() map[string]*ebpf.Map { return l.mapsByName() }
+
 // Map returns one map by name (for pinning and adoption); nil for a name
 // that is not the limiter's.
 func (l *Limiter) Map(name string) *ebpf.Map {

@@ -88,11 +88,7 @@ rules:
 	if got := before[maps.CounterFlowCached].Packets; got != 1 {
 		t.Fatalf("the whole program's flow cache answered %d packets, want 1 (the fourth)", got)
 	}
-	opts := maps.Options{Clock: maps.ClockMap, BenchStop: maps.StopFlows, Pinned: map[string]*ebpf.Map{}}
-	for _, name := range maps.MapNames {
-		opts.Pinned[name] = whole.Map(name)
-	}
-	cut, err := maps.Load(opts)
+	cut, err := maps.Load(maps.Options{Clock: maps.ClockMap, BenchStop: maps.StopFlows, Pinned: whole.Maps()})
 	if err != nil {
 		t.Fatal(err)
 	}
