@@ -106,25 +106,16 @@ func (cl *cookieLab) underFlood(t *testing.T, name string, bound uint64, n, work
 func TestSynCookieFlood(t *testing.T) {
 	cl := newCookieLab(t)
 	p := cl.attachPolicy(t, floodPolicy("syncookie"))
-	syn := cl.segment(cookiePort, pktgen.TCPSyn, 0)
-
-	// The generator's rate into this receiver sizes the floods: each is
-	// bounded by ten minutes of it (the flood outruns it threefold while
-	// the ring overflows), far more than a client run takes (it stops the
-	// flood), and by the generator's timeout.
-	cal := cl.send(t, syn, forgedSources, floodCount(400_000))
-	bound := uint64(cal.PPS() * 600)
-	t.Logf("generator, forged SYNs into the limiter: %v", cal)
 
 	judged := func() uint64 { v := cl.verdicts(t); return v.cookie + v.drop }
 	answeredByStack := func() uint64 { return cl.tcpExt(t).sent }
 
-	full := cl.cookieRun(t, "syncookie, full rate", bound, judged)
+	full := cl.cookieRun(t, "syncookie, full rate", floodBound, judged)
 	absorbed := float64(full.arrived) / full.flood.Elapsed.Seconds()
 	if err := cl.gen.SetRate(absorbed / 2); err != nil {
 		t.Fatal(err)
 	}
-	paced := cl.cookieRun(t, "syncookie, paced", bound, judged)
+	paced := cl.cookieRun(t, "syncookie, paced", floodBound, judged)
 	if err := cl.gen.SetRate(0); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +134,7 @@ func TestSynCookieFlood(t *testing.T) {
 		full.dials.within, full.dials.n, connectLimit, met, full.dials.exchFailed, 100-100*float64(full.arrived)/float64(max(full.flood.Sent, 1)))
 
 	cl.reload(t, floodPolicy("drop"))
-	b := cl.underFlood(t, "drop", bound, 200, 40, connectLimit, true, judged)
+	b := cl.underFlood(t, "drop", floodBound, 200, 40, connectLimit, true, judged)
 
 	// The kernel alone. A live frame reaches the listener's end only
 	// through an XDP program there (TRAPS.md): a pass program, the
@@ -157,12 +148,7 @@ func TestSynCookieFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pass.Close()
-	// Into a pass program the generator runs faster than into the
-	// limiter (13x under the emulator, where the first bound then ran out
-	// before the client did): this run's bound is sized from its rate here.
-	calPass := cl.send(t, syn, forgedSources, floodCount(400_000))
-	t.Logf("generator, forged SYNs into a pass program: %v", calPass)
-	c := cl.underFlood(t, "no XDP, kernel cookies", uint64(calPass.PPS()*600), 200, 40, connectLimit, false, answeredByStack)
+	c := cl.underFlood(t, "no XDP, kernel cookies", floodBound, 200, 40, connectLimit, false, answeredByStack)
 
 	// The floods' rates differ: the receiver's work runs in the
 	// generator's softirq, on the same two CPUs, and slows it down.
