@@ -50,6 +50,10 @@ static __always_inline int xdpl_judged(struct xdpl_judgement *j, __u32 why, __u3
 	return XDPL_JUDGED;
 }
 
+/* Each CPU's region of xdpl_drop_samples holds this + 1 samples (a power
+ * of two), set at load from the map's size. */
+volatile const __u32 xdpl_drop_ring_mask = XDPL_DROP_RING_MIN - 1;
+
 /* Sample one in (mask + 1) drops into xdpl_drops, read by top and the drop
  * log; mask is the generation's sample_mask, level the refusing level's
  * origin (XDPL_SAMPLE_NO_LEVEL for the deny list and bans). */
@@ -73,7 +77,14 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 	ring->rng = x;
 	if ((x & mask) != 0)
 		return;
-	struct xdpl_drop_sample *d = &ring->s[ring->written & (XDPL_DROP_RING - 1)];
+	/* Only a sampled drop pays for the CPU's number (a helper call before
+	 * 6.10's inlining on x86). */
+	__u32 i = bpf_get_smp_processor_id() * (xdpl_drop_ring_mask + 1) +
+		  (ring->written & xdpl_drop_ring_mask);
+	struct xdpl_drop_sample *d = bpf_map_lookup_elem(&xdpl_drop_samples, &i);
+
+	if (!d)
+		return;
 
 	__builtin_memcpy(d->saddr, p->saddr, sizeof(d->saddr));
 	__builtin_memcpy(d->daddr, p->daddr, sizeof(d->daddr));

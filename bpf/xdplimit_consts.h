@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 8,
+	XDPL_LAYOUT_VERSION = 9,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -222,8 +222,12 @@ enum xdpl_const {
 	XDPL_STOP_GLOBAL_FLOWS = 5, /* the flow cache keyed without the source */
 	XDPL_STOP_RULE = 6,	    /* the rule's classification and levels */
 
-	/* Sampled drops for top: a per-CPU ring. */
-	XDPL_DROP_RING = 256,
+	/* Sampled drops for top and the drop log: each CPU's ring holds a
+	 * power of two between these, as many as XDPL_DROP_RING_BUDGET samples
+	 * (64 bytes each) spread over the possible CPUs allow. */
+	XDPL_DROP_RING_MIN = 1024,
+	XDPL_DROP_RING_MAX = 16384,
+	XDPL_DROP_RING_BUDGET = 32768,
 	XDPL_SAMPLE_DENY = 0xffff, /* slot of samples from the deny list */
 
 	/* What decided a packet (replay --explain). */

@@ -126,6 +126,20 @@ struct {
 	__type(value, struct xdpl_drop_ring);
 } xdpl_drops SEC(".maps");
 
+/* The sampled drops themselves: one region of xdpl_drop_ring_mask + 1
+ * samples per possible CPU, sized at load. Not a per-CPU map, whose values
+ * the kernel caps at 32 KiB (512 samples): readers mmap it and copy only
+ * the samples written since they last read, so each may keep its own
+ * cursor (top and the drop log read at once; a BPF ring buffer has one
+ * consumer). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, XDPL_DROP_RING_MIN);
+	__type(key, __u32);
+	__type(value, struct xdpl_drop_sample);
+} xdpl_drop_samples SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

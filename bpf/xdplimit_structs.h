@@ -241,13 +241,13 @@ struct xdpl_drop_sample {
 	__u32 pad[3];
 };
 
-/* Per-CPU ring of sampled drops; the reader takes what was written since
- * its last read (at most XDPL_DROP_RING). */
+/* Per-CPU head of the ring of sampled drops: each CPU writes its own region
+ * of xdpl_drop_samples, and readers take what was written since their last
+ * read (at most a region's size). */
 struct xdpl_drop_ring {
 	__u64 written;
 	__u32 rng; /* xorshift state: which drops are sampled (seeded from Go) */
 	__u32 pad;
-	struct xdpl_drop_sample s[XDPL_DROP_RING];
 };
 
 /* The ban tries' keys (prefixlen is the prefix's own: no generation). */

@@ -1,4 +1,4 @@
-// Package droplog writes the drops the datapath samples into xdpl_drops as
+// Package droplog writes the drops the datapath samples into its rings as
 // JSON lines, for log pipelines (journald, fail2ban, CrowdSec, a SIEM). It
 // reads the ring with its own cursor, so `xdplimit top` reads it at the same
 // time; it caps the lines per second and never blocks on its output.

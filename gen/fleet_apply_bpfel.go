@@ -29,6 +29,7 @@ const (
 	FleetApplyMapXdplCounters       = "xdpl_counters"
 	FleetApplyMapXdplCtl            = "xdpl_ctl"
 	FleetApplyMapXdplDport          = "xdpl_dport"
+	FleetApplyMapXdplDropSamples    = "xdpl_drop_samples"
 	FleetApplyMapXdplDrops          = "xdpl_drops"
 	FleetApplyMapXdplDst4           = "xdpl_dst4"
 	FleetApplyMapXdplDst6           = "xdpl_dst6"
@@ -132,6 +133,7 @@ type FleetApplyMapSpecs struct {
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.MapSpec `ebpf:"xdpl_dport"`
+	XdplDropSamples    *ebpf.MapSpec `ebpf:"xdpl_drop_samples"`
 	XdplDrops          *ebpf.MapSpec `ebpf:"xdpl_drops"`
 	XdplDst4           *ebpf.MapSpec `ebpf:"xdpl_dst4"`
 	XdplDst6           *ebpf.MapSpec `ebpf:"xdpl_dst6"`
@@ -211,6 +213,7 @@ type FleetApplyMaps struct {
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.Map `ebpf:"xdpl_dport"`
+	XdplDropSamples    *ebpf.Map `ebpf:"xdpl_drop_samples"`
 	XdplDrops          *ebpf.Map `ebpf:"xdpl_drops"`
 	XdplDst4           *ebpf.Map `ebpf:"xdpl_dst4"`
 	XdplDst6           *ebpf.Map `ebpf:"xdpl_dst6"`
@@ -266,6 +269,7 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplCounters,
 		m.XdplCtl,
 		m.XdplDport,
+		m.XdplDropSamples,
 		m.XdplDrops,
 		m.XdplDst4,
 		m.XdplDst6,

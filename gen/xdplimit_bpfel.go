@@ -52,7 +52,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 9
 	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
@@ -175,7 +175,9 @@ const (
 	XdplimitXdplConstXDPL_STOP_COOKIE_ACKS      XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_STOP_GLOBAL_FLOWS     XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_STOP_RULE             XdplimitXdplConst = 6
-	XdplimitXdplConstXDPL_DROP_RING             XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_DROP_RING_MIN         XdplimitXdplConst = 1024
+	XdplimitXdplConstXDPL_DROP_RING_MAX         XdplimitXdplConst = 16384
+	XdplimitXdplConstXDPL_DROP_RING_BUDGET      XdplimitXdplConst = 32768
 	XdplimitXdplConstXDPL_SAMPLE_DENY           XdplimitXdplConst = 65535
 	XdplimitXdplConstXDPL_WHY_NON_IP            XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_WHY_MALFORMED         XdplimitXdplConst = 2
@@ -254,7 +256,6 @@ type XdplimitXdplDropRing struct {
 	Written uint64
 	Rng     uint32
 	Pad     uint32
-	S       [256]XdplimitXdplDropSample
 }
 
 type XdplimitXdplDropSample struct {
@@ -527,6 +528,7 @@ const (
 	XdplimitMapXdplCounters        = "xdpl_counters"
 	XdplimitMapXdplCtl             = "xdpl_ctl"
 	XdplimitMapXdplDport           = "xdpl_dport"
+	XdplimitMapXdplDropSamples     = "xdpl_drop_samples"
 	XdplimitMapXdplDrops           = "xdpl_drops"
 	XdplimitMapXdplDst4            = "xdpl_dst4"
 	XdplimitMapXdplDst6            = "xdpl_dst6"
@@ -575,6 +577,7 @@ const (
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
 	XdplimitVarXdplCookieAcksOn    = "xdpl_cookie_acks_on"
+	XdplimitVarXdplDropRingMask    = "xdpl_drop_ring_mask"
 	XdplimitVarXdplRecord          = "xdpl_record"
 	XdplimitVarXdplRefusedOn       = "xdpl_refused_on"
 	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
@@ -650,6 +653,7 @@ type XdplimitMapSpecs struct {
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.MapSpec `ebpf:"xdpl_dport"`
+	XdplDropSamples    *ebpf.MapSpec `ebpf:"xdpl_drop_samples"`
 	XdplDrops          *ebpf.MapSpec `ebpf:"xdpl_drops"`
 	XdplDst4           *ebpf.MapSpec `ebpf:"xdpl_dst4"`
 	XdplDst6           *ebpf.MapSpec `ebpf:"xdpl_dst6"`
@@ -703,6 +707,7 @@ type XdplimitVariableSpecs struct {
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
 	XdplCookieAcksOn    *ebpf.VariableSpec `ebpf:"xdpl_cookie_acks_on"`
+	XdplDropRingMask    *ebpf.VariableSpec `ebpf:"xdpl_drop_ring_mask"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
 	XdplRefusedOn       *ebpf.VariableSpec `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
@@ -749,6 +754,7 @@ type XdplimitMaps struct {
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.Map `ebpf:"xdpl_dport"`
+	XdplDropSamples    *ebpf.Map `ebpf:"xdpl_drop_samples"`
 	XdplDrops          *ebpf.Map `ebpf:"xdpl_drops"`
 	XdplDst4           *ebpf.Map `ebpf:"xdpl_dst4"`
 	XdplDst6           *ebpf.Map `ebpf:"xdpl_dst6"`
@@ -804,6 +810,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplCounters,
 		m.XdplCtl,
 		m.XdplDport,
+		m.XdplDropSamples,
 		m.XdplDrops,
 		m.XdplDst4,
 		m.XdplDst6,
@@ -858,6 +865,7 @@ type XdplimitVariables struct {
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
 	XdplCookieAcksOn    *ebpf.Variable `ebpf:"xdpl_cookie_acks_on"`
+	XdplDropRingMask    *ebpf.Variable `ebpf:"xdpl_drop_ring_mask"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
 	XdplRefusedOn       *ebpf.Variable `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`

@@ -29,6 +29,7 @@ const (
 	XdplimitStagesMapXdplCounters        = "xdpl_counters"
 	XdplimitStagesMapXdplCtl             = "xdpl_ctl"
 	XdplimitStagesMapXdplDport           = "xdpl_dport"
+	XdplimitStagesMapXdplDropSamples     = "xdpl_drop_samples"
 	XdplimitStagesMapXdplDrops           = "xdpl_drops"
 	XdplimitStagesMapXdplDst4            = "xdpl_dst4"
 	XdplimitStagesMapXdplDst6            = "xdpl_dst6"
@@ -78,6 +79,7 @@ const (
 	XdplimitStagesVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitStagesVarXdplCoarseOff       = "xdpl_coarse_off"
 	XdplimitStagesVarXdplCookieAcksOn    = "xdpl_cookie_acks_on"
+	XdplimitStagesVarXdplDropRingMask    = "xdpl_drop_ring_mask"
 	XdplimitStagesVarXdplRecord          = "xdpl_record"
 	XdplimitStagesVarXdplRefusedOn       = "xdpl_refused_on"
 	XdplimitStagesVarXdplSketchSeed      = "xdpl_sketch_seed"
@@ -153,6 +155,7 @@ type XdplimitStagesMapSpecs struct {
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.MapSpec `ebpf:"xdpl_dport"`
+	XdplDropSamples    *ebpf.MapSpec `ebpf:"xdpl_drop_samples"`
 	XdplDrops          *ebpf.MapSpec `ebpf:"xdpl_drops"`
 	XdplDst4           *ebpf.MapSpec `ebpf:"xdpl_dst4"`
 	XdplDst6           *ebpf.MapSpec `ebpf:"xdpl_dst6"`
@@ -207,6 +210,7 @@ type XdplimitStagesVariableSpecs struct {
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
 	XdplCookieAcksOn    *ebpf.VariableSpec `ebpf:"xdpl_cookie_acks_on"`
+	XdplDropRingMask    *ebpf.VariableSpec `ebpf:"xdpl_drop_ring_mask"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
 	XdplRefusedOn       *ebpf.VariableSpec `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
@@ -253,6 +257,7 @@ type XdplimitStagesMaps struct {
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
 	XdplDport          *ebpf.Map `ebpf:"xdpl_dport"`
+	XdplDropSamples    *ebpf.Map `ebpf:"xdpl_drop_samples"`
 	XdplDrops          *ebpf.Map `ebpf:"xdpl_drops"`
 	XdplDst4           *ebpf.Map `ebpf:"xdpl_dst4"`
 	XdplDst6           *ebpf.Map `ebpf:"xdpl_dst6"`
@@ -308,6 +313,7 @@ func (m *XdplimitStagesMaps) Close() error {
 		m.XdplCounters,
 		m.XdplCtl,
 		m.XdplDport,
+		m.XdplDropSamples,
 		m.XdplDrops,
 		m.XdplDst4,
 		m.XdplDst6,
@@ -363,6 +369,7 @@ type XdplimitStagesVariables struct {
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
 	XdplCookieAcksOn    *ebpf.Variable `ebpf:"xdpl_cookie_acks_on"`
+	XdplDropRingMask    *ebpf.Variable `ebpf:"xdpl_drop_ring_mask"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`
 	XdplRefusedOn       *ebpf.Variable `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`

@@ -1,7 +1,11 @@
 package maps
 
 import (
+	"encoding/binary"
+	"fmt"
 	"net/netip"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xdplimit/xdplimit/gen"
 )
@@ -57,37 +61,109 @@ func (s DropSample) ListName() (name string, ok bool) {
 	return "", false
 }
 
-// DropRing reads the per-CPU rings of sampled drops. cursor is what the
-// previous call returned (nil the first time); samples are those written
-// since, at most the ring's size per CPU, with the number of samples each
-// CPU wrote in the interval (more than returned when a ring wrapped).
-// The map holds only what the datapath wrote: every reader (top, the drop
-// log) keeps its own cursor, so any number read the ring at once.
+// DropRing reads the rings of sampled drops. cursor is what the previous
+// call returned (nil the first time); samples are those written since, at
+// most a ring's size less one per CPU, with the number of samples each CPU wrote in
+// the interval (more than returned when a ring wrapped, or when the
+// datapath overwrote a sample while it was being read).
+// The maps hold only what the datapath wrote: every reader (top, the drop
+// log) keeps its own cursor, so any number read the rings at once.
 func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint64, next []uint64, err error) {
-	var rings []gen.XdplimitXdplDropRing
-	if err := l.objs.XdplDrops.Lookup(uint32(0), &rings); err != nil {
+	heads, err := l.dropHeads()
+	if err != nil {
 		return nil, 0, nil, err
 	}
-	const size = uint64(gen.XdplimitXdplConstXDPL_DROP_RING)
-	next = make([]uint64, len(rings))
-	for cpu, r := range rings {
-		next[cpu] = r.Written
+	mem, err := l.objs.XdplDropSamples.Memory()
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("mapping the drop samples: %w", err)
+	}
+	size := uint64(l.objs.XdplDropSamples.MaxEntries()) / uint64(len(heads))
+	next = make([]uint64, len(heads))
+	type span struct{ cpu, from, to uint64 }
+	var spans []span
+	var recs []gen.XdplimitXdplDropSample
+	for cpu, h := range heads {
+		next[cpu] = h.Written
 		var from uint64
 		if cpu < len(cursor) {
 			from = cursor[cpu]
 		}
-		if r.Written < from { // the maps were recreated
+		if h.Written < from { // the maps were recreated
 			from = 0
 		}
-		written += r.Written - from
-		if r.Written-from > size {
-			from = r.Written - size
+		written += h.Written - from
+		// The oldest slot is the one the datapath writes next, before
+		// it counts it: a reader keeps at most size-1 samples.
+		from = max(from, h.Written-min(h.Written, size-1))
+		first := len(recs)
+		for i := from; i < h.Written; {
+			// One copy for each stretch of the ring without a wrap.
+			at := i % size
+			n := min(h.Written-i, size-at)
+			recs, err = readSamples(mem, recs, uint64(cpu)*size+at, n)
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			i += n
 		}
-		for i := from; i < r.Written; i++ {
-			samples = append(samples, dropSample(&r.S[i%size]))
+		spans = append(spans, span{uint64(cpu), from, from + uint64(len(recs)-first)})
+	}
+	// A sample the datapath overwrote while it was copied is torn: the
+	// heads read again say which (each CPU writes its ring in order).
+	after, err := l.dropHeads()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	var k int
+	for _, sp := range spans {
+		for i := sp.from; i < sp.to; i, k = i+1, k+1 {
+			if i+size > after[sp.cpu].Written {
+				samples = append(samples, dropSample(&recs[k]))
+			}
 		}
 	}
 	return samples, written, next, nil
+}
+
+func (l *Limiter) dropHeads() ([]gen.XdplimitXdplDropRing, error) {
+	var heads []gen.XdplimitXdplDropRing
+	if err := l.objs.XdplDrops.Lookup(uint32(0), &heads); err != nil {
+		return nil, err
+	}
+	return heads, nil
+}
+
+// readSamples appends n samples from slot on.
+func readSamples(mem *ebpf.Memory, recs []gen.XdplimitXdplDropSample, slot, n uint64) ([]gen.XdplimitXdplDropSample, error) {
+	buf := make([]byte, n*dropSampleSize)
+	if _, err := mem.ReadAt(buf, int64(slot*dropSampleSize)); err != nil {
+		return nil, fmt.Errorf("reading the drop samples: %w", err)
+	}
+	out := make([]gen.XdplimitXdplDropSample, n)
+	if _, err := binary.Decode(buf, binary.NativeEndian, out); err != nil {
+		return nil, fmt.Errorf("decoding the drop samples: %w", err)
+	}
+	return append(recs, out...), nil
+}
+
+// dropSampleSize is struct xdpl_drop_sample's size, the map's value size.
+var dropSampleSize = uint64(binary.Size(gen.XdplimitXdplDropSample{}))
+
+// dropRingSlots is each CPU's ring: XDPL_DROP_RING_BUDGET samples spread
+// over cpus, a power of two between XDPL_DROP_RING_MIN and _MAX. On two
+// CPUs, 16384 each: at one in 64, a 100 ms poll keeps up with ~10 Mpps of
+// drops on one CPU.
+func dropRingSlots(cpus int) uint32 {
+	n := uint32(gen.XdplimitXdplConstXDPL_DROP_RING_MAX)
+	for n > uint32(gen.XdplimitXdplConstXDPL_DROP_RING_MIN) && uint64(n)*uint64(cpus) > uint64(gen.XdplimitXdplConstXDPL_DROP_RING_BUDGET) {
+		n /= 2
+	}
+	return n
+}
+
+// DropRingSize is the number of samples each CPU's ring holds.
+func (l *Limiter) DropRingSize() uint32 {
+	return l.objs.XdplDropSamples.MaxEntries() / uint32(ebpf.MustPossibleCPU())
 }
 
 func dropSample(s *gen.XdplimitXdplDropSample) DropSample {

@@ -186,6 +186,7 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 		spec.Maps[LogsMap].MaxEntries = opts.MaxLogs
 	}
 	spec.Maps[sketchMap].MaxEntries = sketchCells()
+	spec.Maps[dropSamplesMap].MaxEntries = uint32(ebpf.MustPossibleCPU()) * dropRingSlots(ebpf.MustPossibleCPU())
 	if opts.MaxBans == 0 {
 		opts.MaxBans = DefaultMaxBans
 	}
@@ -226,7 +227,7 @@ func checkPinnedLayout(pinned map[string]*ebpf.Map) error {
 // or inspected table keeps the size it was attached with (--max-sources);
 // resizing needs a detach. So do the tries (pinned by an earlier build).
 func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
-	for _, name := range append([]string{Sources4Map, SourcesMap, LogsMap, sketchMap}, tries...) {
+	for _, name := range append([]string{Sources4Map, SourcesMap, LogsMap, sketchMap, dropSamplesMap}, tries...) {
 		if m, ok := pinned[name]; ok {
 			spec.Maps[name].MaxEntries = m.MaxEntries()
 		}
@@ -261,8 +262,14 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 	if width == 0 || width&(width-1) != 0 {
 		return fmt.Errorf("sketch of %d cells does not fit %d CPUs", spec.Maps[sketchMap].MaxEntries, ebpf.MustPossibleCPU())
 	}
+	// So does each CPU's drop ring.
+	ring := spec.Maps[dropSamplesMap].MaxEntries / uint32(ebpf.MustPossibleCPU())
+	if ring == 0 || ring&(ring-1) != 0 {
+		return fmt.Errorf("drop rings of %d samples do not fit %d CPUs", spec.Maps[dropSamplesMap].MaxEntries, ebpf.MustPossibleCPU())
+	}
 	for name, v := range map[string]uint32{
 		"xdpl_sketch_width_mask": width - 1,
+		"xdpl_drop_ring_mask":    ring - 1,
 		"xdpl_track_after":       trackAfter,
 		"xdpl_clock_mode":        uint32(opts.Clock),
 		"xdpl_bench_rotate":      opts.BenchRotate,
@@ -307,6 +314,8 @@ func setBenchFrame(spec *ebpf.CollectionSpec, frame []byte) error {
 }
 
 const sketchMap = gen.XdplimitMapXdplSketchMap
+
+const dropSamplesMap = gen.XdplimitMapXdplDropSamples
 
 // sketchBudget bounds the admission sketch's memory (an array of 8-byte
 // elements, XDPL_SKETCH_ROWS rows per CPU).

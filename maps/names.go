@@ -33,6 +33,7 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplTcpf, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplTcpf }},
 	{gen.XdplimitMapXdplVlan, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplVlan }},
 	{gen.XdplimitMapXdplDrops, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplDrops }},
+	{gen.XdplimitMapXdplDropSamples, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplDropSamples }},
 	{gen.XdplimitMapXdplLast, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLast }},
 	{gen.XdplimitMapXdplSketchMap, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSketchMap }},
 	{gen.XdplimitMapXdplSources4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSources4 }},
