@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,9 +13,6 @@ import (
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/policy"
 )
-
-// dropLogPoll is how often the drop log reads the ring (see droplog.Run).
-const dropLogPoll = 100 * time.Millisecond
 
 // dropLogRunner runs the drop log beside an attachment: on with
 // --log-drops or a log: section, following the policy across reloads.
@@ -94,7 +90,7 @@ func (r *dropLogRunner) apply(p policy.Log) error {
 	r.l, r.path, r.cancel, r.done = l, path, cancel, make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
-		if err := l.Run(ctx, dropLogPoll); err != nil {
+		if err := l.Run(ctx, droplog.PollInterval); err != nil {
 			r.log.Error("drop log stopped", "err", err)
 		}
 	}(r.done)

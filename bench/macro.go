@@ -471,6 +471,22 @@ func macroRun(e *env, g *pktgen.Generator, c *macroConfig, s macroScenario, coun
 // receiving end's XDP program saw and the ksoftirqd time meanwhile
 // (softirq work deferred there, which the senders' CPU time misses).
 func (p *vethPair) timedFlood(e *env, g *pktgen.Generator, count uint64) (r pktgen.Result, received uint64, softirqd time.Duration, err error) {
+	// Bounded twice: by the packet count and by a hard timeout far above
+	// the slowest configuration's time for it.
+	const hard = 90 * time.Second
+	r, received, softirqd, err = p.floodFor(e, g, count, hard)
+	if err == nil && r.Sent < count {
+		err = fmt.Errorf("send: %d of %d frames within the hard timeout of %v", r.Sent, count, hard)
+	}
+	return r, received, softirqd, err
+}
+
+// errFloodOver is the cause that ends a flood's time (floodFor).
+var errFloodOver = errors.New("the flood's time is over")
+
+// floodFor is timedFlood for at most d: a flood that d ends is no error
+// (the drop log's flood runs for a time, its count only a bound).
+func (p *vethPair) floodFor(e *env, g *pktgen.Generator, count uint64, d time.Duration) (r pktgen.Result, received uint64, softirqd time.Duration, err error) {
 	rx0, err := p.xdpRx()
 	if err != nil {
 		return r, 0, 0, err
@@ -479,11 +495,9 @@ func (p *vethPair) timedFlood(e *env, g *pktgen.Generator, count uint64) (r pktg
 	if err != nil {
 		return r, 0, 0, err
 	}
-	// Bounded twice: by the packet count and by a hard timeout far above
-	// the slowest configuration's time for it.
-	ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
+	ctx, cancel := context.WithTimeoutCause(e.ctx, d, errFloodOver)
 	defer cancel()
-	if r, err = g.Send(ctx, p.v.NS.Path(), p.v.Name, p.frame, count, 0, 1); err != nil {
+	if r, err = g.Send(ctx, p.v.NS.Path(), p.v.Name, p.frame, count, 0, 1); err != nil && !errors.Is(err, errFloodOver) {
 		return r, 0, 0, fmt.Errorf("send: %w", err)
 	}
 	rx1, err := p.settle()

@@ -1,11 +1,11 @@
 // Command bench measures xdplimit against the parser alone (the floor under
 // every verdict), the physical limit (a bare XDP_DROP), nftables and
-// iptables-legacy hashlimit on this machine, and
-// fleet limits' accuracy and sync cost against a Redis of its own, and
-// writes BENCHMARKS.md and a chart of the veth comparison. `make bench` runs
-// it; run it as root.
+// iptables-legacy hashlimit on this machine, the drop log and top under a
+// flood, and fleet limits' accuracy and sync cost against a Redis of its
+// own, and writes BENCHMARKS.md and a chart of the veth comparison. `make
+// bench` runs it; run it as root.
 //
-//	go run ./bench [-quick] [-only micro,macro,syncookie,accuracy,control,fleet] [-out BENCHMARKS.md] [-chart bench/veth.png]
+//	go run ./bench [-quick] [-only micro,macro,syncookie,droplog,accuracy,control,fleet] [-out BENCHMARKS.md] [-chart bench/veth.png]
 //
 // Every result is a ratio of configurations measured side by side in one
 // run, interleaved, each a median over repetitions: the absolute numbers
@@ -26,7 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var sections = []string{"micro", "macro", "syncookie", "accuracy", "control", "fleet"}
+var sections = []string{"micro", "macro", "syncookie", "droplog", "accuracy", "control", "fleet"}
 
 func main() {
 	quick := flag.Bool("quick", false, "fewer repetitions and packets, for iterating (a minute or two); the report says so")
@@ -87,6 +87,7 @@ func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart,
 	step("micro", func() (err error) { rep.Micro, err = microBench(e, quick); return err })
 	step("macro", func() (err error) { rep.Macro, err = macroBench(e, quick); return err })
 	step("syncookie", func() (err error) { rep.SynCookie, err = synCookieBench(e, quick); return err })
+	step("droplog", func() (err error) { rep.DropLog, err = dropLogBench(e, quick); return err })
 	step("accuracy", func() (err error) { rep.Accuracy, err = accuracyBench(e, quick); return err })
 	step("control", func() (err error) { rep.Control, err = controlBench(e, quick); return err })
 	step("fleet", func() (err error) { rep.Fleet, err = fleetBench(e, quick); return err })

@@ -68,6 +68,7 @@ type report struct {
 	Micro     *microResults
 	Macro     *macroResults
 	SynCookie *synResults
+	DropLog   *dropLogResults
 	Accuracy  *accuracyResults
 	Control   *controlResults
 	Fleet     *fleetResults
@@ -159,6 +160,7 @@ func (r *report) write(e *env, out, chart, script string) error {
 		return err
 	}
 	r.writeSynCookie(&b)
+	r.writeDropLog(&b)
 	r.writeAccuracy(&b)
 	r.writeControl(&b)
 	r.writeFleet(&b)

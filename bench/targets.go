@@ -76,6 +76,9 @@ func (r *report) targets() []target {
 	if m := r.Macro; m != nil {
 		ts = append(ts, m.targets()...)
 	}
+	if d := r.DropLog; d != nil {
+		ts = append(ts, d.target())
+	}
 	ts = append(ts, r.fleetTargets()...)
 	if a := r.Accuracy; a != nil {
 		ts = append(ts, accuracyTargets(a.Queues)...)

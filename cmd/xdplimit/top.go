@@ -44,7 +44,7 @@ On a terminal the view is redrawn in place (ANSI clear); otherwise, and with
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "print one frame after one interval and exit")
-	cmd.Flags().DurationVar(&interval, "interval", time.Second, "refresh interval")
+	cmd.Flags().DurationVar(&interval, "interval", metrics.TopInterval, "refresh interval")
 	return cmd
 }
 
@@ -61,7 +61,7 @@ func runTop(ctx context.Context, w io.Writer, iface string, interval time.Durati
 	if err != nil {
 		return err
 	}
-	_, _, cursor, err := s.Limiter.DropRing(nil)
+	ring, err := metrics.NewDropReader(s.Limiter)
 	if err != nil {
 		return err
 	}
@@ -69,10 +69,12 @@ func runTop(ctx context.Context, w io.Writer, iface string, interval time.Durati
 	defer tick.Stop()
 	var frame bytes.Buffer
 	for {
-		select {
-		case <-ctx.Done():
+		samples, _, err := ring.Next(ctx, tick.C)
+		if ctx.Err() != nil {
 			return nil
-		case <-tick.C:
+		}
+		if err != nil {
+			return err
 		}
 		cur, err := metrics.Read(iface, s.Limiter)
 		if err != nil {
@@ -82,11 +84,6 @@ func runTop(ctx context.Context, w io.Writer, iface string, interval time.Durati
 		if clear {
 			frame.WriteString("\x1b[H\x1b[2J") // home, clear screen
 		}
-		samples, _, next, err := s.Limiter.DropRing(cursor)
-		if err != nil {
-			return err
-		}
-		cursor = next
 		names, err := s.Limiter.SlotNames()
 		if err != nil {
 			return err
