@@ -24,7 +24,8 @@ import (
 // samples the policy's rate asks for reach each reader of the drop ring
 // when a paced flood from 64k sources is dropped, read as the attach
 // process (droplog.Logger every droplog.PollInterval) and `xdplimit top`
-// (metrics.DropReader once per metrics.TopInterval) read it, and whether
+// (metrics.DropReader: the ring read every metrics.DropPoll, handed over
+// every metrics.TopInterval) read it, and whether
 // the log's per-second cap holds meanwhile.
 
 const (

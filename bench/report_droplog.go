@@ -29,7 +29,7 @@ func (r *report) writeDropLog(b *strings.Builder) {
 	p("the datapath samples one in %d drops into its per-CPU ring, and the log keeps %s of them. Two readers\n", d.Datapath, keep)
 	p("read the ring at once, each with its own cursor, as production runs them: the drop log (`droplog.Logger`,\n")
 	p("polling every %v as the attach process does, writing to a counter of lines) and `top`'s reader\n", droplog.PollInterval)
-	p("(`metrics.DropReader`, read once per redraw, every %v by default). %d runs, each with a fresh limiter.\n\n", metrics.TopInterval, d.Reps)
+	p("(`metrics.DropReader`: the ring read every %v, handed over at each redraw, every %v by default). %d runs, each with a fresh limiter.\n\n", metrics.DropPoll, metrics.TopInterval, d.Reps)
 	p("Asked is what the configured rate asks for: the drops the datapath counted during the run (its rule\n")
 	p("counters, as `top` reads them) over %.0f. A sample reached the log when the log read it from the ring: it\n", d.oneIn())
 	p("became a line or was suppressed by the rate cap (or by a full output queue, `backlog`); those the ring\n")

@@ -33,7 +33,7 @@ func (f *fakeRing) DropRing(cursor []uint64) ([]maps.DropSample, uint64, []uint6
 	return s, n, []uint64{f.written}, nil
 }
 
-// top's reader starts at what is written, reads once per redraw with its
+// top's reader starts at what is written, hands samples over at each redraw with its
 // own cursor, and tells what a wrapped ring overwrote.
 func TestDropReader(t *testing.T) {
 	ring := &fakeRing{size: 4, written: 7}
@@ -69,5 +69,54 @@ func TestDropReader(t *testing.T) {
 	}
 	if len(ring.calls) != 4 {
 		t.Errorf("the ring was read %d times, want 4", len(ring.calls))
+	}
+}
+
+// floodRing is a ring of size samples that a flood writes 3 more into
+// before each read, and that says when it was read.
+type floodRing struct {
+	fakeRing
+	reads chan struct{}
+}
+
+func (f *floodRing) DropRing(cursor []uint64) ([]maps.DropSample, uint64, []uint64, error) {
+	f.written += 3
+	defer func() { f.reads <- struct{}{} }()
+	return f.fakeRing.DropRing(cursor)
+}
+
+// Between two redraws top reads the ring every DropPoll: a flood that
+// would wrap it between redraws loses nothing, and one redraw hands over
+// every sample of its interval.
+func TestDropReaderPollsBetweenRedraws(t *testing.T) {
+	ring := &floodRing{fakeRing: fakeRing{size: 4}, reads: make(chan struct{}, 16)}
+	r, err := metrics.NewDropReader(ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ring.reads
+	redraw := make(chan time.Time, 1)
+	type result struct {
+		n       int
+		written uint64
+		err     error
+	}
+	done := make(chan result)
+	go func() {
+		s, w, err := r.Next(context.Background(), redraw)
+		done <- result{len(s), w, err}
+	}()
+	for range 3 { // three polls, 9 samples written into a ring of 4
+		<-ring.reads
+	}
+	redraw <- time.Now()
+	<-ring.reads
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	// A slow machine may poll once more before the redraw arrives.
+	if got.written < 12 || uint64(got.n) != got.written {
+		t.Errorf("three polls and a redraw: %d samples of %d written, want all of at least 12", got.n, got.written)
 	}
 }
