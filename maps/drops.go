@@ -63,9 +63,9 @@ func (s DropSample) ListName() (name string, ok bool) {
 
 // DropRing reads the rings of sampled drops. cursor is what the previous
 // call returned (nil the first time); samples are those written since, at
-// most a ring's size less one per CPU, with the number of samples each CPU wrote in
-// the interval (more than returned when a ring wrapped, or when the
-// datapath overwrote a sample while it was being read).
+// most a ring's size less one per CPU, with the number of samples each CPU
+// wrote in the interval (more than returned when a ring wrapped, or when
+// the datapath overwrote a sample while it was being read).
 // The maps hold only what the datapath wrote: every reader (top, the drop
 // log) keeps its own cursor, so any number read the rings at once.
 func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint64, next []uint64, err error) {
