@@ -54,9 +54,9 @@ static __always_inline int xdpl_judged(struct xdpl_judgement *j, __u32 why, __u3
  * of two), set at load from the map's size. */
 volatile const __u32 xdpl_drop_ring_mask = XDPL_DROP_RING_MIN - 1;
 
-/* Sample one in (mask + 1) drops into xdpl_drops, read by top and the drop
- * log; mask is the generation's sample_mask, level the refusing level's
- * origin (XDPL_SAMPLE_NO_LEVEL for the deny list and bans). */
+/* Sample one in (mask + 1) drops into this CPU's ring of xdpl_drop_samples, read by
+ * top and the drop log; mask is the generation's sample_mask, level the refusing
+ * level's origin (XDPL_SAMPLE_NO_LEVEL for the deny list and bans). */
 static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32 slot, __u32 level,
 					__u32 mask)
 {

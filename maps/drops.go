@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -77,7 +78,7 @@ func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint6
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("mapping the drop samples: %w", err)
 	}
-	size := uint64(l.objs.XdplDropSamples.MaxEntries()) / uint64(len(heads))
+	size := uint64(l.DropRingSize())
 	next = make([]uint64, len(heads))
 	type span struct{ cpu, from, to uint64 }
 	var spans []span
@@ -139,26 +140,28 @@ func readSamples(mem *ebpf.Memory, recs []gen.XdplimitXdplDropSample, slot, n ui
 	if _, err := mem.ReadAt(buf, int64(slot*dropSampleSize)); err != nil {
 		return nil, fmt.Errorf("reading the drop samples: %w", err)
 	}
-	out := make([]gen.XdplimitXdplDropSample, n)
-	if _, err := binary.Decode(buf, binary.NativeEndian, out); err != nil {
+	at := len(recs)
+	recs = slices.Grow(recs, int(n))[:at+int(n)]
+	if _, err := binary.Decode(buf, binary.NativeEndian, recs[at:]); err != nil {
 		return nil, fmt.Errorf("decoding the drop samples: %w", err)
 	}
-	return append(recs, out...), nil
+	return recs, nil
 }
 
 // dropSampleSize is struct xdpl_drop_sample's size, the map's value size.
 var dropSampleSize = uint64(binary.Size(gen.XdplimitXdplDropSample{}))
 
-// dropRingSlots is each CPU's ring: XDPL_DROP_RING_BUDGET samples spread
-// over cpus, a power of two between XDPL_DROP_RING_MIN and _MAX. On two
-// CPUs, 16384 each: at one in 64, a 100 ms poll keeps up with ~10 Mpps of
-// drops on one CPU.
-func dropRingSlots(cpus int) uint32 {
+// dropSamples is the size of xdpl_drop_samples: a ring for each possible
+// CPU of XDPL_DROP_RING_BUDGET samples spread over the CPUs, a power of
+// two between XDPL_DROP_RING_MIN and _MAX. On two CPUs, 16384 each: at one
+// in 64, a 100 ms poll keeps up with ~10 Mpps of drops on one CPU.
+func dropSamples() uint32 {
+	cpus := uint32(ebpf.MustPossibleCPU())
 	n := uint32(gen.XdplimitXdplConstXDPL_DROP_RING_MAX)
-	for n > uint32(gen.XdplimitXdplConstXDPL_DROP_RING_MIN) && uint64(n)*uint64(cpus) > uint64(gen.XdplimitXdplConstXDPL_DROP_RING_BUDGET) {
+	for n > uint32(gen.XdplimitXdplConstXDPL_DROP_RING_MIN) && n*cpus > uint32(gen.XdplimitXdplConstXDPL_DROP_RING_BUDGET) {
 		n /= 2
 	}
-	return n
+	return cpus * n
 }
 
 // DropRingSize is the number of samples each CPU's ring holds.

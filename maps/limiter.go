@@ -186,7 +186,7 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 		spec.Maps[LogsMap].MaxEntries = opts.MaxLogs
 	}
 	spec.Maps[sketchMap].MaxEntries = sketchCells()
-	spec.Maps[dropSamplesMap].MaxEntries = uint32(ebpf.MustPossibleCPU()) * dropRingSlots(ebpf.MustPossibleCPU())
+	spec.Maps[dropSamplesMap].MaxEntries = dropSamples()
 	if opts.MaxBans == 0 {
 		opts.MaxBans = DefaultMaxBans
 	}
