@@ -47,7 +47,7 @@ func (r floodRun) String() string {
 // arriving (what the receiver counts of the flood) has moved by 1000, runs
 // n client connections, workers at a time, each with the dial timeout
 // given, then stops the flood.
-func (cl *cookieLab) underFlood(t *testing.T, name string, bound uint64, n, workers int, timeout time.Duration,
+func (cl *cookieLab) underFlood(t *testing.T, name string, n, workers int, timeout time.Duration,
 	limiter bool, arriving func() uint64) floodRun {
 	t.Helper()
 	r := floodRun{name: name}
@@ -59,7 +59,7 @@ func (cl *cookieLab) underFlood(t *testing.T, name string, bound uint64, n, work
 	retrans0 := cl.C.Snapshot(t).Raw["TcpExt.TCPSynRetrans"]
 	drops0, _ := cl.ringDrops(t)
 	start := arriving()
-	f := cl.startFlood(t, cl.segment(cookiePort, pktgen.TCPSyn, 0), forgedSources, bound)
+	f := cl.startFlood(t, cl.segment(cookiePort, pktgen.TCPSyn, 0), forgedSources, floodBound)
 	waitFor(t, name+": the flood reaching the listener's end", time.Minute, func() bool { return arriving() >= start+1000 })
 	res := cl.dialAll(n, workers, cookiePort, timeout)
 	r.flood, r.outlasted = f.stop(t)
@@ -78,7 +78,7 @@ func (cl *cookieLab) underFlood(t *testing.T, name string, bound uint64, n, work
 		t.Logf("%s: %v", name, r.rule)
 	}
 	if !r.outlasted {
-		t.Errorf("%s: the flood ended before the client did (bound %d frames): the run is not one under a flood", name, bound)
+		t.Errorf("%s: the flood ended before the client did (bound %d frames): the run is not one under a flood", name, floodBound)
 	}
 	return r
 }
@@ -110,12 +110,12 @@ func TestSynCookieFlood(t *testing.T) {
 	judged := func() uint64 { v := cl.verdicts(t); return v.cookie + v.drop }
 	answeredByStack := func() uint64 { return cl.tcpExt(t).sent }
 
-	full := cl.cookieRun(t, "syncookie, full rate", floodBound, judged)
+	full := cl.cookieRun(t, "syncookie, full rate", judged)
 	absorbed := float64(full.arrived) / full.flood.Elapsed.Seconds()
 	if err := cl.gen.SetRate(absorbed / 2); err != nil {
 		t.Fatal(err)
 	}
-	paced := cl.cookieRun(t, "syncookie, paced", floodBound, judged)
+	paced := cl.cookieRun(t, "syncookie, paced", judged)
 	if err := cl.gen.SetRate(0); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestSynCookieFlood(t *testing.T) {
 		full.dials.within, full.dials.n, connectLimit, met, full.dials.exchFailed, 100-100*float64(full.arrived)/float64(max(full.flood.Sent, 1)))
 
 	cl.reload(t, floodPolicy("drop"))
-	b := cl.underFlood(t, "drop", floodBound, 200, 40, connectLimit, true, judged)
+	b := cl.underFlood(t, "drop", 200, 40, connectLimit, true, judged)
 
 	// The kernel alone. A live frame reaches the listener's end only
 	// through an XDP program there (TRAPS.md): a pass program, the
@@ -148,7 +148,7 @@ func TestSynCookieFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pass.Close()
-	c := cl.underFlood(t, "no XDP, kernel cookies", floodBound, 200, 40, connectLimit, false, answeredByStack)
+	c := cl.underFlood(t, "no XDP, kernel cookies", 200, 40, connectLimit, false, answeredByStack)
 
 	// The floods' rates differ: the receiver's work runs in the
 	// generator's softirq, on the same two CPUs, and slows it down.
@@ -168,10 +168,10 @@ func TestSynCookieFlood(t *testing.T) {
 // the caller's to judge: the ring drops the client's data segments with
 // the flood's frames, and where it drops most of them a retransmitted
 // segment can miss the connection's one-minute deadline.
-func (cl *cookieLab) cookieRun(t *testing.T, name string, bound uint64, judged func() uint64) floodRun {
+func (cl *cookieLab) cookieRun(t *testing.T, name string, judged func() uint64) floodRun {
 	t.Helper()
 	accepted0 := cl.srv.accepted()
-	r := cl.underFlood(t, name, bound, 1000, 8, 3*time.Second+500*time.Millisecond, true, judged)
+	r := cl.underFlood(t, name, 1000, 8, 3*time.Second+500*time.Millisecond, true, judged)
 	// It may accept a few more than the client made: an ACK of a SYN-ACK
 	// answering a retransmitted SYN that arrives after its connection
 	// closed carries a cookie still valid, and opens it again (the
