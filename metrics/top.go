@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -137,15 +138,17 @@ func Rates(prev, cur Snapshot) []RuleRates {
 
 // WriteTop writes one frame of `xdplimit top`: per-rule pass, drop,
 // shadow-drop, SYN-cookie and reject rates between prev and cur, totals,
-// and the state table's pressure. Plain text, no escape sequences.
+// and the state table's pressure. Plain text, no escape sequences: the
+// interface's name, the policy's path and the rules' names, read from the
+// pinned maps, are escaped (termsafe).
 func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID, sources []SourceRate) error {
 	bw := bufio.NewWriter(w)
 	dt := cur.Time.Sub(prev.Time)
 	m := cur.Meta
-	fmt.Fprintf(bw, "xdplimit top %s  %s  interval %.2fs  %s mode, program %d\n", cur.Interface,
+	fmt.Fprintf(bw, "xdplimit top %s  %s  interval %.2fs  %s mode, program %d\n", termsafe.Escape(cur.Interface),
 		cur.Time.Format("2006-01-02 15:04:05"), dt.Seconds(), m.AttachMode, progID)
 	sha := hex.EncodeToString(m.PolicySHA256[:])
-	fmt.Fprintf(bw, "policy %s (sha256 %s)\n\n", orDash(m.PolicyPath), sha[:16])
+	fmt.Fprintf(bw, "policy %s (sha256 %s)\n\n", orDash(termsafe.Escape(m.PolicyPath)), sha[:16])
 
 	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "RULE\tPASS/s\tDROP/s\tSHADOW/s\tCOOKIE/s\tREJECT/s\tPASS bit/s\tDROP bit/s\tDROP %\tPASSED\tDROPPED\tSHADOW\tCOOKIES\tREJECTS\t")
@@ -167,7 +170,7 @@ func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID, sources []
 		if all := p.Packets + d.Packets + s.Packets + c.Packets + j.Packets; all > 0 {
 			share = fmt.Sprintf("%.1f%%", 100*d.Packets/all)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", r.Rule,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", termsafe.Escape(r.Rule),
 			si(p.Packets), si(d.Packets), si(s.Packets), si(c.Packets), si(j.Packets), si(8*p.Bytes), si(8*d.Bytes), share,
 			r.Totals[maps.VerdictPass].Packets, r.Totals[maps.VerdictDrop].Packets, r.Totals[maps.VerdictShadow].Packets,
 			r.Totals[maps.VerdictCookie].Packets, r.Totals[maps.VerdictReject].Packets)
@@ -194,7 +197,7 @@ func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID, sources []
 	tw = tabwriter.NewWriter(bw, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "SOURCE\tRULE\tDROP/s\tSAMPLES\t")
 	for _, s := range sources {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t\n", s.Source, s.Rule, si(s.DropsPerSec), s.Samples)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t\n", s.Source, termsafe.Escape(s.Rule), si(s.DropsPerSec), s.Samples)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

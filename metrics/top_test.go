@@ -97,3 +97,38 @@ func TestRates(t *testing.T) {
 		t.Error("escape sequence in the plain-text frame")
 	}
 }
+
+// Names read from the pinned maps (the policy's path, the rules' names) and
+// the interface's name reach the frame escaped: a name carrying a terminal
+// escape or a newline neither acts on the operator's terminal nor forges a
+// line of the frame.
+func TestWriteTopEscapesNames(t *testing.T) {
+	hostile := "dns\x1b]0;owned\x07\n   evil  1 2 3"
+	prev := snap(0, 0, rule(hostile, 0, 0))
+	cur := snap(time.Second, 0, rule(hostile, 10, 20))
+	for _, s := range []*metrics.Snapshot{&prev, &cur} {
+		s.Interface = "eth\x1b[2J0"
+		s.Meta.PolicyPath = "/etc/p.yaml\r\x1b[1Apolicy /etc/forged.yaml"
+	}
+	srcs := metrics.TopSources([]maps.DropSample{{Source: netip.MustParseAddr("192.0.2.1"), Slot: 3}},
+		map[uint32]string{3: hostile}, metrics.TotalDrops(prev, cur), time.Second, 10)
+	var out strings.Builder
+	if err := metrics.WriteTop(&out, prev, cur, 42, srcs); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	t.Log("\n" + text)
+	if strings.ContainsAny(text, "\x1b\x07\r") {
+		t.Error("a control character from a name reached the frame")
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "evil") && !strings.Contains(line, `dns\x1b]0;owned\x07\n   evil`) {
+			t.Errorf("a name's newline forged a line of its own: %q", line)
+		}
+	}
+	for _, want := range []string{`xdplimit top eth\x1b[2J0 `, `policy /etc/p.yaml\r\x1b[1Apolicy /etc/forged.yaml (sha256`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the frame lacks %s", want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdplimit/xdplimit/agent"
+	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/loader"
 )
 
@@ -36,7 +37,7 @@ applies a policy to the pinned limiter directly.`,
 			if policyPath != "" {
 				if i, err := agent.AskInfo(ctx, iface); err == nil {
 					return fmt.Errorf("attach (pid %d) runs for %s and owns its policy file %s: edit that file, then reload without --policy",
-						i.Pid, iface, i.Policy)
+						i.Pid, iface, termsafe.Escape(i.Policy))
 				}
 				return applyDirectly(cmd, iface, policyPath)
 			}
@@ -47,16 +48,19 @@ applies a policy to the pinned limiter directly.`,
 			if err != nil {
 				return fmt.Errorf("asking the attach process of %s to reload: %w", iface, err)
 			}
+			// The attach process's answer quotes its policy file: its
+			// path and what compiling it said, text from a file name and a
+			// file's contents, printed escaped.
 			for _, w := range res.Warnings {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", termsafe.EscapeLines(w))
 			}
 			switch {
 			case res.Refused:
-				return fmt.Errorf("%s (the previous policy stays in force)", res.Error)
+				return fmt.Errorf("%s (the previous policy stays in force)", termsafe.EscapeLines(res.Error))
 			case !res.OK:
-				return fmt.Errorf("%s: %s", iface, res.Error)
+				return fmt.Errorf("%s: %s", iface, termsafe.EscapeLines(res.Error))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: policy %s reloaded\n", iface, res.Policy)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: policy %s reloaded\n", iface, termsafe.Escape(res.Policy))
 			return nil
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/xdplimit/xdplimit/agent"
+	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/internal/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 )
@@ -27,12 +28,14 @@ func TestReloadRefuses(t *testing.T) {
 // through its control socket and reports its answer: the policy's
 // warnings and success, or the errors with file, line and column and a
 // non-zero exit while the previous policy stays. Neither reload --policy
-// nor detach may go around it.
+// nor detach may go around it. The answer quotes the policy's path, here a
+// file name that carries a terminal's escape sequence: printed escaped.
 func TestReloadAsksAgent(t *testing.T) {
 	testutil.RequireRoot(t)
 	v := testutil.NewUniqueVethPair(t, "xrls", "xrlr")
 	iface := v.PeerName
-	path := writeFile(t, "p.yaml", goodPolicy)
+	path := writeFile(t, "p\x1b]0;owned\x07.yaml", goodPolicy)
+	esc := termsafe.Escape(path)
 	startAgent(t, v, agent.Config{Policy: path})
 	sha := func() [32]byte {
 		s, err := loader.Open(iface)
@@ -46,16 +49,16 @@ func TestReloadAsksAgent(t *testing.T) {
 	if err := os.WriteFile(path, []byte(warnPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runCases(t, []cliCase{{name: "warnings", args: []string{"reload", iface}, stdout: iface + ": policy " + path + " reloaded\n",
-		stderr: warnLine(path)}})
+	runCases(t, []cliCase{{name: "warnings", args: []string{"reload", iface}, stdout: iface + ": policy " + esc + " reloaded\n",
+		stderr: warnLine(esc)}})
 	before := sha()
 	if err := os.WriteFile(path, []byte(badPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	runCases(t, []cliCase{
-		refused("broken", badError(path)+" (the previous policy stays in force)", "reload", iface),
+		refused("broken", badError(esc)+" (the previous policy stays in force)", "reload", iface),
 		refused("with --policy", fmt.Sprintf("attach (pid %d) runs for %s and owns its policy file %s: edit that file, then reload without --policy",
-			os.Getpid(), iface, path), "reload", iface, "--policy", path),
+			os.Getpid(), iface, esc), "reload", iface, "--policy", path),
 		refused("detach", fmt.Sprintf("attach (pid %d) runs for %s: stop it first (systemctl stop xdplimit@%s, or SIGTERM), then detach",
 			os.Getpid(), iface, iface), "detach", iface),
 	})

@@ -41,6 +41,22 @@ func Escape(s string) string {
 	return b.String()
 }
 
+// EscapeLines is Escape of each line of s, the lines kept: for a message
+// whose lines are its own (a policy's errors, one per line) that quotes
+// text from outside. A newline inside the quoted text still starts a line,
+// so a message's author escapes what it quotes from one line (a value, a
+// name) with Escape where it enters, as the policy compiler's %q does.
+func EscapeLines(s string) string {
+	if Clean(strings.ReplaceAll(s, "\n", "")) {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = Escape(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // Clean says whether Escape would leave s unchanged.
 func Clean(s string) bool {
 	for i := 0; i < len(s); {

@@ -116,3 +116,19 @@ func TestJSON(t *testing.T) {
 		t.Fatal("clean JSON changed")
 	}
 }
+
+func TestEscapeLines(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"p.yaml:2:11: one\np.yaml:3:1: two", "p.yaml:2:11: one\np.yaml:3:1: two"},
+		{"one\x1b[2J\ntwo\r\tthree\x07", "one\\x1b[2J\ntwo\\r\\tthree\\x07"},
+		{"\n\n", "\n\n"},
+	} {
+		if got := EscapeLines(c.in); got != c.want {
+			t.Errorf("EscapeLines(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if got := EscapeLines(EscapeLines(c.in)); got != EscapeLines(c.in) {
+			t.Errorf("EscapeLines is not idempotent on %q: %q", c.in, got)
+		}
+	}
+}
