@@ -26,7 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var sections = []string{"micro", "macro", "syncookie", "droplog", "accuracy", "control", "fleet"}
+var sections = []string{"micro", "macro", "syncookie", "droplog", "accuracy", "control", "fleet", "profile"}
 
 func main() {
 	quick := flag.Bool("quick", false, "fewer repetitions and packets, for iterating (a minute or two); the report says so")
@@ -91,6 +91,7 @@ func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart,
 	step("accuracy", func() (err error) { rep.Accuracy, err = accuracyBench(e, quick); return err })
 	step("control", func() (err error) { rep.Control, err = controlBench(e, quick); return err })
 	step("fleet", func() (err error) { rep.Fleet, err = fleetBench(e, quick); return err })
+	step("profile", func() (err error) { rep.Profile, err = profileBench(e, quick); return err })
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted (%v): %s left as it was", context.Cause(ctx), out)
 	}

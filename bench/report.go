@@ -72,6 +72,7 @@ type report struct {
 	Accuracy  *accuracyResults
 	Control   *controlResults
 	Fleet     *fleetResults
+	Profile   *profileResults
 	Errors    []string
 	Durations []string
 }
@@ -164,6 +165,7 @@ func (r *report) write(e *env, out, chart, script string) error {
 	r.writeAccuracy(&b)
 	r.writeControl(&b)
 	r.writeFleet(&b)
+	r.writeProfile(&b)
 	if len(r.Errors) > 0 {
 		p("## Errors\n\nThese parts of the run failed; their tables are missing or partial.\n\n")
 		for _, s := range r.Errors {
