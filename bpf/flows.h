@@ -80,39 +80,59 @@ struct xdpl_flow_tag {
 	__u32 pad;
 };
 
-/* The slot of the packet p under mask m: a multiplicative hash of the
- * source address (the protocol instead when nosrc) and the ports the mask
- * keeps, read at the widths of the fields (the hash of the whole masked
- * packet as words cost a hit 7 ns more when the parser stored the fields
- * one by one). Packets that differ only in other fields share a slot; the
- * comparison (xdpl_flow_hit) is of every masked field, so a collision only
- * replaces an entry (a lost hit). */
-static __always_inline struct xdpl_flow *xdpl_flow_slot(struct xdpl_pkt *p, struct xdpl_pkt *m,
-							int nosrc)
+/* The slot of the packet p under mask m, and its tag: a multiplicative
+ * hash of the source address (the protocol instead when nosrc) and the
+ * ports the mask keeps, read at the widths of the fields (the hash of the
+ * whole masked packet as words cost a hit 7 ns more when the parser stored
+ * the fields one by one); the slot from its top bits, the tag from the 32
+ * below them, never 0 (a slot never written). Packets that differ only in
+ * other fields share a slot; the comparison (xdpl_flow_hit) is of every
+ * masked field, so a collision only replaces an entry (a lost hit).
+ *
+ * A probe reads the slot's tag first (struct xdpl_scratch), and the slot
+ * only when the tags agree: a forged source's packet hashes to a random
+ * slot of 96 KiB, a cache miss that drew a quarter of the forged path's
+ * samples (docs/internals/nanoseconds.md), where the tags are 4 KiB that
+ * stay in the cache. The tag is of the same hash as the slot, so a packet
+ * whose tag differs cannot equal the slot's entry under the mask. */
+struct xdpl_flow_pos {
+	__u32 idx;
+	__u32 tag;
+};
+
+static __always_inline struct xdpl_flow_pos xdpl_flow_pos(struct xdpl_pkt *p, struct xdpl_pkt *m,
+							  int nosrc)
 {
 	__u32 a =
 	    nosrc ? 0x5a5a0000 | p->proto : p->saddr[0] ^ p->saddr[1] ^ p->saddr[2] ^ p->saddr[3];
 	__u32 ports = (__u32)(p->sport & m->sport) << 16 | (p->dport & m->dport);
 	__u64 h = ((__u64)a << 32 | ports) * 0x9e3779b97f4a7c15ULL;
-	__u32 idx = h >> (64 - XDPL_FLOW_BITS);
 
-	return bpf_map_lookup_elem(&xdpl_flows, &idx);
+	return (struct xdpl_flow_pos){.idx = h >> (64 - XDPL_FLOW_BITS),
+				      .tag = (__u32)(h >> (32 - XDPL_FLOW_BITS)) | 1};
 }
 
 /* The entry that refuses packet p now, or NULL; *level and *origin are
  * then the refusing level's index and origin. g is the generation the
  * packet is judged by, tag what xdpl_main read of it and of the bans.
  * nosrc (a constant): the entries keyed without the source. */
-static __always_inline struct xdpl_flow *xdpl_flow_hit(struct xdpl_pkt *p, struct xdpl_gen_cfg *g,
+static __always_inline struct xdpl_flow *xdpl_flow_hit(struct xdpl_scratch *sc,
+						       struct xdpl_gen_cfg *g,
 						       struct xdpl_flow_tag *tag, int nosrc,
 						       int *level, __u32 *origin)
 {
+	struct xdpl_pkt *p = &sc->pkt;
+
 	/* No test of tag->seq here: a branch on it would split every later
 	 * state of the verifier in two. An entry with seq 0 (never written)
 	 * has until 0 and cannot hit. */
 	if (!xdpl_refused_on)
 		return NULL;
-	struct xdpl_flow *e = xdpl_flow_slot(p, &g->sig_mask, nosrc);
+	struct xdpl_flow_pos pos = xdpl_flow_pos(p, &g->sig_mask, nosrc);
+
+	if (sc->flow_tags[pos.idx & ((1 << XDPL_FLOW_BITS) - 1)] != pos.tag)
+		return NULL;
+	struct xdpl_flow *e = bpf_map_lookup_elem(&xdpl_flows, &pos.idx);
 
 	if (!e || e->seq != tag->seq || e->epoch != tag->epoch ||
 	    (nosrc ? e->level != XDPL_FLOW_NO_SOURCE : e->level >= XDPL_FLOW_NO_SOURCE))
@@ -173,8 +193,9 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 {
 	__u32 zero = 0;
 	struct xdpl_control *ctl = bpf_map_lookup_elem(&xdpl_ctl, &zero);
+	struct xdpl_scratch *sc = bpf_map_lookup_elem(&xdpl_scratch, &zero);
 
-	if (!p || !tag || !ctl || !tag->seq)
+	if (!p || !tag || !ctl || !sc || !tag->seq)
 		return 0;
 	struct xdpl_gen_cfg *g = &ctl->gen[tag->gen & 1];
 
@@ -215,7 +236,8 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 	if (xdpl_refused_stamped(l) && re->stamp != tag->epoch)
 		return 0;
 	int nosrc = li == XDPL_FLOW_NO_SOURCE;
-	struct xdpl_flow *e = xdpl_flow_slot(p, &g->sig_mask, nosrc);
+	struct xdpl_flow_pos pos = xdpl_flow_pos(p, &g->sig_mask, nosrc);
+	struct xdpl_flow *e = bpf_map_lookup_elem(&xdpl_flows, &pos.idx);
 
 	if (!e)
 		return 0;
@@ -234,6 +256,7 @@ __attribute__((noinline)) int xdpl_flow_note(struct xdpl_pkt *p, struct xdpl_flo
 	e->verdict = verdict;
 	e->lflags = l->flags;
 	e->level = li;
+	sc->flow_tags[pos.idx & ((1 << XDPL_FLOW_BITS) - 1)] = pos.tag;
 	return 0;
 }
 

@@ -101,13 +101,13 @@ static __always_inline struct xdpl_gen_cfg *xdpl_generation(__u32 *gen, __u32 *g
 /* A flow cache lookup (flows.h): keyed with the source right after
  * parsing, without it (nosrc) after the lists and the bans. A hit decides
  * the packet as its rule did. */
-static __always_inline int xdpl_cached(struct xdpl_pkt *p, struct xdpl_gen_cfg *g,
+static __always_inline int xdpl_cached(struct xdpl_scratch *sc, struct xdpl_gen_cfg *g,
 				       struct xdpl_flow_tag *tag, int nosrc,
 				       struct xdpl_judgement *j)
 {
 	__u32 origin;
 	int level;
-	struct xdpl_flow *f = xdpl_flow_hit(p, g, tag, nosrc, &level, &origin);
+	struct xdpl_flow *f = xdpl_flow_hit(sc, g, tag, nosrc, &level, &origin);
 
 	if (!f)
 		return XDPL_GO_ON;
@@ -284,14 +284,16 @@ int xdpl_main(struct xdp_md *ctx)
 	 * parser's paths left different constants in a stack copy, and it
 	 * then walked the rest of the program once per parser path (~800k
 	 * of its 1M instructions with the stack copy, ~200k without). */
-	struct xdpl_pkt *p = bpf_map_lookup_elem(&xdpl_pkt_scratch, &zero);
+	struct xdpl_scratch *sc = bpf_map_lookup_elem(&xdpl_scratch, &zero);
 	struct xdpl_gen_cfg *g = NULL;
 	struct xdpl_flow_tag tag;
 	struct xdpl_judgement j;
 	__u32 gen = 0, gflags = 0;
 
-	if (!p)
+	if (!sc)
 		return XDP_PASS;
+	struct xdpl_pkt *p = &sc->pkt;
+
 	if (xdpl_bench(ctx, p))
 		return XDP_DROP;
 	int s = xdpl_parse_stage(ctx, p, &j);
@@ -300,7 +302,7 @@ int xdpl_main(struct xdp_md *ctx)
 		g = xdpl_generation(&gen, &gflags, &tag);
 		if (!g)
 			return XDP_PASS;
-		s = xdpl_cached(p, g, &tag, 0, &j);
+		s = xdpl_cached(sc, g, &tag, 0, &j);
 	}
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_FLOWS);
 	if (s == XDPL_GO_ON)
@@ -311,7 +313,7 @@ int xdpl_main(struct xdp_md *ctx)
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_COOKIE_ACKS);
 	/* A global first level's refusal, whatever the source (flows.h). */
 	if (s == XDPL_GO_ON && (gflags & XDPL_GF_NO_SOURCE_FLOWS))
-		s = xdpl_cached(p, g, &tag, 1, &j);
+		s = xdpl_cached(sc, g, &tag, 1, &j);
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_GLOBAL_FLOWS);
 	if (s == XDPL_GO_ON)
 		s = xdpl_rule_levels(p, g, gen, gflags, &tag, &j);

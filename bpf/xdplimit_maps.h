@@ -251,13 +251,13 @@ struct {
 	__type(value, struct xdpl_flow);
 } xdpl_flows SEC(".maps");
 
-/* The packet xdpl_main parses, per CPU (why not on the stack: xdpl_main). */
+/* The packet xdpl_main parses and the flow cache's tags, per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct xdpl_pkt);
-} xdpl_pkt_scratch SEC(".maps");
+	__type(value, struct xdpl_scratch);
+} xdpl_scratch SEC(".maps");
 
 /* SYN cookies: when a SYN to a destination address and port (hashed)
  * last reached the stack, so that one a second still does (syncookie.h).

@@ -343,6 +343,16 @@ struct xdpl_ban_epoch {
 	__u64 control;	/* a fresh random value after each ban the control plane adds */
 };
 
+/* xdpl_main's per-CPU scratch (why not on the stack: xdpl_main): the
+ * packet as parsed, and the flow cache's tags (bpf/flows.h), one per slot,
+ * which a probe reads before the slot: 4 KiB that a flood of forged
+ * sources keeps in the cache, where the slots it would probe at random
+ * (96 KiB) are not. */
+struct xdpl_scratch {
+	struct xdpl_pkt pkt;
+	__u32 flow_tags[1 << XDPL_FLOW_BITS];
+};
+
 /* A slot of the per-CPU flow cache (bpf/flows.h): packets equal to sig
  * under the generation's sig_mask are refused by level `level` of rule rk
  * (the first, or the second behind a global one) at every time in

@@ -47,13 +47,13 @@ const (
 	FleetApplyMapXdplLogs           = "xdpl_logs"
 	FleetApplyMapXdplMeta           = "xdpl_meta"
 	FleetApplyMapXdplNames          = "xdpl_names"
-	FleetApplyMapXdplPktScratch     = "xdpl_pkt_scratch"
 	FleetApplyMapXdplProto          = "xdpl_proto"
 	FleetApplyMapXdplRefused        = "xdpl_refused"
 	FleetApplyMapXdplRejectBudget   = "xdpl_reject_budget"
 	FleetApplyMapXdplRejectSources  = "xdpl_reject_sources"
 	FleetApplyMapXdplReplyScratch   = "xdpl_reply_scratch"
 	FleetApplyMapXdplRules          = "xdpl_rules"
+	FleetApplyMapXdplScratch        = "xdpl_scratch"
 	FleetApplyMapXdplSketchMap      = "xdpl_sketch_map"
 	FleetApplyMapXdplSources        = "xdpl_sources"
 	FleetApplyMapXdplSources4       = "xdpl_sources4"
@@ -151,13 +151,13 @@ type FleetApplyMapSpecs struct {
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
-	XdplPktScratch     *ebpf.MapSpec `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.MapSpec `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.MapSpec `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.MapSpec `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
+	XdplScratch        *ebpf.MapSpec `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.MapSpec `ebpf:"xdpl_sources"`
 	XdplSources4       *ebpf.MapSpec `ebpf:"xdpl_sources4"`
@@ -231,13 +231,13 @@ type FleetApplyMaps struct {
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
-	XdplPktScratch     *ebpf.Map `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.Map `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.Map `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.Map `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
+	XdplScratch        *ebpf.Map `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.Map `ebpf:"xdpl_sources"`
 	XdplSources4       *ebpf.Map `ebpf:"xdpl_sources4"`
@@ -287,13 +287,13 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
-		m.XdplPktScratch,
 		m.XdplProto,
 		m.XdplRefused,
 		m.XdplRejectBudget,
 		m.XdplRejectSources,
 		m.XdplReplyScratch,
 		m.XdplRules,
+		m.XdplScratch,
 		m.XdplSketchMap,
 		m.XdplSources,
 		m.XdplSources4,

@@ -52,7 +52,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 9
+	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 10
 	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
@@ -480,6 +480,12 @@ type XdplimitXdplRuleStats struct {
 	RejectSuppressed uint64
 }
 
+type XdplimitXdplScratch struct {
+	_        structs.HostLayout
+	Pkt      XdplimitXdplPkt
+	FlowTags [1024]uint32
+}
+
 type XdplimitXdplState struct {
 	_ structs.HostLayout
 	A uint64
@@ -546,13 +552,13 @@ const (
 	XdplimitMapXdplLogs            = "xdpl_logs"
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
-	XdplimitMapXdplPktScratch      = "xdpl_pkt_scratch"
 	XdplimitMapXdplProto           = "xdpl_proto"
 	XdplimitMapXdplRefused         = "xdpl_refused"
 	XdplimitMapXdplRejectBudget    = "xdpl_reject_budget"
 	XdplimitMapXdplRejectSources   = "xdpl_reject_sources"
 	XdplimitMapXdplReplyScratch    = "xdpl_reply_scratch"
 	XdplimitMapXdplRules           = "xdpl_rules"
+	XdplimitMapXdplScratch         = "xdpl_scratch"
 	XdplimitMapXdplSketchMap       = "xdpl_sketch_map"
 	XdplimitMapXdplSources         = "xdpl_sources"
 	XdplimitMapXdplSources4        = "xdpl_sources4"
@@ -671,13 +677,13 @@ type XdplimitMapSpecs struct {
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
-	XdplPktScratch     *ebpf.MapSpec `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.MapSpec `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.MapSpec `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.MapSpec `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
+	XdplScratch        *ebpf.MapSpec `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.MapSpec `ebpf:"xdpl_sources"`
 	XdplSources4       *ebpf.MapSpec `ebpf:"xdpl_sources4"`
@@ -772,13 +778,13 @@ type XdplimitMaps struct {
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
-	XdplPktScratch     *ebpf.Map `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.Map `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.Map `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.Map `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
+	XdplScratch        *ebpf.Map `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.Map `ebpf:"xdpl_sources"`
 	XdplSources4       *ebpf.Map `ebpf:"xdpl_sources4"`
@@ -828,13 +834,13 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
-		m.XdplPktScratch,
 		m.XdplProto,
 		m.XdplRefused,
 		m.XdplRejectBudget,
 		m.XdplRejectSources,
 		m.XdplReplyScratch,
 		m.XdplRules,
+		m.XdplScratch,
 		m.XdplSketchMap,
 		m.XdplSources,
 		m.XdplSources4,

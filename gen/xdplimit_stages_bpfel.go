@@ -47,13 +47,13 @@ const (
 	XdplimitStagesMapXdplLogs            = "xdpl_logs"
 	XdplimitStagesMapXdplMeta            = "xdpl_meta"
 	XdplimitStagesMapXdplNames           = "xdpl_names"
-	XdplimitStagesMapXdplPktScratch      = "xdpl_pkt_scratch"
 	XdplimitStagesMapXdplProto           = "xdpl_proto"
 	XdplimitStagesMapXdplRefused         = "xdpl_refused"
 	XdplimitStagesMapXdplRejectBudget    = "xdpl_reject_budget"
 	XdplimitStagesMapXdplRejectSources   = "xdpl_reject_sources"
 	XdplimitStagesMapXdplReplyScratch    = "xdpl_reply_scratch"
 	XdplimitStagesMapXdplRules           = "xdpl_rules"
+	XdplimitStagesMapXdplScratch         = "xdpl_scratch"
 	XdplimitStagesMapXdplSketchMap       = "xdpl_sketch_map"
 	XdplimitStagesMapXdplSources         = "xdpl_sources"
 	XdplimitStagesMapXdplSources4        = "xdpl_sources4"
@@ -173,13 +173,13 @@ type XdplimitStagesMapSpecs struct {
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
-	XdplPktScratch     *ebpf.MapSpec `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.MapSpec `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.MapSpec `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.MapSpec `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
+	XdplScratch        *ebpf.MapSpec `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.MapSpec `ebpf:"xdpl_sources"`
 	XdplSources4       *ebpf.MapSpec `ebpf:"xdpl_sources4"`
@@ -275,13 +275,13 @@ type XdplimitStagesMaps struct {
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
-	XdplPktScratch     *ebpf.Map `ebpf:"xdpl_pkt_scratch"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.Map `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.Map `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.Map `ebpf:"xdpl_reply_scratch"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
+	XdplScratch        *ebpf.Map `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
 	XdplSources        *ebpf.Map `ebpf:"xdpl_sources"`
 	XdplSources4       *ebpf.Map `ebpf:"xdpl_sources4"`
@@ -331,13 +331,13 @@ func (m *XdplimitStagesMaps) Close() error {
 		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
-		m.XdplPktScratch,
 		m.XdplProto,
 		m.XdplRefused,
 		m.XdplRejectBudget,
 		m.XdplRejectSources,
 		m.XdplReplyScratch,
 		m.XdplRules,
+		m.XdplScratch,
 		m.XdplSketchMap,
 		m.XdplSources,
 		m.XdplSources4,

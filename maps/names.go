@@ -61,7 +61,7 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplFlows, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFlows }},
 	{gen.XdplimitMapXdplCookiePass, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplCookiePass }},
 	{gen.XdplimitMapXdplBanEpoch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBanEpoch }},
-	{gen.XdplimitMapXdplPktScratch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplPktScratch }},
+	{gen.XdplimitMapXdplScratch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplScratch }},
 	{gen.XdplimitMapXdplRejectBudget, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRejectBudget }},
 	{gen.XdplimitMapXdplRejectSources, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRejectSources }},
 	{gen.XdplimitMapXdplReplyScratch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplReplyScratch }},
