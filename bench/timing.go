@@ -5,7 +5,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 )
 
 // slopeTimer times the per-packet cost of a program below a nanosecond.
@@ -39,9 +40,9 @@ func (s *slopeTimer) call(prog *ebpf.Program, frame []byte, n int) (uint32, erro
 	if s.k == len(s.n) {
 		return 0, fmt.Errorf("slopeTimer: more than %d calls", len(s.n))
 	}
-	before := threadCPU()
+	before := cpupin.ThreadCPU()
 	ret, _, err := prog.Benchmark(frame, n, nil)
-	s.n[s.k], s.t[s.k] = n, threadCPU()-before
+	s.n[s.k], s.t[s.k] = n, cpupin.ThreadCPU()-before
 	s.k++
 	return ret, err
 }
@@ -57,10 +58,4 @@ func (s *slopeTimer) perPacket() (float64, error) {
 			s.n[0], s.t[0], s.n[1], s.t[1])
 	}
 	return d / float64(s.n[1]-s.n[0]), nil
-}
-
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return time.Duration(ts.Nano())
 }

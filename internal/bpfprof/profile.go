@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/xdplimit/xdplimit/internal/cpupin"
 )
 
 // Profile is where the samples of a sampled run landed.
@@ -42,7 +42,7 @@ func Sample(sym *Symbolizer, period time.Duration, calls int, call func() (runs 
 		p.Samples++
 	}
 	for range calls {
-		t0 := threadCPU()
+		t0 := cpupin.ThreadCPU()
 		if err := s.Enable(); err != nil {
 			return nil, err
 		}
@@ -50,7 +50,7 @@ func Sample(sym *Symbolizer, period time.Duration, calls int, call func() (runs 
 		if derr := s.Disable(); err == nil {
 			err = derr
 		}
-		p.CPU += threadCPU() - t0
+		p.CPU += cpupin.ThreadCPU() - t0
 		if err != nil {
 			return nil, err
 		}
@@ -97,10 +97,4 @@ func (p *Profile) InProgram() float64 {
 		}
 	}
 	return float64(n) / float64(p.Samples)
-}
-
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return time.Duration(ts.Nano())
 }
