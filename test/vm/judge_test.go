@@ -77,19 +77,17 @@ func checkStack(t *testing.T, stack, passed uint64) {
 }
 
 // checkDelivered compares the packets xdplimit judged (for a rule that
-// matches only the test's flow) with those the generator sent.
-func checkDelivered(t *testing.T, judged, sent uint64) {
+// matches only the test's flow) with those the generator sent: each frame
+// sent was judged or dropped by veth before any program saw it (lost, the
+// receiver's ringDrops across the flood). veth drops when the receiver's
+// ring is full: under emulation often, on the host when the receiver's NAPI
+// was deferred to ksoftirqd (1.6%, 2.4% and 18% of a flood seen). Frames
+// of the sender's own stack (IPv6 MLD, ND) lost the same way only loosen
+// the check by as many. Most of the flood must still arrive for a test
+// to say anything about it.
+func checkDelivered(t *testing.T, judged, sent, lost uint64) {
 	t.Helper()
-	// veth drops frames before any program sees them when its XDP ring is
-	// full: under emulation often, on the host now and then (when the
-	// receiver's NAPI was deferred to ksoftirqd: 1.6% and 2.4% of a flood
-	// seen in repeated runs). What xdplimit did with the frames it saw is
-	// checked exactly elsewhere (its counters against the stack's).
-	least := sent - sent/10
-	if testutil.InVM() {
-		least = sent / 2
-	}
-	if judged > sent || judged < least {
-		t.Errorf("xdplimit judged %d packets, the generator sent %d", judged, sent)
+	if judged > sent || judged+lost < sent || judged < sent/2 {
+		t.Errorf("xdplimit judged %d packets, the generator sent %d and veth dropped %d before xdplimit", judged, sent, lost)
 	}
 }

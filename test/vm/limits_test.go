@@ -27,12 +27,12 @@ rules:
 	if x := l.xdpAttached(t); x == nil || x.AttachMode != 1 {
 		t.Fatalf("expected a native XDP program on %s, got %+v", l.PeerName, x)
 	}
-	before := l.PeerNS.Snapshot(t)
+	before, lost0 := l.PeerNS.Snapshot(t), l.ringDrops(t)
 	res := l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(3_000_000))
-	stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
+	stack, lost := l.PeerNS.Snapshot(t).Delta(before).IPReceives(), l.ringDrops(t)-lost0
 	pass, drop, _ := l.ruleCounts(t, "udp")
-	t.Logf("sent %v; passed %d, dropped %d; stack received %d", res, pass, drop, stack)
-	checkDelivered(t, pass+drop, res.Sent)
+	t.Logf("sent %v; passed %d, dropped %d; stack received %d; veth dropped %d", res, pass, drop, stack, lost)
+	checkDelivered(t, pass+drop, res.Sent, lost)
 	checkStack(t, stack, pass)
 	checkAdmitted(t, "admitted", float64(pass), 1000+2000*res.Elapsed.Seconds(), res, 1)
 
@@ -94,14 +94,15 @@ func TestAlgorithmsOnVeth(t *testing.T) {
 			// stack (IPv6 MLD, ND) must not enter the rule's counters.
 			l.attach(t, "rules:\n  - name: r\n    match: {protocol: udp, src_cidrs: [198.18.0.1/32]}\n    limit: "+c.limit+"\n")
 			before := l.PeerNS.Snapshot(t)
-			rx0, tx0 := l.linkDrops(t)
+			lost0 := l.ringDrops(t)
 			start := monotonic()
 			res := l.floodFor(t, l.udpFrame(18), 5*time.Second, floodCount(4_000_000))
 			end := monotonic()
 			stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
-			rx1, tx1 := l.linkDrops(t)
+			lost := l.ringDrops(t) - lost0
 			pass, drop, _ := l.ruleCounts(t, "r")
-			t.Logf("sent %v; judged %d, passed %d; stack %d; link drops rx %d tx %d", res, pass+drop, pass, stack, rx1-rx0, tx1-tx0)
+			t.Logf("sent %v; judged %d, passed %d; stack %d; veth dropped %d", res, pass+drop, pass, stack, lost)
+			checkDelivered(t, pass+drop, res.Sent, lost)
 			checkStack(t, stack, pass)
 			checkAdmitted(t, "admitted", float64(pass), c.want(start, end), res, 1)
 		})
@@ -160,18 +161,18 @@ deny: [198.18.2.0/24]
 		{"198.18.2.7", false}, // denied: all dropped
 		{"198.18.0.7", true},  // shadow: counted as would-drop, passed
 	} {
-		before := l.PeerNS.Snapshot(t)
+		before, lost0 := l.PeerNS.Snapshot(t), l.ringDrops(t)
 		f := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, Src: netip.MustParseAddr(c.src), Dst: l.PeerAddr,
 			SrcPort: 40000, DstPort: 9, Payload: 18}
 		res := l.flood(t, f.MustBuild(), pktgen.Sources{}, 20000)
-		stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
+		stack, lost := l.PeerNS.Snapshot(t).Delta(before).IPReceives(), l.ringDrops(t)-lost0
 		if c.wantStack {
 			// Background packets (IPv6 MLD, ND) may add a few.
 			t.Logf("%s: %d of %d reached the stack", c.src, stack, res.Sent)
 			if stack > res.Sent+5 {
 				t.Errorf("%s: %d reached the stack, more than the %d sent", c.src, stack, res.Sent)
 			}
-			checkDelivered(t, min(stack, res.Sent), res.Sent)
+			checkDelivered(t, min(stack, res.Sent), res.Sent, lost)
 		}
 		if !c.wantStack && stack > 5 {
 			t.Errorf("%s: %d of %d reached the stack, want none", c.src, stack, res.Sent)
@@ -188,7 +189,7 @@ deny: [198.18.2.0/24]
 		}
 		if c.src == "198.18.0.7" {
 			pass, drop, shadow := l.ruleCounts(t, "shadowed")
-			checkDelivered(t, pass+shadow, res.Sent)
+			checkDelivered(t, pass+shadow, res.Sent, lost)
 			// Burst 10 at 100/s: all but a few are would-drops.
 			if drop != 0 || shadow < (pass+shadow)*9/10 {
 				t.Errorf("shadow rule: pass %d, drop %d, shadow %d", pass, drop, shadow)

@@ -61,13 +61,13 @@ rules:
 `)
 	f := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, VLANs: []pktgen.VLAN{{ID: 100}},
 		Src: netip.MustParseAddr("198.19.0.1"), Dst: vlanAddr.Addr(), SrcPort: 40000, DstPort: 9, Payload: 18}
-	before := l.PeerNS.Snapshot(t)
+	before, lost0 := l.PeerNS.Snapshot(t), l.ringDrops(t)
 	res := l.flood(t, f.MustBuild(), pktgen.Sources{}, floodCount(3_000_000))
-	got := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
+	got, lost := l.PeerNS.Snapshot(t).Delta(before).IPReceives(), l.ringDrops(t)-lost0
 	pass, drop, _ := l.ruleCounts(t, "vlan100")
-	t.Logf("sent %v; passed %d, dropped %d, stack %d", res, pass, drop, got)
+	t.Logf("sent %v; passed %d, dropped %d, stack %d; veth dropped %d", res, pass, drop, got, lost)
 
-	checkDelivered(t, pass+drop, res.Sent)
+	checkDelivered(t, pass+drop, res.Sent, lost)
 	if stack {
 		checkStack(t, got, pass)
 	}
@@ -140,15 +140,15 @@ func TestGenericMode(t *testing.T) {
 	if err != nil || !strings.Contains(out, "attached (generic)") {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
-	before := l.PeerNS.Snapshot(t)
+	before, lost0 := l.PeerNS.Snapshot(t), l.ringDrops(t)
 	start := time.Now()
 	sent := l.sendUDP(t, 4000)
 	l.settle(t)
 	elapsed := time.Since(start)
-	stack := l.PeerNS.Snapshot(t).Delta(before).IPReceives()
+	stack, lost := l.PeerNS.Snapshot(t).Delta(before).IPReceives(), l.ringDrops(t)-lost0
 	pass, drop, _ := l.ruleCounts(t, "r")
-	t.Logf("sent %d datagrams in %v; passed %d, dropped %d; stack received %d", sent, elapsed, pass, drop, stack)
-	checkDelivered(t, pass+drop, sent)
+	t.Logf("sent %d datagrams in %v; passed %d, dropped %d; stack received %d; veth dropped %d", sent, elapsed, pass, drop, stack, lost)
+	checkDelivered(t, pass+drop, sent, lost)
 	checkStack(t, stack, pass)
 	// The bucket starts full and the send outruns it: the burst passes, and
 	// at most the refill over the whole measured span (the send and the

@@ -47,6 +47,7 @@ rules:
 	// A flood that runs until stopped, so that it is running when the
 	// edit lands and goes on under the new policy for a while.
 	frame := l.udpFrame(18)
+	lost0 := l.ringDrops(t)
 	res, stopFlood := startFlood(t, l, frame)
 	// Wait until the flood is being dropped by the tight limit.
 	deadline := time.Now().Add(20 * time.Second)
@@ -72,8 +73,9 @@ rules:
 	stopFlood()
 	sent := <-res
 	passAfter, dropAfter, _ := l.ruleCounts(t, "a")
-	t.Logf("flood %v; passed %d before the edit, %d when the reload was logged, %d at the end (%d dropped)",
-		sent, passBefore, passAtReload, passAfter, dropAfter)
+	lost := l.ringDrops(t) - lost0
+	t.Logf("flood %v; passed %d before the edit, %d when the reload was logged, %d at the end (%d dropped); veth dropped %d",
+		sent, passBefore, passAtReload, passAfter, dropAfter, lost)
 	if strings.Contains(p.out.String(), "trigger=SIGHUP") {
 		t.Errorf("a SIGHUP reload happened; only the file changed:\n%s", p.out)
 	}
@@ -82,7 +84,7 @@ rules:
 	if passAfter-passAtReload < 10000 {
 		t.Errorf("after the reload only %d more packets passed: the new limit is not in force", passAfter-passAtReload)
 	}
-	checkDelivered(t, passAfter+dropAfter, sent.Sent)
+	checkDelivered(t, passAfter+dropAfter, sent.Sent, lost)
 	if got := scrapeMetric(t, l, `xdplimit_policy_reloads_total{interface="`+l.PeerName+`",result="success"}`); got != 1 {
 		t.Errorf("%v successful reloads in the metrics, want 1", got)
 	}
@@ -101,6 +103,7 @@ rules:
 	// An invalid edit: reported, the loose policy stays in force, which
 	// a flood during and after the failed reload shows.
 	before, dropBefore, _ := l.ruleCounts(t, "a")
+	lost0 = l.ringDrops(t)
 	res, stopFlood = startFlood(t, l, frame)
 	renameOverFile(t, path, strings.Replace(loose, "10M/s", "10M/sec", 1))
 	p.waitFor(t, "reload failed", 10*time.Second)
@@ -108,8 +111,9 @@ rules:
 	stopFlood()
 	sent = <-res
 	after, dropAfterFail, _ := l.ruleCounts(t, "a")
-	t.Logf("flood across the invalid edit %v; passed %d, dropped %d", sent, after-before, dropAfterFail-dropBefore)
-	checkDelivered(t, after-before, sent.Sent)
+	lost = l.ringDrops(t) - lost0
+	t.Logf("flood across the invalid edit %v; passed %d, dropped %d; veth dropped %d", sent, after-before, dropAfterFail-dropBefore, lost)
+	checkDelivered(t, after-before, sent.Sent, lost)
 	if dropAfterFail != dropBefore {
 		t.Errorf("after the invalid edit, %d of %d packets passed and %d were dropped: the policy in force changed",
 			after-before, sent.Sent, dropAfterFail-dropBefore)
@@ -264,9 +268,10 @@ rules:
 		SrcPort: 40000, DstPort: 9, Payload: 18}
 	// Compared with what was sent: the generator may send a few more
 	// than asked (it repeats an interrupted call whole).
+	lost0 := l.ringDrops(t)
 	resB := l.flood(t, f.MustBuild(), pktgen.Sources{}, 1000)
 	passB, dropB, _ := l.ruleCounts(t, "b")
-	checkDelivered(t, passB, resB.Sent)
+	checkDelivered(t, passB, resB.Sent, l.ringDrops(t)-lost0)
 	if dropB != 0 {
 		t.Errorf("rule b (5000 burst) dropped %d of %d", dropB, resB.Sent)
 	}
