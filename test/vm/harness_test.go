@@ -247,27 +247,13 @@ func (l *lab) xdpAttached(t *testing.T) *netlink.LinkXdp {
 	return x
 }
 
-// ringDrops reads the receiver's rx_dropped: veth counts there every frame
+// ringDrops is the receiver's rx_dropped: veth counts there every frame
 // it drops before the receiver's XDP program sees it, because the XDP ring
 // (native mode) or the backlog (generic mode) was full. The sender's
 // tx_dropped counts the same frames again.
 func (l *lab) ringDrops(t *testing.T) uint64 {
 	t.Helper()
-	var n uint64
-	err := l.PeerNS.Do(func() error {
-		nl, err := netlink.LinkByName(l.PeerName)
-		if err != nil {
-			return err
-		}
-		if st := nl.Attrs().Statistics; st != nil {
-			n = st.RxDropped
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return l.PeerNS.RxDropped(t, l.PeerName)
 }
 
 // requireClean checks that nothing of xdplimit is left on the receiver end.
