@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -50,22 +49,9 @@ func (r *microResults) measureFleetPairs(e *env, rounds int) error {
 	for i := range rounds {
 		e.Logf("micro: fleet/host pairs, round %d of %d", i+1, rounds)
 		for _, p := range r.FleetPairs {
-			// Alternate which goes first, so that neither always runs
-			// right after the other pair's cases.
-			first, second := p.host, p.fleet
-			if i%2 == 1 {
-				first, second = second, first
-			}
-			a, err := first.run(r.Repeat)
+			a, b, err := adjacentCalls(p.host, p.fleet, i, r.Repeat)
 			if err != nil {
-				return fmt.Errorf("%s: %w", first.name, err)
-			}
-			b, err := second.run(r.Repeat)
-			if err != nil {
-				return fmt.Errorf("%s: %w", second.name, err)
-			}
-			if first == p.fleet {
-				a, b = b, a
+				return err
 			}
 			p.ratio = append(p.ratio, b/a)
 		}

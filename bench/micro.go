@@ -172,6 +172,7 @@ type microResults struct {
 	CPU            int
 	Cases          []*microCase
 	FleetPairs     []*fleetPair
+	ParserPairs    []*parserPair
 	TwoCPU         []*twoCPU
 }
 
@@ -433,6 +434,9 @@ func microBench(e *env, quick bool) (*microResults, error) {
 		}
 		for _, c := range res.Cases {
 			c.countInserts()
+		}
+		if err := res.measureParserPairs(e, 3*res.Rounds); err != nil {
+			return err
 		}
 		return res.measureFleetPairs(e, 3*res.Rounds)
 	})

@@ -201,7 +201,7 @@ func (r *report) writeMicro(b *strings.Builder) error {
 	p("Inserts is the share of measured packets that created a source-table entry (the `new_source` counter);\n")
 	p("cached, the share refused from the per-CPU flow cache or refused-until cache (`flow_cached` + `refused_cached`).\n\n")
 	p("Above the parser alone is the case's median minus the parser alone's (the SYN cookie rows: minus the\n")
-	p("SYN's parser alone).\n\n")
+	p("SYN's parser alone); the targets are judged call after call instead (the section after this table).\n\n")
 	p("| Case | ns/packet (median) | min – max | Above the parser alone (ns) | × bare XDP_DROP | Inserts | Cached |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	base := m.baseline()
 	parser := m.measuredCase(mParser)
@@ -240,6 +240,7 @@ func (r *report) writeMicro(b *strings.Builder) error {
 		p("| %s | %.1f | %.1f – %.1f | %s | %s | %s | %s |\n", name, c.ns.median(), c.ns.min(), c.ns.max(), above, ratio, ins, hits)
 	}
 	p("\n")
+	r.writeParserPairs(b)
 	m.writeStages(b)
 	m.writeTwoCPU(b)
 	return nil

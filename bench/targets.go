@@ -95,16 +95,12 @@ func (m *microResults) measuredCase(n string) *microCase {
 	return c
 }
 
-// aboveParser is each named case's cost above the parser alone: the
-// difference of the two medians, in ns. The medians are the CPU-time
-// slopes (slopeTimer), not the kernel's whole-ns figure, so the difference
-// is not rounded to a nanosecond; the run's noise is in the per-packet
-// table's min – max.
-func (m *microResults) aboveParser(names ...string) []figure {
-	return m.above(mParser, names...)
-}
-
-// above is aboveParser against the named floor.
+// above is each named case's cost above the floor case (the parser alone,
+// or the parser alone rotating the source), in ns: the median of the
+// differences of adjacent calls when the pair was measured call after call
+// (paired.go), else the difference of the two medians. Both are CPU-time
+// slopes (slopeTimer), not the kernel's whole-ns figure, so neither is
+// rounded to a nanosecond.
 func (m *microResults) above(floor string, names ...string) []figure {
 	p := m.measuredCase(floor)
 	if p == nil {
@@ -116,9 +112,16 @@ func (m *microResults) above(floor string, names ...string) []figure {
 		if c == nil {
 			continue
 		}
+		medians := fmt.Sprintf("%.1f − %.1f", c.ns.median(), p.ns.median())
+		if pr := m.parserPair(floor, n); pr != nil {
+			x := pr.diff.median()
+			fs = append(fs, figure{name: shortAlg(n), x: x,
+				shown: fmt.Sprintf("%s %.1f ns (call after call, %.1f – %.1f; the medians' difference %s)",
+					shortAlg(n), x, pr.diff.min(), pr.diff.max(), medians)})
+			continue
+		}
 		x := c.ns.median() - p.ns.median()
-		fs = append(fs, figure{name: shortAlg(n), x: x,
-			shown: fmt.Sprintf("%s %.1f ns (%.1f − %.1f)", shortAlg(n), x, c.ns.median(), p.ns.median())})
+		fs = append(fs, figure{name: shortAlg(n), x: x, shown: fmt.Sprintf("%s %.1f ns (%s)", shortAlg(n), x, medians)})
 	}
 	return fs
 }

@@ -68,6 +68,29 @@ func TestMicroTargetsAboveParser(t *testing.T) {
 	}
 }
 
+// Measured call after call, a target case is judged on the median of its
+// per-pair differences from its floor, not on the medians' difference: the
+// pairs share the machine's speed where the medians may not.
+func TestMicroTargetsCallAfterCall(t *testing.T) {
+	c := func(name string, ns ...float64) *microCase { return &microCase{name: name, ns: ns} }
+	parser, rotate := c(mParser, 50, 50, 50), c(mParserRotate, 52, 52, 52)
+	tb, fw := c(mTBDrop, 62, 62, 62), c(mFWDrop, 58, 58, 58) // medians: 12 and 8 above
+	spoof := c(mSpoofGDrop, 70, 70, 70)
+	m := &microResults{Cases: []*microCase{parser, rotate, tb, fw, spoof}, ParserPairs: []*parserPair{
+		{floor: parser, c: tb, diff: sample{9, 10, 40}},     // paired: 10, met where the medians miss
+		{floor: parser, c: fw, diff: sample{11, 12, 3}},     // paired: 11, missed where the medians meet
+		{floor: parser, c: spoof, diff: sample{1, 2, 3}},    // against the wrong floor: not used
+		{floor: rotate, c: c(mSWDrop, 1), diff: sample{}},   // no pairs measured: the medians
+		{floor: rotate, c: spoof, diff: sample{20, 21, 22}}, // the forged case's own floor
+	}}
+	m.Cases = append(m.Cases, c(mSWDrop, 55, 55, 55))
+	checkTargets(t, m.targets(), []wantTarget{
+		{"BPF_PROG_TEST_RUN, a refused known source", "**NOT MET** (FW drop)",
+			"TB drop 10.0 ns (call after call, 9.0 – 40.0; the medians' difference 62.0 − 50.0), FW drop 11.0 ns (call after call, 3.0 – 12.0; the medians' difference 58.0 − 50.0), SW drop 5.0 ns (55.0 − 50.0)"},
+		{"BPF_PROG_TEST_RUN, a packet a global level refuses", "**NOT MET** (" + mSpoofGDrop + ")", "21.0 ns (call after call"},
+	})
+}
+
 // The veth targets divide by the parser alone per CPU-second, not by the
 // bare XDP_DROP nor the wall clock, and judge each ordering of the levels
 // on its own configurations.
