@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/xdplimit/xdplimit/internal/buildinfo"
+	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/loader"
 )
 
@@ -54,7 +55,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(stderr, "xdplimit:", err)
+		// Errors quote outside text (a path, a name, a server's reply)
+		// where they are built, not always escaped: the terminal sees none
+		// of its controls. A message's own lines stay lines.
+		fmt.Fprintln(stderr, "xdplimit:", termsafe.EscapeLines(err.Error()))
 		return 1
 	}
 	return 0

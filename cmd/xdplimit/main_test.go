@@ -51,6 +51,17 @@ func runCases(t *testing.T, cases []cliCase) {
 	}
 }
 
+// An error that quotes outside text raw (here the os package's, with a
+// path that carries a terminal title sequence) reaches the terminal
+// escaped: its controls are printed, not obeyed.
+func TestErrorLineEscaped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "\x1b]0;owned\x07.yaml")
+	_, errOut, code := runCLI("policy", "check", path)
+	if code != 1 || strings.ContainsAny(errOut, "\x1b\x07") || !strings.Contains(errOut, `\x1b]0;owned\x07.yaml`) {
+		t.Errorf("exit %d, stderr %q: want exit 1 and the path's controls escaped", code, errOut)
+	}
+}
+
 // The interface the tests ask about: a valid name no test creates.
 const noIface = "xdpl-none0"
 
