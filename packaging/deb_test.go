@@ -47,6 +47,7 @@ func TestDebianPackage(t *testing.T) {
 	deb := filepath.Join(dist, "xdplimit_"+debVersion+"_amd64.deb")
 	checkControl(t, deb, debVersion)
 	checkContents(t, deb)
+	checkDocLinks(t, deb)
 	runLintian(t, deb)
 
 	installed := func() bool {
