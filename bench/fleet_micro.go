@@ -46,8 +46,7 @@ func (r *microResults) measureFleetPairs(e *env, rounds int) error {
 		}
 		r.FleetPairs = append(r.FleetPairs, p)
 	}
-	for i := range rounds {
-		e.Logf("micro: fleet/host pairs, round %d of %d", i+1, rounds)
+	return pairRounds(e, "fleet/host pairs", rounds, func(i int) error {
 		for _, p := range r.FleetPairs {
 			a, b, err := adjacentCalls(p.host, p.fleet, i, r.Repeat)
 			if err != nil {
@@ -55,9 +54,6 @@ func (r *microResults) measureFleetPairs(e *env, rounds int) error {
 			}
 			p.ratio = append(p.ratio, b/a)
 		}
-		if err := e.ctx.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
+		return nil
+	})
 }

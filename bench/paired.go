@@ -71,14 +71,26 @@ func (r *microResults) measureParserPairs(e *env, rounds int) error {
 			}
 		}
 	}
-	for i := range rounds {
-		e.Logf("micro: pairs with the parser alone, round %d of %d", i+1, rounds)
+	return pairRounds(e, "pairs with the parser alone", rounds, func(i int) error {
 		for _, p := range r.ParserPairs {
 			f, c, err := adjacentCalls(p.floor, p.c, i, r.Repeat)
 			if err != nil {
 				return err
 			}
 			p.diff, p.ratio = append(p.diff, c-f), append(p.ratio, c/f)
+		}
+		return nil
+	})
+}
+
+// pairRounds runs round(i) for each of rounds rounds of call-after-call
+// pairs (what names them in the log), stopping at the first error or when
+// the run's context ends.
+func pairRounds(e *env, what string, rounds int, round func(i int) error) error {
+	for i := range rounds {
+		e.Logf("micro: %s, round %d of %d", what, i+1, rounds)
+		if err := round(i); err != nil {
+			return err
 		}
 		if err := e.ctx.Err(); err != nil {
 			return err
