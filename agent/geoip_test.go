@@ -30,6 +30,7 @@ import (
 func sendFrom(t *testing.T, v *testutil.Veth, src, dst netip.Addr, n int) uint64 {
 	t.Helper()
 	before := v.PeerNS.Settle(t)
+	rx := v.PeerNS.RxPackets(t, v.PeerName) + v.PeerNS.RxDropped(t, v.PeerName)
 	err := v.NS.Do(func() error {
 		// Unconnected: the port unreachable answers do not fail the
 		// next writes.
@@ -49,6 +50,7 @@ func sendFrom(t *testing.T, v *testutil.Veth, src, dst netip.Addr, n int) uint64
 	if err != nil {
 		t.Fatal(err)
 	}
+	v.PeerNS.WaitRx(t, v.PeerName, rx, uint64(n))
 	d := v.PeerNS.Settle(t).Delta(before)
 	if dst.Is4() {
 		return d.UDPNoPorts

@@ -91,6 +91,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	// frame is refused) never reached the limiter, and each batch is
 	// counted as the frames that did.
 	before := v.PeerNS.Snapshot(t)
+	rx := v.PeerNS.RxPackets(t, v.PeerName) + v.PeerNS.RxDropped(t, v.PeerName)
 	var sent, reached uint64
 	var reachedBatch [3]uint64
 	for i, f := range []struct {
@@ -119,6 +120,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		reachedBatch[i] = res.Sent - min(lost, res.Sent)
 		reached += reachedBatch[i]
 	}
+	v.PeerNS.WaitRx(t, v.PeerName, rx, sent)
 	received := v.PeerNS.Settle(t).Delta(before).IPInReceives
 	dropped := reached - min(received, reached)
 	t.Logf("sent %d, %d reached the limiter, the receiving stack counted %d IPv4 packets: %d dropped by the limiter",

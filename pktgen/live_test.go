@@ -62,13 +62,19 @@ func TestSendLive(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := v.PeerNS.Snapshot(t)
+			dropped0 := v.PeerNS.RxDropped(t, v.PeerName)
+			rx := v.PeerNS.RxPackets(t, v.PeerName) + dropped0
 			frame := SetMACs(tc.frame, v.MAC, v.PeerMAC)
 			res, err := g.Send(context.Background(), v.NS.Path(), v.Name, frame, count, cpus...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("sent %v on CPUs %v (per CPU %v)", res, cpus, res.PerCPU)
+			if !v.PeerNS.WaitRx(t, v.PeerName, rx, res.Sent) {
+				t.Logf("the receiver had not taken in or dropped every frame sent after 10 s")
+			}
 			d := v.PeerNS.Settle(t).Delta(before)
+			lost := v.PeerNS.RxDropped(t, v.PeerName) - dropped0
 
 			if res.Sent < count || res.Sent > count+count/10 {
 				t.Errorf("generator sent %d, want %d", res.Sent, count)
@@ -80,13 +86,19 @@ func TestSendLive(t *testing.T) {
 			if tc.first.Is6() {
 				received, noPorts, csumErr = d.IP6InReceives, d.UDP6NoPorts, d.UDP6InCsumErrors
 			}
-			t.Logf("receiver stack: %d IP receives, %d UDP no-port, %d checksum errors", received, noPorts, csumErr)
-			// Allow 5% loss in veth rings; checksum errors are never allowed.
-			if received < res.Sent*95/100 {
-				t.Errorf("receiver stack saw %d of %d frames", received, res.Sent)
+			t.Logf("receiver stack: %d IP receives, %d UDP no-port, %d checksum errors; veth dropped %d before the receiver", received, noPorts, csumErr, lost)
+			// Every frame sent reached the receiver's UDP layer or was
+			// dropped by veth when the receiver's ring was full, which it
+			// counts in rx_dropped: under emulation, or when the receiver's
+			// NAPI is deferred to ksoftirqd, that is up to two thirds of a
+			// flood (the sender's stack's own frames, IPv6 MLD, lost the same
+			// way loosen this by as many). A frame that arrived and was not
+			// taken by UDP as valid is the generator's fault.
+			if received+lost < res.Sent {
+				t.Errorf("receiver stack saw %d of %d frames, and veth dropped %d", received, res.Sent, lost)
 			}
-			if noPorts < res.Sent*95/100 {
-				t.Errorf("UDP accepted %d of %d datagrams (checksum errors %d)", noPorts, res.Sent, csumErr)
+			if noPorts+lost < res.Sent {
+				t.Errorf("UDP accepted %d of %d datagrams (checksum errors %d), and veth dropped %d", noPorts, res.Sent, csumErr, lost)
 			}
 			if csumErr != 0 {
 				t.Errorf("%d UDP checksum errors", csumErr)
@@ -114,6 +126,9 @@ func TestSendLive(t *testing.T) {
 				frames += n
 			}
 			t.Logf("XDP sink: %d distinct sources, %d frames", distinct, frames)
+			if noPorts < frames {
+				t.Errorf("the receiver's XDP program passed %d frames of the flood, its UDP layer accepted %d", frames, noPorts)
+			}
 			if distinct < sources*95/100 {
 				t.Errorf("%d distinct sources arrived, want about %d", distinct, sources)
 			}
