@@ -81,13 +81,14 @@ func checkStack(t *testing.T, stack, passed uint64) {
 // sent was judged or dropped by veth before any program saw it (lost, the
 // receiver's ringDrops across the flood). veth drops when the receiver's
 // ring is full: under emulation often, on the host when the receiver's NAPI
-// was deferred to ksoftirqd (1.6%, 2.4% and 18% of a flood seen). Frames
-// of the sender's own stack (IPv6 MLD, ND) lost the same way only loosen
-// the check by as many. Most of the flood must still arrive for a test
-// to say anything about it.
+// was deferred to ksoftirqd (1.6%, 2.4% and 18% of a flood seen here, up
+// to 74% on a busy CI machine). Frames of the sender's own stack (IPv6
+// MLD, ND) lost the same way only loosen the check by as many. A tenth of
+// the flood must still arrive for a test to say anything about it: the
+// floods are sized far above the limits they test.
 func checkDelivered(t *testing.T, judged, sent, lost uint64) {
 	t.Helper()
-	if judged > sent || judged+lost < sent || judged < sent/2 {
+	if judged > sent || judged+lost < sent || judged < sent/10 {
 		t.Errorf("xdplimit judged %d packets, the generator sent %d and veth dropped %d before xdplimit", judged, sent, lost)
 	}
 }
