@@ -30,7 +30,7 @@ import (
 func sendFrom(t *testing.T, v *testutil.Veth, src, dst netip.Addr, n int) uint64 {
 	t.Helper()
 	before := v.PeerNS.Settle(t)
-	rx := v.PeerNS.RxPackets(t, v.PeerName) + v.PeerNS.RxDropped(t, v.PeerName)
+	rx := v.PeerNS.RxSeen(t, v.PeerName)
 	err := v.NS.Do(func() error {
 		// Unconnected: the port unreachable answers do not fail the
 		// next writes.

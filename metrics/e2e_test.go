@@ -91,7 +91,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	// frame is refused) never reached the limiter, and each batch is
 	// counted as the frames that did.
 	before := v.PeerNS.Snapshot(t)
-	rx := v.PeerNS.RxPackets(t, v.PeerName) + v.PeerNS.RxDropped(t, v.PeerName)
+	rx := v.PeerNS.RxSeen(t, v.PeerName)
 	var sent, reached uint64
 	var reachedBatch [3]uint64
 	for i, f := range []struct {

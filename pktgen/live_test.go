@@ -63,7 +63,7 @@ func TestSendLive(t *testing.T) {
 			}
 			before := v.PeerNS.Snapshot(t)
 			dropped0 := v.PeerNS.RxDropped(t, v.PeerName)
-			rx := v.PeerNS.RxPackets(t, v.PeerName) + dropped0
+			rx := v.PeerNS.RxSeen(t, v.PeerName)
 			frame := SetMACs(tc.frame, v.MAC, v.PeerMAC)
 			res, err := g.Send(context.Background(), v.NS.Path(), v.Name, frame, count, cpus...)
 			if err != nil {

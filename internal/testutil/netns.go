@@ -136,30 +136,32 @@ func (n *Netns) RxDropped(tb testing.TB, iface string) uint64 {
 	return 0
 }
 
-// RxPackets is iface's rx_packets in n. On a veth's receiving end with
-// NAPI (an XDP program attached natively), that is the frames its NAPI
-// poll took from the ring, whatever the program did with them; without
-// NAPI veth counts a frame when it is sent.
-func (n *Netns) RxPackets(tb testing.TB, iface string) uint64 {
+// RxSeen is what iface in n has taken in or dropped so far: its
+// rx_packets plus rx_dropped, from one read. On a veth's receiving end with
+// NAPI (an XDP program attached natively) rx_packets is the frames its NAPI
+// poll took from the ring, whatever the program did with them (without
+// NAPI veth counts a frame when it is sent), and rx_dropped those the full
+// ring turned away (RxDropped).
+func (n *Netns) RxSeen(tb testing.TB, iface string) uint64 {
 	tb.Helper()
 	if st := n.link(tb, iface).Attrs().Statistics; st != nil {
-		return st.RxPackets
+		return st.RxPackets + st.RxDropped
 	}
 	return 0
 }
 
 // WaitRx waits until iface in n has taken in or dropped at least want
-// frames since it read rx (the sum of RxPackets and RxDropped then), for at
-// most 10 s, and reports whether it did. A frame still in a veth ring is
-// counted by no one yet, and when the ring's NAPI poll waits for a CPU (in
-// ksoftirqd on a busy host, or a starved vCPU under emulation) the stack
-// can stay quiet for longer than Settle's 20 ms before it arrives. Run
-// Settle after it: the stack may still be handling the last frames.
+// frames since RxSeen read rx, for at most 10 s, and reports whether it
+// did. A frame still in a veth ring is counted by no one yet, and when the
+// ring's NAPI poll waits for a CPU (in ksoftirqd on a busy host, or a
+// starved vCPU under emulation) the stack can stay quiet for longer than
+// Settle's 20 ms before it arrives. Run Settle after it: the stack may
+// still be handling the last frames.
 func (n *Netns) WaitRx(tb testing.TB, iface string, rx, want uint64) bool {
 	tb.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if n.RxPackets(tb, iface)+n.RxDropped(tb, iface)-rx >= want {
+		if n.RxSeen(tb, iface)-rx >= want {
 			return true
 		}
 		if time.Now().After(deadline) {

@@ -50,7 +50,7 @@ func newLab(t *testing.T, queues int) *lab {
 // until the receiver's stack has taken in what xdplimit passed.
 func (l *lab) flood(t *testing.T, frame []byte, src pktgen.Sources, count uint64, cpus ...int) pktgen.Result {
 	t.Helper()
-	rx := l.rxSeen(t)
+	rx := l.PeerNS.RxSeen(t, l.PeerName)
 	res := l.send(t, frame, src, count, cpus...)
 	l.PeerNS.WaitRx(t, l.PeerName, rx, res.Sent)
 	l.settle(t)
@@ -66,7 +66,7 @@ func (l *lab) flood(t *testing.T, frame []byte, src pktgen.Sources, count uint64
 func (l *lab) floodFor(t *testing.T, frame []byte, d time.Duration, chunk uint64) pktgen.Result {
 	t.Helper()
 	total := pktgen.Result{PerCPU: map[int]uint64{}}
-	rx := l.rxSeen(t)
+	rx := l.PeerNS.RxSeen(t, l.PeerName)
 	begin := time.Now()
 	for time.Since(begin) < d {
 		r := l.send(t, frame, pktgen.Sources{}, chunk)
@@ -81,14 +81,6 @@ func (l *lab) floodFor(t *testing.T, frame []byte, d time.Duration, chunk uint64
 	l.PeerNS.WaitRx(t, l.PeerName, rx, total.Sent)
 	l.settle(t)
 	return total
-}
-
-// rxSeen is what the receiver's veth has taken from its ring or dropped so
-// far, for testutil.WaitRx: frames the generator sent that the receiver's
-// NAPI poll has not run for yet are counted by no one.
-func (l *lab) rxSeen(t *testing.T) uint64 {
-	t.Helper()
-	return l.PeerNS.RxPackets(t, l.PeerName) + l.PeerNS.RxDropped(t, l.PeerName)
 }
 
 // send is flood without waiting for the stack: for floods that overlap
