@@ -200,8 +200,10 @@ type dialResult struct {
 
 // dialAll opens n connections to port from the client's namespace, workers
 // at a time, each with the dial timeout given, and exchanges 64 bytes on
-// each.
-func (cl *cookieLab) dialAll(n, workers int, port uint16, timeout time.Duration) []dialResult {
+// each. Nothing of the run outlasts until: a dial or an exchange still
+// running then fails, and a connection not yet begun is not tried
+// (errNotTried), so that a run beside a bounded flood ends inside it.
+func (cl *cookieLab) dialAll(n, workers int, port uint16, timeout time.Duration, until time.Time) []dialResult {
 	res := make([]dialResult, n)
 	jobs := make(chan int, n)
 	for i := range n {
@@ -216,7 +218,11 @@ func (cl *cookieLab) dialAll(n, workers int, port uint16, timeout time.Duration)
 		wg.Go(func() {
 			_ = cl.C.Do(func() error {
 				for i := range jobs {
-					res[i] = echoOnce(addr, timeout, byte(i))
+					if !time.Now().Before(until) {
+						res[i] = dialResult{err: errNotTried}
+						continue
+					}
+					res[i] = echoOnce(addr, timeout, until, byte(i))
 				}
 				return nil
 			})
@@ -226,8 +232,11 @@ func (cl *cookieLab) dialAll(n, workers int, port uint16, timeout time.Duration)
 	return res
 }
 
-func echoOnce(addr string, timeout time.Duration, tag byte) dialResult {
-	d := net.Dialer{Timeout: timeout}
+// errNotTried is a connection dialAll had no time left to begin.
+var errNotTried = errors.New("not tried: the client's run was out of time")
+
+func echoOnce(addr string, timeout time.Duration, until time.Time, tag byte) dialResult {
+	d := net.Dialer{Timeout: timeout, Deadline: until}
 	start := time.Now()
 	c, err := d.Dial("tcp4", addr)
 	r := dialResult{took: time.Since(start), err: err}
@@ -235,7 +244,11 @@ func echoOnce(addr string, timeout time.Duration, tag byte) dialResult {
 		return r
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(connDeadline))
+	deadline := time.Now().Add(connDeadline)
+	if until.Before(deadline) {
+		deadline = until
+	}
+	_ = c.SetDeadline(deadline)
 	msg := append([]byte{'e'}, bytes.Repeat([]byte{tag}, 64)...)
 	if _, err := c.Write(msg); err != nil {
 		r.exch = err

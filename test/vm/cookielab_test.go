@@ -78,8 +78,10 @@ type cookieLab struct {
 // here (about 0.5 Mpps under the emulator, 3 on the host). The count is
 // not sized from a short calibration: under the emulator those read 4 to
 // 13 times below the sustained rate, and a flood so sized ran out before
-// the client did. A client run stops its flood; one that outlives the
-// timeout fails with the generator's error.
+// the client did. A client run stops its flood, and ends 30 s before the
+// timeout whatever its dials and exchanges are waiting for (dialAll): on a
+// fast machine the ring drops most of a client's segments with the
+// flood's, and exchanges waiting out their minute outlasted the flood.
 const (
 	floodTimeout = 3 * time.Minute
 	floodBound   = uint64(10e6 * (floodTimeout / time.Second))
