@@ -22,8 +22,9 @@ import (
 // reported against its bound (within 10%), not asserted: a rate is a
 // performance figure, and on this shared machine the median of 31 rounds'
 // ratios has read as low as 0.88 on the host with every option and scale
-// equal to the plain connection's (0.77 to 1.06 under the emulator). Without client timestamps a cookie
-// carries no window scale and no SACK: reported only.
+// equal to the plain connection's (0.77 to 1.06 under the emulator).
+// Without client timestamps a cookie carries no window scale and no SACK:
+// reported only.
 //
 // One connection of each kind stays open while the server sends a chunk on
 // one, then on the other, round after round, the order alternating, and

@@ -243,7 +243,12 @@ func (v verdicts) String() string {
 type tcpExt struct{ sent, recv, failed, overflows, listenDrops, passiveOpens, inSegs uint64 }
 
 func (cl *cookieLab) tcpExt(t *testing.T) tcpExt {
-	c := cl.PeerNS.Snapshot(t).Raw
+	return tcpExtOf(cl.PeerNS.Snapshot(t))
+}
+
+// tcpExtOf is tcpExt from a snapshot of the listener's counters already read.
+func tcpExtOf(s testutil.Counters) tcpExt {
+	c := s.Raw
 	return tcpExt{c["TcpExt.SyncookiesSent"], c["TcpExt.SyncookiesRecv"], c["TcpExt.SyncookiesFailed"],
 		c["TcpExt.ListenOverflows"], c["TcpExt.ListenDrops"], c["Tcp.PassiveOpens"], c["Tcp.InSegs"]}
 }

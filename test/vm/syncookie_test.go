@@ -238,39 +238,39 @@ func TestSynCookieForgedAndOddSegments(t *testing.T) {
 	}
 	snap := func() before {
 		var b before
-		b.v, b.x, b.sink = cl.verdicts(t), cl.tcpExt(t), cl.sink.dropped(t)
+		stack := cl.PeerNS.Snapshot(t)
+		b.v, b.x, b.ip6, b.sink = cl.verdicts(t), tcpExtOf(stack), stack.IP6InReceives, cl.sink.dropped(t)
 		b.drops, _ = cl.ringDrops(t)
 		for _, k := range cl.srv.accepted() {
 			b.others += uint64(k)
 		}
 		_, cs := cl.cookieRule(t)
 		b.unmatched = cs[maps.CounterUnmatched].Packets
-		b.ip6 = cl.PeerNS.Snapshot(t).IP6InReceives
 		return b
 	}
 	// What a batch of frames did: those that reached the limiter (sent
 	// less those the listener's full ring dropped) and what changed.
-	type sent struct {
+	type outcome struct {
 		arrived          uint64
 		v                verdicts
 		x                tcpExt
 		sink, accepted   uint64
 		unmatched, ip6In uint64
 	}
-	send := func(frame []byte, src pktgen.Sources) sent {
+	send := func(frame []byte, src pktgen.Sources) outcome {
 		b := snap()
 		// In calls of one live-frames batch (64): within a call the
 		// generator reuses pages its receiver sent back, and a page
 		// whose frame the limiter shrank into a SYN-ACK comes back
 		// that short, truncating a longer frame (a SYN with payload:
 		// 244 of 500 arrived truncated in one call).
-		var n0 uint64
-		for n0 < n {
-			n0 += cl.send(t, frame, src, min(64, n-n0)).Sent
+		var sent uint64
+		for sent < n {
+			sent += cl.send(t, frame, src, min(64, n-sent)).Sent
 		}
 		cl.settle(t)
 		a := snap()
-		return sent{arrived: n0 - (a.drops - b.drops), v: a.v.minus(b.v), x: a.x.minus(b.x),
+		return outcome{arrived: sent - (a.drops - b.drops), v: a.v.minus(b.v), x: a.x.minus(b.x),
 			sink: a.sink - b.sink, accepted: a.others - b.others,
 			unmatched: a.unmatched - b.unmatched, ip6In: a.ip6 - b.ip6}
 	}
