@@ -393,6 +393,7 @@ func microBench(e *env, quick bool) (*microResults, error) {
 	addDropPathCases(add, limiter, base32)
 	addSynCookieCases(add, limiter)
 	addStageCases(add, limiter, &closers, base32)
+	addFloorCases(add, limiter, base32)
 
 	for _, c := range res.Cases {
 		if c.err == nil {

@@ -24,8 +24,8 @@ var parserPairs = []struct {
 	floor string
 	cases []string
 }{
-	{mParser, []string{mTBDrop, mFWDrop, mSWDrop, mTBPass, mFWPass, mSWPass}},
-	{mParserRotate, []string{mSpoofGDrop}},
+	{mParser, []string{mTBDrop, mFWDrop, mSWDrop, mTBPass, mFWPass, mSWPass, mFloorRefused, mFloorAdmitted}},
+	{mParserRotate, []string{mSpoofGDrop, mFloorGlobal}},
 }
 
 // parserPair is a target case and its floor measured call after call.

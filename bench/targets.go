@@ -159,7 +159,7 @@ func (m *microResults) targets() []target {
 			mParser, []string{mTBPass, mFWPass, mSWPass}, admittedAboveParserNs, ""},
 	} {
 		t := target{what: what + g.what}
-		t.judgeFigures(m.above(g.floor, g.cases...), atMost(g.max), g.extra+note)
+		t.judgeFigures(m.above(g.floor, g.cases...), atMost(g.max), g.extra+m.floorNote(g.floor, g.cases)+note)
 		ts = append(ts, t)
 	}
 

@@ -12,6 +12,7 @@
 #include <bpf/bpf_endian.h>
 #include "csum.h"
 #include "parsing.h"
+#include "floor.h"
 
 /* Rewrite the IPv4 source of each test-run buffer to the next step of a
  * full-period walk over xdpl_bench_base + [0, N) (N a power of two), so
@@ -80,8 +81,12 @@ static __always_inline void xdpl_bench_next_source(void *data, void *data_end)
 	iph->saddr = next;
 }
 
+#define XDPL_BENCH_GO_ON (-1)
+
 /* The benchmarks' stage, before the packet is parsed: restores the frame,
- * rotates its source, or parses it into p and ends it there (1: drop it). */
+ * rotates its source, or parses it into p and ends it there. Returns
+ * XDPL_BENCH_GO_ON, or the packet's XDP action: XDP_DROP after the parser
+ * alone, a floor program's verdict (floor.h). */
 static __always_inline int xdpl_bench(struct xdp_md *ctx, struct xdpl_pkt *p)
 {
 	if (xdpl_bench_frame_len)
@@ -89,9 +94,10 @@ static __always_inline int xdpl_bench(struct xdp_md *ctx, struct xdpl_pkt *p)
 	if (xdpl_bench_rotate)
 		xdpl_bench_next_source((void *)(long)ctx->data, (void *)(long)ctx->data_end);
 	if (!xdpl_bench_parse_only)
-		return 0;
-	xdpl_parse_counted(ctx, p);
-	return 1;
+		return XDPL_BENCH_GO_ON;
+	int r = xdpl_parse_counted(ctx, p);
+
+	return XDPL_BENCH_FLOOR(p, r);
 }
 
 #endif

@@ -25,7 +25,8 @@
  * samples a drop, and records the decision when asked (account.h). The
  * benchmarks' knobs act in a stage of their own, before all others
  * (bench.h); the stage benchmark's build of this file may also end a packet
- * after any stage (XDPL_BENCH_STOP_AFTER). */
+ * after any stage (XDPL_BENCH_STOP_AFTER), or end it in a floor program
+ * after the parser (floor.h). */
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -294,8 +295,10 @@ int xdpl_main(struct xdp_md *ctx)
 		return XDP_PASS;
 	struct xdpl_pkt *p = &sc->pkt;
 
-	if (xdpl_bench(ctx, p))
-		return XDP_DROP;
+	int b = xdpl_bench(ctx, p);
+
+	if (b != XDPL_BENCH_GO_ON)
+		return b;
 	int s = xdpl_parse_stage(ctx, p, &j);
 
 	if (s == XDPL_GO_ON) {

@@ -222,6 +222,13 @@ enum xdpl_const {
 	XDPL_STOP_GLOBAL_FLOWS = 5, /* the flow cache keyed without the source */
 	XDPL_STOP_RULE = 6,	    /* the rule's classification and levels */
 
+	/* The floor programs of the same build (floor.h, xdpl_bench_floor):
+	 * after the parser, only what any limiter must do for the verdict.
+	 * 0 = off. */
+	XDPL_FLOOR_REFUSED = 1,	 /* a known source refused */
+	XDPL_FLOOR_GLOBAL = 2,	 /* a global level refusing, whatever the source */
+	XDPL_FLOOR_ADMITTED = 3, /* a known source admitted */
+
 	/* Sampled drops for top and the drop log: each CPU's ring holds a
 	 * power of two between these, as many as XDPL_DROP_RING_BUDGET samples
 	 * (64 bytes each) spread over the possible CPUs allow. */

@@ -175,6 +175,9 @@ const (
 	XdplimitXdplConstXDPL_STOP_COOKIE_ACKS      XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_STOP_GLOBAL_FLOWS     XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_STOP_RULE             XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_FLOOR_REFUSED         XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_FLOOR_GLOBAL          XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_FLOOR_ADMITTED        XdplimitXdplConst = 3
 	XdplimitXdplConstXDPL_DROP_RING_MIN         XdplimitXdplConst = 1024
 	XdplimitXdplConstXDPL_DROP_RING_MAX         XdplimitXdplConst = 16384
 	XdplimitXdplConstXDPL_DROP_RING_BUDGET      XdplimitXdplConst = 32768

@@ -71,6 +71,7 @@ const (
 	XdplimitStagesProgXdplMain           = "xdpl_main"
 	XdplimitStagesVarXdplBanSetMask      = "xdpl_ban_set_mask"
 	XdplimitStagesVarXdplBenchBase       = "xdpl_bench_base"
+	XdplimitStagesVarXdplBenchFloor      = "xdpl_bench_floor"
 	XdplimitStagesVarXdplBenchFrame      = "xdpl_bench_frame"
 	XdplimitStagesVarXdplBenchFrameLen   = "xdpl_bench_frame_len"
 	XdplimitStagesVarXdplBenchParseOnly  = "xdpl_bench_parse_only"
@@ -202,6 +203,7 @@ type XdplimitStagesMapSpecs struct {
 type XdplimitStagesVariableSpecs struct {
 	XdplBanSetMask      *ebpf.VariableSpec `ebpf:"xdpl_ban_set_mask"`
 	XdplBenchBase       *ebpf.VariableSpec `ebpf:"xdpl_bench_base"`
+	XdplBenchFloor      *ebpf.VariableSpec `ebpf:"xdpl_bench_floor"`
 	XdplBenchFrame      *ebpf.VariableSpec `ebpf:"xdpl_bench_frame"`
 	XdplBenchFrameLen   *ebpf.VariableSpec `ebpf:"xdpl_bench_frame_len"`
 	XdplBenchParseOnly  *ebpf.VariableSpec `ebpf:"xdpl_bench_parse_only"`
@@ -361,6 +363,7 @@ func (m *XdplimitStagesMaps) Close() error {
 type XdplimitStagesVariables struct {
 	XdplBanSetMask      *ebpf.Variable `ebpf:"xdpl_ban_set_mask"`
 	XdplBenchBase       *ebpf.Variable `ebpf:"xdpl_bench_base"`
+	XdplBenchFloor      *ebpf.Variable `ebpf:"xdpl_bench_floor"`
 	XdplBenchFrame      *ebpf.Variable `ebpf:"xdpl_bench_frame"`
 	XdplBenchFrameLen   *ebpf.Variable `ebpf:"xdpl_bench_frame_len"`
 	XdplBenchParseOnly  *ebpf.Variable `ebpf:"xdpl_bench_parse_only"`

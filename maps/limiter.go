@@ -48,6 +48,10 @@ type Options struct {
 	// parser it loads the stage benchmark's build of the program
 	// (gen.XdplimitStages), whose stages test the knob.
 	BenchStop Stage
+	// BenchFloor (benchmarks only; 0 = off) makes the program end each
+	// parsed packet in that floor program where the parser alone would
+	// drop it (the stage benchmark's build too).
+	BenchFloor Floor
 	// BenchFrame (benchmarks only) makes the program restore each
 	// test-run buffer to this frame before anything else (at most 128
 	// bytes): for verdicts that rewrite the frame (a SYN answered with a
@@ -167,7 +171,7 @@ func Load(opts Options) (*Limiter, error) {
 // verifier's statistics on).
 func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 	load := gen.LoadXdplimit
-	if opts.BenchStop > StopParse {
+	if opts.stagesBuild() {
 		load = gen.LoadXdplimitStages
 	}
 	spec, err := load()
@@ -237,9 +241,19 @@ func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
 	}
 }
 
+// stagesBuild: the knobs ask for the stage benchmark's build
+// (gen.XdplimitStages), which production's lacks.
+func (opts Options) stagesBuild() bool {
+	return opts.BenchStop > StopParse || opts.BenchFloor != 0
+}
+
 func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 	if opts.SampleOneIn&(opts.SampleOneIn-1) != 0 || opts.BenchRotate&(opts.BenchRotate-1) != 0 {
 		return fmt.Errorf("sample rate 1/%d and bench rotation %d must be powers of two", opts.SampleOneIn, opts.BenchRotate)
+	}
+	// The parser alone ends the packet before a floor program could run.
+	if opts.BenchFloor != 0 && (opts.BenchParseOnly || opts.BenchStop != 0) {
+		return fmt.Errorf("bench floor %d runs after the parser, instead of the stages: not with a stop (%d) or the parser alone", opts.BenchFloor, opts.BenchStop)
 	}
 	var base uint32
 	if opts.BenchBase.Is4() {
@@ -274,7 +288,7 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		"xdpl_clock_mode":        uint32(opts.Clock),
 		"xdpl_bench_rotate":      opts.BenchRotate,
 		"xdpl_bench_base":        base,
-		"xdpl_bench_parse_only":  b2u(opts.BenchParseOnly || opts.BenchStop == StopParse),
+		"xdpl_bench_parse_only":  b2u(opts.BenchParseOnly || opts.BenchStop == StopParse || opts.BenchFloor != 0),
 		"xdpl_record":            b2u(opts.Record),
 		"xdpl_ban_set_mask":      spec.Maps[banMap].MaxEntries/BanWays - 1,
 		"xdpl_refused_on":        b2u(!opts.NoRefusedCache),
@@ -284,10 +298,12 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 			return fmt.Errorf("setting %s: %w", name, err)
 		}
 	}
-	// Only the stage benchmark's build has the knob (loadSpec).
-	if opts.BenchStop > StopParse {
-		if err := spec.Variables["xdpl_bench_stop"].Set(uint32(opts.BenchStop)); err != nil {
-			return fmt.Errorf("setting xdpl_bench_stop: %w", err)
+	// Only the stage benchmark's build has these knobs (loadSpec).
+	if opts.stagesBuild() {
+		for name, v := range map[string]uint32{"xdpl_bench_stop": uint32(opts.BenchStop), "xdpl_bench_floor": uint32(opts.BenchFloor)} {
+			if err := spec.Variables[name].Set(v); err != nil {
+				return fmt.Errorf("setting %s: %w", name, err)
+			}
 		}
 	}
 	if err := setBenchFrame(spec, opts.BenchFrame); err != nil {

@@ -36,3 +36,26 @@ func (s Stage) String() string {
 	}
 	return "every stage and the accounting"
 }
+
+// Floor is one of the floor programs of the stage benchmark's build
+// (bpf/floor.h), for Options.BenchFloor: after the parser, only what any
+// limiter must do for the verdict.
+type Floor uint32
+
+const (
+	FloorRefused  = Floor(gen.XdplimitXdplConstXDPL_FLOOR_REFUSED)  // a known source refused
+	FloorGlobal   = Floor(gen.XdplimitXdplConstXDPL_FLOOR_GLOBAL)   // a global level refusing, whatever the source
+	FloorAdmitted = Floor(gen.XdplimitXdplConstXDPL_FLOOR_ADMITTED) // a known source admitted
+)
+
+func (f Floor) String() string {
+	switch f {
+	case FloorRefused:
+		return "a known source refused: one keyed per-CPU slot, the clock, the drop counted"
+	case FloorGlobal:
+		return "a global level refusing: its array slot, the clock, the drop counted"
+	case FloorAdmitted:
+		return "a known source admitted: the shared state table, the clock, one compare-and-swap, the pass counted"
+	}
+	return "no floor"
+}

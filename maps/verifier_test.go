@@ -66,6 +66,9 @@ func TestVerifierBudget(t *testing.T) {
 	for _, s := range Stages {
 		configs = append(configs, config{fmt.Sprintf("coarse+bench-stop-%d", s), Options{Clock: ClockCoarse, BenchStop: s}})
 	}
+	for _, f := range []Floor{FloorRefused, FloorGlobal, FloorAdmitted} {
+		configs = append(configs, config{fmt.Sprintf("coarse+bench-floor-%d", f), Options{Clock: ClockCoarse, BenchFloor: f}})
+	}
 	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
 			stats, err := verifierStats(c.opts)

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// The floor programs (bpf/floor.h): after the parser, only the work any
+// limiter must do for a verdict, written as cheaply as BPF allows. Their
+// cost above the parser alone, measured call after call beside the
+// targets' cases, is how far below the product's cost a verdict can come
+// on this machine: a target under its floor is one the machine rules out,
+// not one the design misses.
+
+const floorGroup = "Floors: after the parser, only what any limiter must do for the verdict"
+
+const (
+	mFloorRefused  = "floor: a known source refused (one keyed per-CPU slot, the clock, the drop counted)"
+	mFloorGlobal   = "floor: a global level refusing, the program rotating the source over 2^24 addresses (its array slot, the clock, the drop counted)"
+	mFloorAdmitted = "floor: a known source admitted (the shared state table, the clock, one compare-and-swap, the pass counted)"
+)
+
+// floorOf names the floor program of each per-packet target's cases.
+var floorOf = map[string]string{
+	mTBDrop: mFloorRefused, mFWDrop: mFloorRefused, mSWDrop: mFloorRefused,
+	mSpoofGDrop: mFloorGlobal,
+	mTBPass:     mFloorAdmitted, mFWPass: mFloorAdmitted, mSWPass: mFloorAdmitted,
+}
+
+// addFloorCases adds the three floor programs, each on the frame and
+// source walk of the cases it is the floor of.
+func addFloorCases(add func(*microCase, func(*microCase) (*ebpf.Program, error)),
+	limiter func(maps.Options, string, map[string][]byte) func(*microCase) (*ebpf.Program, error), base uint32) {
+	add(&microCase{group: floorGroup, name: mFloorRefused, want: xdpDrop, warm: 1000},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, BenchFloor: maps.FloorRefused}, oneRule(tbDrop), nil))
+	add(&microCase{group: floorGroup, name: mFloorGlobal, want: xdpDrop, warm: 1000, rotate: 1 << 24, base: base, floor: mParserRotate},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, BenchFloor: maps.FloorGlobal,
+			BenchRotate: 1 << 24, BenchBase: microBase}, oneRule(tbDrop), nil))
+	add(&microCase{group: floorGroup, name: mFloorAdmitted, want: xdpPass, warm: 1000},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, BenchFloor: maps.FloorAdmitted}, oneRule(tbPass), nil))
+}
+
+// floorNote says what the floor program of cases costs above the parser
+// (the floor case against the same parser case, call after call), for a
+// target's row; "" when it was not measured.
+func (m *microResults) floorNote(parser string, cases []string) string {
+	if len(cases) == 0 {
+		return ""
+	}
+	f := floorOf[cases[0]]
+	if f == "" {
+		return ""
+	}
+	fs := m.above(parser, f)
+	if len(fs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the floor program, %s: %.1f ns above the parser", f[len("floor: "):], fs[0].x)
+}

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* The floor programs (the stage benchmark's build only): after the parser,
+ * only the work that any limiter giving this product's verdicts must do for
+ * a packet, written as cheaply as BPF allows, then the verdict. The
+ * datapath's targets are costs above the parser; what these cost above it
+ * is how close to the parser a verdict can come on this machine at all:
+ *   - XDPL_FLOOR_REFUSED, a known source over its limit: one keyed lookup
+ *     (a per-CPU slot by the hash of the source and port, both compared),
+ *     the clock against the slot's refusal, the drop counted;
+ *   - XDPL_FLOOR_GLOBAL, a global level refusing whatever the source: its
+ *     state read from an array slot, the clock against it, the drop
+ *     counted;
+ *   - XDPL_FLOOR_ADMITTED, a known source under its limit: its state found
+ *     in the state table (a hash shared by the CPUs: the limit is exact
+ *     across them), the clock, a GCRA step written by one
+ *     compare-and-swap, the pass counted.
+ * The first packet of a key teaches the state the next ones are judged by
+ * (a refusal for an hour, an entry in the table) and passes. Left out, as
+ * no floor has them: the policy's generation, the lists and bans, rule
+ * classification, the drop sample, and the first packet's costs. */
+#ifndef XDPLIMIT_FLOOR_H
+#define XDPLIMIT_FLOOR_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "xdplimit_consts.h"
+#include "xdplimit_maps.h"
+#include "clock.h"
+
+#ifdef XDPL_BENCH_STAGES
+volatile const __u32 xdpl_bench_floor = 0;
+
+#define XDPL_FLOOR_HOLD_NS (3600ULL * 1000000000ULL)
+
+/* The verdict counted as a rule's is: one per-CPU slot, no atomics. */
+static __always_inline int xdpl_floor_count(struct xdpl_pkt *p, __u32 verdict)
+{
+	__u32 slot = 0;
+	struct xdpl_rule_stats *st = bpf_map_lookup_elem(&xdpl_stats, &slot);
+
+	if (st) {
+		struct xdpl_counter *c = &st->v[verdict == XDPL_V_DROP ? XDPL_V_DROP : XDPL_V_PASS];
+
+		c->packets++;
+		c->bytes += p->len;
+	}
+	return verdict == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
+}
+
+static __always_inline int xdpl_floor_refused(struct xdpl_pkt *p)
+{
+	__u32 a = p->saddr[0] ^ p->saddr[1] ^ p->saddr[2] ^ p->saddr[3];
+	__u32 idx = (((__u64)a << 32 | p->dport) * 0x9e3779b97f4a7c15ULL) >> (64 - XDPL_FLOW_BITS);
+	struct xdpl_flow *e = bpf_map_lookup_elem(&xdpl_flows, &idx);
+
+	if (!e)
+		return XDP_PASS;
+	__u64 now = xdpl_coarse_ns();
+	__u32 diff = (e->sig.saddr[0] ^ p->saddr[0]) | (e->sig.saddr[1] ^ p->saddr[1]) |
+		     (e->sig.saddr[2] ^ p->saddr[2]) | (e->sig.saddr[3] ^ p->saddr[3]) |
+		     (e->sig.dport ^ p->dport);
+
+	if (!diff && now < e->until)
+		return xdpl_floor_count(p, XDPL_V_DROP);
+	__builtin_memcpy(e->sig.saddr, p->saddr, sizeof(e->sig.saddr));
+	e->sig.dport = p->dport;
+	e->until = now + XDPL_FLOOR_HOLD_NS;
+	return xdpl_floor_count(p, XDPL_V_PASS);
+}
+
+static __always_inline int xdpl_floor_global(struct xdpl_pkt *p)
+{
+	__u32 slot = 0;
+	struct xdpl_state *g = bpf_map_lookup_elem(&xdpl_globals, &slot);
+
+	if (!g)
+		return XDP_PASS;
+	__u64 now = xdpl_coarse_ns();
+
+	if (now < g->a)
+		return xdpl_floor_count(p, XDPL_V_DROP);
+	g->a = now + XDPL_FLOOR_HOLD_NS;
+	return xdpl_floor_count(p, XDPL_V_PASS);
+}
+
+/* GCRA at one packet a ns with a burst of a second's: an arrival pushes
+ * the theoretical arrival time one ns on, and no CPU comes near the limit,
+ * but each packet still decides against it and writes its step. */
+static __always_inline int xdpl_floor_admitted(struct xdpl_pkt *p)
+{
+	struct xdpl_key4 k = {.addr = p->saddr[0]};
+
+	if (p->family != 4)
+		return XDP_PASS;
+	struct xdpl_state *st = bpf_map_lookup_elem(&xdpl_sources4, &k);
+
+	if (!st) {
+		struct xdpl_state zero = {};
+
+		bpf_map_update_elem(&xdpl_sources4, &k, &zero, BPF_NOEXIST);
+		return xdpl_floor_count(p, XDPL_V_PASS);
+	}
+	__u64 now = xdpl_coarse_ns();
+	__u64 tat = st->a;
+	__u64 next = (tat > now ? tat : now) + 1;
+
+	if (next - now > 1000000000ULL)
+		return xdpl_floor_count(p, XDPL_V_DROP);
+	/* Lost to another CPU's packet: that one took the step. */
+	__sync_val_compare_and_swap(&st->a, tat, next);
+	return xdpl_floor_count(p, XDPL_V_PASS);
+}
+
+/* The floor asked for, as a global function verified on its own, where
+ * the parser alone would drop the packet (bench.h, xdpl_bench): any code
+ * of the floor's inside xdpl_main's stages moved the compiler's spills in
+ * the parser there, and 6.1's verifier lost a bound of the IPv6 walk (the
+ * trap account.h's xdpl_rule_count names). The call costs the floor a few
+ * instructions, which only raise it. */
+__attribute__((noinline)) int xdpl_floor(struct xdpl_pkt *p)
+{
+	if (!p)
+		return XDP_PASS;
+	if (xdpl_bench_floor == XDPL_FLOOR_REFUSED)
+		return xdpl_floor_refused(p);
+	if (xdpl_bench_floor == XDPL_FLOOR_GLOBAL)
+		return xdpl_floor_global(p);
+	return xdpl_floor_admitted(p);
+}
+
+/* The action of a packet the parser returned r for, in xdpl_bench: its
+ * floor's verdict when a floor is asked for, else XDP_DROP (the parser
+ * alone); a frame not parsed passes. */
+#define XDPL_BENCH_FLOOR(p, r)                                                                     \
+	(xdpl_bench_floor ? ((r) == XDPL_PARSE_OK ? xdpl_floor(p) : XDP_PASS) : XDP_DROP)
+#else
+#define XDPL_BENCH_FLOOR(p, r) ((void)(r), XDP_DROP)
+#endif
+
+#endif

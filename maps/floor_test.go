@@ -1,0 +1,77 @@
+package maps_test
+
+import (
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/maps"
+)
+
+// TestBenchFloor: each floor program decides as its name says on the real
+// kernel. A key's first packet teaches the state and passes; then a known
+// source is refused (and another source, new, passes first), a global
+// level refuses every source, and an admitted source passes with one state
+// entry. Each verdict is counted as the policy's one rule's, nothing else.
+func TestBenchFloor(t *testing.T) {
+	testutil.PinCPU(t, 0) // the refused floor's slot is per CPU
+	const policy = `
+rules:
+  - name: r
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+`
+	a, b := udp4("192.0.2.1").MustBuild(), udp4("192.0.2.2").MustBuild()
+	for _, c := range []struct {
+		floor      maps.Floor
+		want       []uint32 // verdicts of a, a, a, b, b
+		tracked    int
+		pass, drop uint64
+	}{
+		{maps.FloorRefused, []uint32{xdpPass, xdpDrop, xdpDrop, xdpPass, xdpDrop}, 0, 2, 3},
+		{maps.FloorGlobal, []uint32{xdpPass, xdpDrop, xdpDrop, xdpDrop, xdpDrop}, 0, 1, 4},
+		{maps.FloorAdmitted, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
+	} {
+		t.Run(c.floor.String(), func(t *testing.T) {
+			l := loadWith(t, maps.Options{Clock: maps.ClockCoarse, BenchFloor: c.floor}, policy)
+			for i, f := range [][]byte{a, a, a, b, b} {
+				v, err := l.Program().Run(&ebpf.RunOptions{Data: f, Repeat: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v != c.want[i] {
+					t.Errorf("packet %d: verdict %d, want %d", i, v, c.want[i])
+				}
+			}
+			stats, err := l.RuleStats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(stats) != 1 {
+				t.Fatalf("%d rules in force, want 1", len(stats))
+			}
+			got := stats[0].Verdicts
+			if got[maps.VerdictPass].Packets != c.pass || got[maps.VerdictDrop].Packets != c.drop {
+				t.Errorf("counted %d passed and %d dropped, want %d and %d",
+					got[maps.VerdictPass].Packets, got[maps.VerdictDrop].Packets, c.pass, c.drop)
+			}
+			if want := uint64(len(a)) * c.drop; got[maps.VerdictDrop].Bytes != want {
+				t.Errorf("counted %d bytes dropped, want %d", got[maps.VerdictDrop].Bytes, want)
+			}
+			if n, err := l.TrackedSources(); err != nil || n != c.tracked {
+				t.Errorf("%d state entries (%v), want %d", n, err, c.tracked)
+			}
+		})
+	}
+	// A floor runs instead of the stages, after the parser: asking for it
+	// with a stop or the parser alone is refused at load.
+	for _, o := range []maps.Options{
+		{BenchFloor: maps.FloorRefused, BenchStop: maps.StopFlows},
+		{BenchFloor: maps.FloorRefused, BenchParseOnly: true},
+	} {
+		if l, err := maps.Load(o); err == nil {
+			l.Close()
+			t.Errorf("loaded with %+v, want an error", o)
+		}
+	}
+}
