@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
@@ -58,5 +59,5 @@ func (m *microResults) floorNote(parser string, cases []string) string {
 	if len(fs) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; the floor program, %s: %.1f ns above the parser", f[len("floor: "):], fs[0].x)
+	return fmt.Sprintf("; the floor program, %s: %.1f ns above the parser", strings.TrimPrefix(f, "floor: "), fs[0].x)
 }

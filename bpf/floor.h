@@ -26,24 +26,22 @@
 #include "xdplimit_consts.h"
 #include "xdplimit_maps.h"
 #include "clock.h"
+#include "account.h"
 
 #ifdef XDPL_BENCH_STAGES
 volatile const __u32 xdpl_bench_floor = 0;
 
 #define XDPL_FLOOR_HOLD_NS (3600ULL * 1000000000ULL)
 
-/* The verdict counted as a rule's is: one per-CPU slot, no atomics. */
+/* The verdict counted as a rule's is (account.h): one per-CPU slot, no
+ * atomics. */
 static __always_inline int xdpl_floor_count(struct xdpl_pkt *p, __u32 verdict)
 {
 	__u32 slot = 0;
 	struct xdpl_rule_stats *st = bpf_map_lookup_elem(&xdpl_stats, &slot);
 
-	if (st) {
-		struct xdpl_counter *c = &st->v[verdict == XDPL_V_DROP ? XDPL_V_DROP : XDPL_V_PASS];
-
-		c->packets++;
-		c->bytes += p->len;
-	}
+	if (st)
+		xdpl_rule_count(st, verdict, p->len);
 	return verdict == XDPL_V_DROP ? XDP_DROP : XDP_PASS;
 }
 

@@ -48,6 +48,9 @@ const (
 	FloorAdmitted = Floor(gen.XdplimitXdplConstXDPL_FLOOR_ADMITTED) // a known source admitted
 )
 
+// Floors are the floor programs.
+var Floors = []Floor{FloorRefused, FloorGlobal, FloorAdmitted}
+
 func (f Floor) String() string {
 	switch f {
 	case FloorRefused:

@@ -66,7 +66,7 @@ func TestVerifierBudget(t *testing.T) {
 	for _, s := range Stages {
 		configs = append(configs, config{fmt.Sprintf("coarse+bench-stop-%d", s), Options{Clock: ClockCoarse, BenchStop: s}})
 	}
-	for _, f := range []Floor{FloorRefused, FloorGlobal, FloorAdmitted} {
+	for _, f := range Floors {
 		configs = append(configs, config{fmt.Sprintf("coarse+bench-floor-%d", f), Options{Clock: ClockCoarse, BenchFloor: f}})
 	}
 	for _, c := range configs {
