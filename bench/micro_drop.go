@@ -23,8 +23,14 @@ const (
 	mAggPassOff   = "token bucket + global aggregate, under both (pass), refused cache off"
 	mSpoofGDrop   = "16M random sources, per source + global, the global level over its limit (drop)"
 	mSpoofGDropNC = mSpoofGDrop + ", refused cache off"
-	mSpoofGPass   = "16M random sources, per source + global, both under (pass)"
-	mSpoofGPassNC = mSpoofGPass + ", refused cache off"
+	// The same flood beside a SYN cookie rule, which turns the ACK check
+	// on: the flow cache is then looked up without the source only after
+	// the checks, as in any generation with lists or bans
+	// (bpf/xdplimit.bpf.c, xdpl_source_free); against mSpoofGDrop, what
+	// looking it up first saves.
+	mSpoofGDropLate = mSpoofGDrop + ", a SYN cookie rule beside it (the lookup without the source after the checks)"
+	mSpoofGPass     = "16M random sources, per source + global, both under (pass)"
+	mSpoofGPassNC   = mSpoofGPass + ", refused cache off"
 )
 
 // perSourceAndGlobal is the veth comparison's shape: a per-source level
@@ -67,7 +73,18 @@ func addDropPathCases(add func(*microCase, func(*microCase) (*ebpf.Program, erro
 		add(&microCase{group: group, name: s.name, want: s.want, warm: 1 << 20, rotate: 1 << 24, base: base},
 			limiter(opts, perSourceAndGlobal(tbPass, s.global), nil))
 	}
+	add(&microCase{group: group, name: mSpoofGDropLate, want: xdpDrop, warm: 1 << 20, rotate: 1 << 24, base: base},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 20, BenchRotate: 1 << 24, BenchBase: microBase},
+			strings.Replace(perSourceAndGlobal(tbPass, tbDrop), "rules:\n", "rules:\n"+cookieRule, 1), nil))
 }
+
+// cookieRule answers SYNs to port 8080 over a source's limit with cookies:
+// it matches no UDP packet, but turns the check of ACKs against cookies on.
+const cookieRule = `  - name: syn
+    match: {protocol: tcp, dst_ports: [8080], tcp_flags: [syn]}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+    action: syncookie
+`
 
 // twoCPU is one key flooded from one CPU and from both at once.
 type twoCPU struct {

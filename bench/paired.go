@@ -25,7 +25,7 @@ var parserPairs = []struct {
 	cases []string
 }{
 	{mParser, []string{mTBDrop, mFWDrop, mSWDrop, mTBPass, mFWPass, mSWPass, mFloorRefused, mFloorAdmitted}},
-	{mParserRotate, []string{mSpoofGDrop, mFloorGlobal}},
+	{mParserRotate, []string{mSpoofGDrop, mSpoofGDropLate, mFloorGlobal}},
 }
 
 // parserPair is a target case and its floor measured call after call.

@@ -35,7 +35,12 @@
  * packet's key with the source masked out (level XDPL_FLOW_NO_SOURCE), and
  * looked up after the allow/deny lists and the bans, which depend on the
  * source: a spoofed flood that a global level refuses is then one flow
- * instead of one full walk per packet. */
+ * instead of one full walk per packet. Where the generation has no lists,
+ * no bans and no cookie checks, it is looked up first, before the entries
+ * keyed with the source: for a packet that both hold, the one keyed with
+ * the source is a per-source level behind the same global level, and its
+ * hit names that global level when it refuses; the verdict and the counts
+ * are the same either way. */
 #ifndef XDPLIMIT_FLOWS_H
 #define XDPLIMIT_FLOWS_H
 

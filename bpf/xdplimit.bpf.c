@@ -8,7 +8,9 @@
  *   - parse (parsing.h): a frame that is not IP, or that the stack would
  *     drop (unparsed.h), is decided here;
  *   - the flow cache keyed with the source (flows.h): a flow its rule
- *     refuses is dropped before the lists, the bans and the classifier;
+ *     refuses is dropped before the lists, the bans and the classifier
+ *     (in a generation where nothing before the rule reads the source,
+ *     the flow cache keyed without it first: xdpl_source_free);
  *   - allow/deny by longest prefix (classify.h), then the bans (bans.h);
  *   - a TCP ACK that may answer a SYN cookie (syncookie.h): one with a
  *     wrong cookie, to a listener, is dropped;
@@ -97,6 +99,18 @@ static __always_inline struct xdpl_gen_cfg *xdpl_generation(__u32 *gen, __u32 *g
 		tag->epoch = xdpl_ban_epoch_of(ep);
 	}
 	return g;
+}
+
+/* Whether nothing before the rule depends on the source in generation
+ * flags gflags: no allow/deny list, no ban, no cookie check, and entries
+ * keyed without the source (no rule reads it). The flow cache is then
+ * looked up without the source first: a forged flood that a global level
+ * refuses costs one probe, not a miss keyed with the source and then a hit.
+ * Either order gives a packet the same verdict and counts (flows.h). */
+static __always_inline int xdpl_source_free(__u32 gflags)
+{
+	return (gflags & (XDPL_GF_NO_SOURCE_FLOWS | XDPL_GF_ACL | XDPL_GF_BANS |
+			  XDPL_GF_SYNCOOKIE)) == XDPL_GF_NO_SOURCE_FLOWS;
 }
 
 /* A flow cache lookup (flows.h): keyed with the source right after
@@ -305,7 +319,10 @@ int xdpl_main(struct xdp_md *ctx)
 		g = xdpl_generation(&gen, &gflags, &tag);
 		if (!g)
 			return XDP_PASS;
-		s = xdpl_cached(sc, g, &tag, 0, &j);
+		if (xdpl_source_free(gflags))
+			s = xdpl_cached(sc, g, &tag, 1, &j);
+		if (s == XDPL_GO_ON)
+			s = xdpl_cached(sc, g, &tag, 0, &j);
 	}
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_FLOWS);
 	if (s == XDPL_GO_ON)
@@ -314,8 +331,9 @@ int xdpl_main(struct xdp_md *ctx)
 	if (s == XDPL_GO_ON)
 		s = xdpl_cookie_acks(ctx, p, gen, gflags, &j);
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_COOKIE_ACKS);
-	/* A global first level's refusal, whatever the source (flows.h). */
-	if (s == XDPL_GO_ON && (gflags & XDPL_GF_NO_SOURCE_FLOWS))
+	/* A global first level's refusal, whatever the source (flows.h), where
+	 * the lists, the bans and the cookie checks came first. */
+	if (s == XDPL_GO_ON && (gflags & XDPL_GF_NO_SOURCE_FLOWS) && !xdpl_source_free(gflags))
 		s = xdpl_cached(sc, g, &tag, 1, &j);
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_GLOBAL_FLOWS);
 	if (s == XDPL_GO_ON)

@@ -216,10 +216,10 @@ enum xdpl_const {
 	 * with XDP_DROP after this stage of xdpl_main. 0 runs them all;
 	 * XDPL_STOP_PARSE is xdpl_bench_parse_only. */
 	XDPL_STOP_PARSE = 1,	    /* parsed */
-	XDPL_STOP_FLOWS = 2,	    /* the generation read, the flow cache keyed with the source */
+	XDPL_STOP_FLOWS = 2,	    /* the generation read, the first flow cache lookups */
 	XDPL_STOP_LISTS = 3,	    /* allow/deny lists, bans */
 	XDPL_STOP_COOKIE_ACKS = 4,  /* the check of ACKs against SYN cookies */
-	XDPL_STOP_GLOBAL_FLOWS = 5, /* the flow cache keyed without the source */
+	XDPL_STOP_GLOBAL_FLOWS = 5, /* the flow cache keyed without the source, after the lists */
 	XDPL_STOP_RULE = 6,	    /* the rule's classification and levels */
 
 	/* The floor programs of the same build (floor.h, xdpl_bench_floor):

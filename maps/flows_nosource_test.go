@@ -115,3 +115,71 @@ func TestFlowCacheNoSourceAgreement(t *testing.T) {
 	}
 	t.Logf("drops by level %v, %d answered by the flow cache", drops, hits)
 }
+
+// Where nothing before the rule reads the source (no allow/deny list, no
+// ban lookup, no cookie check), the flow cache is looked up without the
+// source first, in the stage that keys it with the source; where something
+// does, after it. A cut after that stage, on the maps of a program that
+// learned a spoofed flood's refusal, tells which: the flow cache answers
+// a new source's packet there (its hit is counted) only in the first case.
+func TestFlowCacheNoSourceFirst(t *testing.T) {
+	const global = "{algorithm: token_bucket, rate: 1/m, burst: 3}"
+	const noLists = `
+rules:
+  - name: r
+    match: {protocol: udp}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+    aggregate:
+      - key: global
+        limit: ` + global + "\n"
+	const cookies = `
+  - name: syn
+    match: {protocol: tcp, dst_ports: [8080], tcp_flags: [syn]}
+    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
+    action: syncookie
+`
+	for _, c := range []struct {
+		name, policy string
+		bans, first  bool
+	}{
+		{"nothing reads the source", noLists, false, true},
+		{"an allow list", noSourcePolicy(global), false, false},
+		{"the ban lookup on", noLists, true, false},
+		{"a cookie rule", noLists + cookies, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testutil.PinCPU(t, 0) // the flow cache is per CPU
+			whole := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1}, c.policy)
+			if c.bans {
+				if err := whole.EnableBanLookup(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var v []uint32
+			for i := 0; i < 10; i++ {
+				v = append(v, xdpltest.Run(t, whole, spoofed(i).MustBuild(), t0))
+			}
+			// As TestFlowCacheNoSource: all but the first five from the
+			// flow cache, wherever it is looked up.
+			hits := flowHits(t, whole)
+			if got := letters(v); got != "PPPDDDDDDD" || hits != 5 {
+				t.Fatalf("spoofed flood: %s, %d from the flow cache; want PPPDDDDDDD, 5", got, hits)
+			}
+			cut, err := maps.Load(maps.Options{Clock: maps.ClockMap, BenchStop: maps.StopFlows, Pinned: whole.Maps()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cut.Close()
+			if got := xdpltest.Run(t, cut, spoofed(100).MustBuild(), t0); got != xdpDrop {
+				t.Fatalf("the cut's verdict %d, want XDP_DROP", got)
+			}
+			want := hits
+			if c.first {
+				want++
+			}
+			if got := flowHits(t, whole); got != want {
+				t.Fatalf("%d packets from the flow cache after the cut's, want %d", got, want)
+			}
+		})
+	}
+}

@@ -9,10 +9,10 @@ type Stage uint32
 // The stages, each including those before it.
 const (
 	StopParse       = Stage(gen.XdplimitXdplConstXDPL_STOP_PARSE)        // parsed
-	StopFlows       = Stage(gen.XdplimitXdplConstXDPL_STOP_FLOWS)        // the generation read, the flow cache keyed with the source
+	StopFlows       = Stage(gen.XdplimitXdplConstXDPL_STOP_FLOWS)        // the generation read, the first flow cache lookups
 	StopLists       = Stage(gen.XdplimitXdplConstXDPL_STOP_LISTS)        // allow/deny lists, bans
 	StopCookieACKs  = Stage(gen.XdplimitXdplConstXDPL_STOP_COOKIE_ACKS)  // ACKs checked against SYN cookies
-	StopGlobalFlows = Stage(gen.XdplimitXdplConstXDPL_STOP_GLOBAL_FLOWS) // the flow cache keyed without the source
+	StopGlobalFlows = Stage(gen.XdplimitXdplConstXDPL_STOP_GLOBAL_FLOWS) // the flow cache keyed without the source, after the lists
 	StopRule        = Stage(gen.XdplimitXdplConstXDPL_STOP_RULE)         // the rule's classification and levels
 )
 
@@ -24,13 +24,13 @@ func (s Stage) String() string {
 	case StopParse:
 		return "parse"
 	case StopFlows:
-		return "flow cache (with the source)"
+		return "flow cache (without the source first where nothing before the rule reads it, then with it)"
 	case StopLists:
 		return "allow/deny lists and bans"
 	case StopCookieACKs:
 		return "ACKs against SYN cookies"
 	case StopGlobalFlows:
-		return "flow cache (without the source)"
+		return "flow cache (without the source, after lists, bans or cookie checks)"
 	case StopRule:
 		return "rule: classification and levels"
 	}
