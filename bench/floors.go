@@ -22,6 +22,7 @@ const (
 	mFloorRefused  = "floor: a known source refused (one keyed per-CPU slot, the clock, the drop counted)"
 	mFloorGlobal   = "floor: a global level refusing, the program rotating the source over 2^24 addresses (its array slot, the clock, the drop counted)"
 	mFloorAdmitted = "floor: a known source admitted (the shared state table, the clock, one compare-and-swap, the pass counted)"
+	mFloorInserted = "floor: a new source into a full 1M table, the program rotating the source over 2^24 addresses (its entry inserted, the least recently used evicted, the pass counted)"
 )
 
 // floorOf names the floor program of each per-packet target's cases.
@@ -31,8 +32,8 @@ var floorOf = map[string]string{
 	mTBPass:     mFloorAdmitted, mFWPass: mFloorAdmitted, mSWPass: mFloorAdmitted,
 }
 
-// addFloorCases adds the three floor programs, each on the frame and
-// source walk of the cases it is the floor of.
+// addFloorCases adds the floor programs, each on the frame, source walk
+// and table size of the cases it is the floor of.
 func addFloorCases(add func(*microCase, func(*microCase) (*ebpf.Program, error)),
 	limiter func(maps.Options, string, map[string][]byte) func(*microCase) (*ebpf.Program, error), base uint32) {
 	add(&microCase{group: floorGroup, name: mFloorRefused, want: xdpDrop, warm: 1000},
@@ -42,6 +43,9 @@ func addFloorCases(add func(*microCase, func(*microCase) (*ebpf.Program, error))
 			BenchRotate: 1 << 24, BenchBase: microBase}, oneRule(tbDrop), nil))
 	add(&microCase{group: floorGroup, name: mFloorAdmitted, want: xdpPass, warm: 1000},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, BenchFloor: maps.FloorAdmitted}, oneRule(tbPass), nil))
+	add(&microCase{group: floorGroup, name: mFloorInserted, want: xdpPass, warm: 1<<20 + 1<<16, rotate: 1 << 24, base: base, floor: mParserRotate},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 20, BenchFloor: maps.FloorInserted,
+			BenchRotate: 1 << 24, BenchBase: microBase}, oneRule(tbPass), nil))
 }
 
 // floorNote says what the floor program of cases costs above the parser
@@ -60,4 +64,16 @@ func (m *microResults) floorNote(parser string, cases []string) string {
 		return ""
 	}
 	return fmt.Sprintf("; the floor program, %s: %.1f ns above the parser", strings.TrimPrefix(f, "floor: "), fs[0].x)
+}
+
+// insertFloorNote says what the insert floor costs against a known source,
+// for the target on a new source always inserted: a ratio the floor alone
+// exceeds is one this state table rules out. "" when it was not measured.
+func (m *microResults) insertFloorNote(known *microCase) string {
+	c := m.measuredCase(mFloorInserted)
+	if c == nil || known == nil {
+		return ""
+	}
+	return fmt.Sprintf("; the floor program, %s: %.0f ns, %.2f× a known source",
+		strings.TrimPrefix(mFloorInserted, "floor: "), c.ns.median(), c.ns.median()/known.ns.median())
 }

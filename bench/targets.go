@@ -173,7 +173,11 @@ func (m *microResults) targets() []target {
 			fs = append(fs, figure{name: "new source", x: x, shown: fmt.Sprintf("%.2f× (%.0f ns vs %.0f ns for a known source, token bucket, pass; %s of the packets inserted)",
 				x, c.ns.median(), known.ns.median(), pct(c.inserts))})
 		}
-		t.judgeFigures(fs, atMost(newSourceMaxKnown), "")
+		note := ""
+		if n == mNewTracked1M {
+			note = m.insertFloorNote(known)
+		}
+		t.judgeFigures(fs, atMost(newSourceMaxKnown), note)
 		ts = append(ts, t)
 	}
 	return ts

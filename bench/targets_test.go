@@ -61,6 +61,13 @@ func TestMicroTargetsAboveParser(t *testing.T) {
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 64k table)", "**NOT MET** (new source)", "2.01×"},
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table, always", "not measured", "-"},
 	})
+	// The always-inserted case is measured beside its floor, the insert
+	// alone, reported as a multiple of the same known source.
+	m.Cases = append(m.Cases, c(mNewTracked1M, 700), c(mFloorInserted, 560))
+	checkTargets(t, m.targets(), []wantTarget{
+		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table, always", "**NOT MET** (new source)",
+			"10.00× (700 ns vs 70 ns for a known source, token bucket, pass; 0% of the packets inserted); the floor program, a new source into a full 1M table, the program rotating the source over 2^24 addresses (its entry inserted, the least recently used evicted, the pass counted): 560 ns, 8.00× a known source"},
+	})
 	// Without the parser alone nothing above it is measured.
 	m.Cases[1].err = errors.New("boom")
 	if got := targetByPrefix(t, m.targets(), "BPF_PROG_TEST_RUN, a refused known source"); got.status != "not measured" {

@@ -228,6 +228,7 @@ enum xdpl_const {
 	XDPL_FLOOR_REFUSED = 1,	 /* a known source refused */
 	XDPL_FLOOR_GLOBAL = 2,	 /* a global level refusing, whatever the source */
 	XDPL_FLOOR_ADMITTED = 3, /* a known source admitted */
+	XDPL_FLOOR_INSERTED = 4, /* a new source into a full state table */
 
 	/* Sampled drops for top and the drop log: each CPU's ring holds a
 	 * power of two between these, as many as XDPL_DROP_RING_BUDGET samples

@@ -12,8 +12,9 @@ import (
 // TestBenchFloor: each floor program decides as its name says on the real
 // kernel. A key's first packet teaches the state and passes; then a known
 // source is refused (and another source, new, passes first), a global
-// level refuses every source, and an admitted source passes with one state
-// entry. Each verdict is counted as the policy's one rule's, nothing else.
+// level refuses every source, an admitted source passes with one state
+// entry, and an inserted one too, its insert counted once. Each verdict is
+// counted as the policy's one rule's, nothing else.
 func TestBenchFloor(t *testing.T) {
 	testutil.PinCPU(t, 0) // the refused floor's slot is per CPU
 	const policy = `
@@ -31,6 +32,7 @@ rules:
 		{maps.FloorRefused, []uint32{xdpPass, xdpDrop, xdpDrop, xdpPass, xdpDrop}, 0, 2, 3},
 		{maps.FloorGlobal, []uint32{xdpPass, xdpDrop, xdpDrop, xdpDrop, xdpDrop}, 0, 1, 4},
 		{maps.FloorAdmitted, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
+		{maps.FloorInserted, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
 	} {
 		t.Run(c.floor.String(), func(t *testing.T) {
 			l := loadWith(t, maps.Options{Clock: maps.ClockCoarse, BenchFloor: c.floor}, policy)
@@ -60,6 +62,11 @@ rules:
 			}
 			if n, err := l.TrackedSources(); err != nil || n != c.tracked {
 				t.Errorf("%d state entries (%v), want %d", n, err, c.tracked)
+			}
+			if c.floor == maps.FloorInserted {
+				if n := counter(t, l, maps.CounterNewSource); n != 2 {
+					t.Errorf("%d inserts counted, want 2", n)
+				}
 			}
 		})
 	}

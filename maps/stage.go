@@ -46,10 +46,11 @@ const (
 	FloorRefused  = Floor(gen.XdplimitXdplConstXDPL_FLOOR_REFUSED)  // a known source refused
 	FloorGlobal   = Floor(gen.XdplimitXdplConstXDPL_FLOOR_GLOBAL)   // a global level refusing, whatever the source
 	FloorAdmitted = Floor(gen.XdplimitXdplConstXDPL_FLOOR_ADMITTED) // a known source admitted
+	FloorInserted = Floor(gen.XdplimitXdplConstXDPL_FLOOR_INSERTED) // a new source into a full state table
 )
 
 // Floors are the floor programs.
-var Floors = []Floor{FloorRefused, FloorGlobal, FloorAdmitted}
+var Floors = []Floor{FloorRefused, FloorGlobal, FloorAdmitted, FloorInserted}
 
 func (f Floor) String() string {
 	switch f {
@@ -59,6 +60,8 @@ func (f Floor) String() string {
 		return "a global level refusing: its array slot, the clock, the drop counted"
 	case FloorAdmitted:
 		return "a known source admitted: the shared state table, the clock, one compare-and-swap, the pass counted"
+	case FloorInserted:
+		return "a new source into a full state table: its entry inserted, the least recently used evicted, the pass counted"
 	}
 	return "no floor"
 }
