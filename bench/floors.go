@@ -74,6 +74,6 @@ func (m *microResults) insertFloorNote(known *microCase) string {
 	if c == nil || known == nil {
 		return ""
 	}
-	return fmt.Sprintf("; the floor program, %s: %.0f ns, %.2f× a known source",
-		strings.TrimPrefix(mFloorInserted, "floor: "), c.ns.median(), c.ns.median()/known.ns.median())
+	x, how := m.knownMultiple(c, known)
+	return fmt.Sprintf("; the floor program, %s: %.2f× (%s)", strings.TrimPrefix(mFloorInserted, "floor: "), x, how)
 }
