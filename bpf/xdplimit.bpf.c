@@ -114,8 +114,8 @@ static __always_inline int xdpl_source_free(__u32 gflags)
 }
 
 /* A flow cache lookup (flows.h): keyed with the source right after
- * parsing, without it (nosrc) after the lists and the bans. A hit decides
- * the packet as its rule did. */
+ * parsing, without it (nosrc) after the lists and the bans, or first where
+ * none (xdpl_source_free). A hit decides the packet as its rule did. */
 static __always_inline int xdpl_cached(struct xdpl_scratch *sc, struct xdpl_gen_cfg *g,
 				       struct xdpl_flow_tag *tag, int nosrc,
 				       struct xdpl_judgement *j)

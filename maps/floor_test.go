@@ -16,7 +16,6 @@ import (
 // entry, and an inserted one too, its insert counted once. Each verdict is
 // counted as the policy's one rule's, nothing else.
 func TestBenchFloor(t *testing.T) {
-	testutil.PinCPU(t, 0) // the refused floor's slot is per CPU
 	const policy = `
 rules:
   - name: r
@@ -35,6 +34,9 @@ rules:
 		{maps.FloorInserted, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
 	} {
 		t.Run(c.floor.String(), func(t *testing.T) {
+			// The refused floor's slot is per CPU; a subtest runs on a
+			// goroutine of its own, which the parent's pin does not hold.
+			testutil.PinCPU(t, 0)
 			l := loadWith(t, maps.Options{Clock: maps.ClockCoarse, BenchFloor: c.floor}, policy)
 			for i, f := range [][]byte{a, a, a, b, b} {
 				v, err := l.Program().Run(&ebpf.RunOptions{Data: f, Repeat: 1})
