@@ -24,11 +24,10 @@ func spoofed(i int) pktgen.Frame {
 	return udp4(netip.AddrFrom4([4]byte{203, 0, byte(i >> 8), byte(i)}).String())
 }
 
-// noSourcePolicy: a per-source level behind a global one (the compiler's
-// order) with limit global, and one source on the allow list.
-func noSourcePolicy(global string) string {
+// noSourceRules: a per-source level behind a global one (the compiler's
+// order) with limit global.
+func noSourceRules(global string) string {
 	return `
-allow: [198.51.100.7/32]
 rules:
   - name: r
     match: {protocol: udp}
@@ -36,6 +35,11 @@ rules:
     aggregate:
       - key: global
         limit: ` + global + "\n"
+}
+
+// noSourcePolicy: noSourceRules, and one source on the allow list.
+func noSourcePolicy(global string) string {
+	return "\nallow: [198.51.100.7/32]" + noSourceRules(global)
 }
 
 // The global level admits three packets, then refuses: the first refusal
@@ -124,14 +128,7 @@ func TestFlowCacheNoSourceAgreement(t *testing.T) {
 // a new source's packet there (its hit is counted) only in the first case.
 func TestFlowCacheNoSourceFirst(t *testing.T) {
 	const global = "{algorithm: token_bucket, rate: 1/m, burst: 3}"
-	const noLists = `
-rules:
-  - name: r
-    match: {protocol: udp}
-    limit: {algorithm: token_bucket, rate: 1/m, burst: 1}
-    aggregate:
-      - key: global
-        limit: ` + global + "\n"
+	noLists := noSourceRules(global)
 	const cookies = `
   - name: syn
     match: {protocol: tcp, dst_ports: [8080], tcp_flags: [syn]}
