@@ -135,8 +135,31 @@ func From(b maps.Ban, source string) bool {
 	return !b.Shadow && strings.HasPrefix(b.Reason, source+": ")
 }
 
-// CrowdSec is the source of a CrowdSec bouncer's bans.
-const CrowdSec = "crowdsec"
+// The feeds' sources: a CrowdSec bouncer's bans, and those a host takes
+// from its fleet's ban hash.
+const (
+	CrowdSec = "crowdsec"
+	Fleet    = "fleet"
+)
+
+// feeds are every source whose bans are written as manual ones.
+var feeds = []string{CrowdSec, Fleet}
+
+// Origin is the origin an operator reads for b (the bans' list, their
+// JSON, the bans_active series): the feed's source for a feed's ban, which
+// the table stores as a manual one (its origin field holds a rule's counter
+// slot or "by hand", and the source is in the reason), else b.Origin.
+func Origin(b maps.Ban) string {
+	if b.Origin != maps.OriginManual {
+		return b.Origin
+	}
+	for _, s := range feeds {
+		if From(b, s) {
+			return s
+		}
+	}
+	return b.Origin
+}
 
 // hostFeeds are the sources whose bans belong to the host that applied
 // them: every host reads such a feed for itself (each host's bouncer asks

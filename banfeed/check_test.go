@@ -100,6 +100,28 @@ func TestReason(t *testing.T) {
 	}
 }
 
+// A feed's ban, stored as a manual one, is named after its source; a
+// rule's, a ban by hand and a shadow ban keep the table's origin.
+func TestOrigin(t *testing.T) {
+	crowdsec, _ := Reason(CrowdSec, "cscli/manual", "ban 42")
+	fleet, _ := Reason(Fleet, "h1 ssh", "")
+	for _, c := range []struct {
+		b    maps.Ban
+		want string
+	}{
+		{maps.Ban{Origin: maps.OriginManual, Reason: crowdsec}, CrowdSec},
+		{maps.Ban{Origin: maps.OriginManual, Reason: fleet}, Fleet},
+		{maps.Ban{Origin: maps.OriginManual, Reason: "abuse desk"}, maps.OriginManual},
+		{maps.Ban{Origin: maps.OriginManual, Reason: "crowdsecurity"}, maps.OriginManual},
+		{maps.Ban{Origin: "ssh", Reason: crowdsec}, "ssh"},
+		{maps.Ban{Origin: maps.OriginManual, Reason: fleet, Shadow: true}, maps.OriginManual},
+	} {
+		if got := Origin(c.b); got != c.want {
+			t.Errorf("Origin(%+v) = %q, want %q", c.b, got, c.want)
+		}
+	}
+}
+
 func TestCovers(t *testing.T) {
 	for in, want := range map[string]string{
 		"0.0.0.0/0":           "0.0.0.0/0 covers every IPv4 address (4294967296 addresses)",

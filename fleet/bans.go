@@ -29,7 +29,7 @@ type BanTable interface {
 }
 
 // banSource names the fleet's bans in their reasons, metrics and logs.
-const banSource = "fleet"
+const banSource = banfeed.Fleet
 
 // The fleet's bans are one Redis hash: prefix -> "expiry|origin|reason",
 // the expiry in wall-clock ms. Each host merges it with its table every

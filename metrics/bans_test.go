@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/banfeed"
 	"github.com/xdplimit/xdplimit/internal/xdpltest"
 	"github.com/xdplimit/xdplimit/metrics"
 )
@@ -32,6 +33,11 @@ func TestBanMetrics(t *testing.T) {
 	if _, err := l.Ban(manual, time.Hour, "by hand"); err != nil {
 		t.Fatal(err)
 	}
+	// A CrowdSec decision's ban, written as the bouncer writes it.
+	decided, _ := banfeed.Reason(banfeed.CrowdSec, "cscli/manual", "ban 7")
+	if _, err := l.Ban(netip.MustParsePrefix("192.0.2.7/32"), time.Hour, decided); err != nil {
+		t.Fatal(err)
+	}
 	e := metrics.New(nil)
 	if err := e.Add("test0", l, 0); err != nil {
 		t.Fatal(err)
@@ -48,8 +54,9 @@ func TestBanMetrics(t *testing.T) {
 	check(map[string]float64{
 		`xdplimit_bans_active{interface="test0",origin="dns"}`:                 1,
 		`xdplimit_bans_active{interface="test0",origin="manual"}`:              1,
+		`xdplimit_bans_active{interface="test0",origin="crowdsec"}`:            1,
 		`xdplimit_bans_started_total{interface="test0",kind="rule"}`:           1,
-		`xdplimit_bans_started_total{interface="test0",kind="manual"}`:         1,
+		`xdplimit_bans_started_total{interface="test0",kind="manual"}`:         2,
 		`xdplimit_bans_ended_total{interface="test0"}`:                         0,
 		`xdplimit_packets_total{interface="test0",rule="_ban",verdict="drop"}`: 2,
 		`xdplimit_packets_total{interface="test0",rule="dns",verdict="drop"}`:  1,

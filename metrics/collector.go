@@ -96,10 +96,12 @@ var (
 		"Unix time the limiter's maps were created on the interface (an adopting attach keeps it): the start of "+
 			"every counter.", "interface")
 	bansActiveDesc = desc("bans_active",
-		"Bans in force, by origin: the banning rule's name, or manual (xdplimit ban). Read by walking the ban table.",
+		"Bans in force, by origin: the banning rule's name, crowdsec or fleet (a feed's), or manual (xdplimit ban). "+
+			"Read by walking the ban table.",
 		"interface", "origin")
 	bansStartedDesc = desc("bans_started_total",
-		"Bans started since the maps were created, by kind: rule (action ban, shadow included) or manual.",
+		"Bans started since the maps were created, by kind: rule (action ban, shadow included) or manual (xdplimit ban "+
+			"and the feeds' bans).",
 		"interface", "kind")
 	bansEndedDesc = desc("bans_ended_total",
 		"Bans that ended (expired, unbanned, replaced, or renewed by a new ban of the same prefix): bans started "+

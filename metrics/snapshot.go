@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xdplimit/xdplimit/banfeed"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -108,12 +109,12 @@ func (s Snapshot) Series() []Series {
 	)
 }
 
-// BansByOrigin counts the bans in force by origin (a rule's name, or
-// maps.OriginManual).
+// BansByOrigin counts the bans in force by origin (banfeed.Origin: a
+// rule's name, a feed's source, or maps.OriginManual).
 func (s Snapshot) BansByOrigin() map[string]int {
 	out := map[string]int{}
 	for _, b := range s.Bans {
-		out[b.Origin]++
+		out[banfeed.Origin(b)]++
 	}
 	return out
 }

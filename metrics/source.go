@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xdplimit/xdplimit/banfeed"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -86,7 +87,7 @@ type BanJSON struct {
 func BansJSON(bans []maps.Ban) []BanJSON {
 	out := make([]BanJSON, len(bans))
 	for i, b := range bans {
-		out[i] = BanJSON{Prefix: b.Prefix.String(), Origin: b.Origin, Reason: b.Reason,
+		out[i] = BanJSON{Prefix: b.Prefix.String(), Origin: banfeed.Origin(b), Reason: b.Reason,
 			SecondsLeft: b.Left.Seconds(), Dropped: b.Dropped, Shadow: b.Shadow}
 	}
 	return out

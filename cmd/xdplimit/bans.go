@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdplimit/xdplimit/banfeed"
 	"github.com/xdplimit/xdplimit/internal/termsafe"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
@@ -18,7 +19,7 @@ func newBansCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "bans IFACE",
-		Short: "List the bans in force: prefix, origin (rule or manual), reason, time left, packets dropped",
+		Short: "List the bans in force: prefix, origin (rule, feed or manual), reason, time left, packets dropped",
 		Args:  cobra.MatchAll(cobra.ExactArgs(1), ifaceNames),
 	}
 	output := addOutputFlag(cmd)
@@ -53,7 +54,7 @@ func printBans(w io.Writer, bans []maps.Ban, capacity uint32) {
 		// Reasons and origins come from outside (the fleet, feeds, any
 		// root process writing the pinned table): escaped, whatever
 		// checked them on the way in.
-		origin := termsafe.Escape(b.Origin)
+		origin := termsafe.Escape(banfeed.Origin(b))
 		if b.Shadow {
 			origin += " (shadow)"
 		}

@@ -124,12 +124,17 @@ func TestBansHostileText(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("bans --json: %v\n%s", err, out)
 	}
-	reasons := map[string]string{}
+	reasons, origins := map[string]string{}, map[string]string{}
 	for _, b := range got {
-		reasons[b.Prefix] = b.Reason
+		reasons[b.Prefix], origins[b.Prefix] = b.Reason, b.Origin
 	}
 	if reasons["198.51.100.66/32"] != stored || reasons["203.0.113.77/32"] != raw {
 		t.Errorf("bans --json decodes to %q", reasons)
+	}
+	// The fleet's ban is named after its feed; the raw one, whose reason
+	// no feed wrote, stays manual.
+	if origins["198.51.100.66/32"] != "fleet" || origins["203.0.113.77/32"] != "manual" {
+		t.Errorf("bans --json origins %q", origins)
 	}
 
 	// -o json is the documented form; --json its alias. seconds_left
