@@ -150,15 +150,24 @@ var feeds = []string{CrowdSec, Fleet}
 // the table stores as a manual one (its origin field holds a rule's counter
 // slot or "by hand", and the source is in the reason), else b.Origin.
 func Origin(b maps.Ban) string {
-	if b.Origin != maps.OriginManual {
+	if b.Origin != maps.OriginManual || b.Shadow {
 		return b.Origin
 	}
+	if s := FeedOf(b.Reason); s != "" {
+		return s
+	}
+	return b.Origin
+}
+
+// FeedOf is the feed whose bans a reason marks ("SOURCE: ", Reason), or
+// "". A ban by hand must not carry such a reason: its feed would lift it.
+func FeedOf(reason string) string {
 	for _, s := range feeds {
-		if From(b, s) {
+		if strings.HasPrefix(reason, s+": ") {
 			return s
 		}
 	}
-	return b.Origin
+	return ""
 }
 
 // hostFeeds are the sources whose bans belong to the host that applied

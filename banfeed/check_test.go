@@ -120,6 +120,11 @@ func TestOrigin(t *testing.T) {
 			t.Errorf("Origin(%+v) = %q, want %q", c.b, got, c.want)
 		}
 	}
+	for reason, want := range map[string]string{crowdsec: CrowdSec, fleet: Fleet, "fleetwide": "", "": "", "abuse: fleet: x": ""} {
+		if got := FeedOf(reason); got != want {
+			t.Errorf("FeedOf(%q) = %q, want %q", reason, got, want)
+		}
+	}
 }
 
 func TestCovers(t *testing.T) {

@@ -52,6 +52,10 @@ with a fleet.`,
 			if err := maps.CheckBan(p, d, stored); err != nil {
 				return fmt.Errorf("--reason: %w", err)
 			}
+			if src := banfeed.FeedOf(stored); src != "" {
+				return fmt.Errorf("--reason: %q starts as the %s feed's bans do, which that feed may lift or replace: "+
+					"word it otherwise", stored, src)
+			}
 			s, err := loader.Open(args[0])
 			if err != nil {
 				return err

@@ -31,6 +31,10 @@ func TestBanRefuses(t *testing.T) {
 		refused("reason too long once escaped", `--reason: reason longer than 63 bytes once its control characters `+
 			`are escaped (\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b\x1b)`,
 			"ban", noIface, "192.0.2.1", "--reason", strings.Repeat("\x1b", 20)),
+		refused("a feed's reason", `--reason: "crowdsec: x" starts as the crowdsec feed's bans do, which that feed `+
+			`may lift or replace: word it otherwise`, "ban", noIface, "192.0.2.1", "--reason", "crowdsec: x"),
+		refused("the fleet's reason", `--reason: "fleet: h1 ssh" starts as the fleet feed's bans do, which that feed `+
+			`may lift or replace: word it otherwise`, "ban", noIface, "192.0.2.1", "--reason", "fleet: h1 ssh"),
 		refused("no limiter", notAttached(t), "ban", noIface, "192.0.2.1"),
 		refused("unban no limiter", notAttached(t), "unban", noIface, "192.0.2.1"),
 		refused("unban not a CIDR", `"x" is not a CIDR (like 198.51.100.0/24 or 2001:db8::/48) or an address`, "unban", noIface, "x"),
