@@ -132,7 +132,12 @@ func Reason(source, origin, reason string) (s string, escaped bool) {
 
 // From says whether b came from source (its reason is one Reason made).
 func From(b maps.Ban, source string) bool {
-	return !b.Shadow && strings.HasPrefix(b.Reason, source+": ")
+	return !b.Shadow && marks(b.Reason, source)
+}
+
+// marks says whether reason starts as Reason starts those of source.
+func marks(reason, source string) bool {
+	return strings.HasPrefix(reason, source+": ")
 }
 
 // The feeds' sources: a CrowdSec bouncer's bans, and those a host takes
@@ -150,11 +155,10 @@ var feeds = []string{CrowdSec, Fleet}
 // the table stores as a manual one (its origin field holds a rule's counter
 // slot or "by hand", and the source is in the reason), else b.Origin.
 func Origin(b maps.Ban) string {
-	if b.Origin != maps.OriginManual || b.Shadow {
-		return b.Origin
-	}
-	if s := FeedOf(b.Reason); s != "" {
-		return s
+	for _, s := range feeds {
+		if b.Origin == maps.OriginManual && From(b, s) {
+			return s
+		}
 	}
 	return b.Origin
 }
@@ -163,7 +167,7 @@ func Origin(b maps.Ban) string {
 // "". A ban by hand must not carry such a reason: its feed would lift it.
 func FeedOf(reason string) string {
 	for _, s := range feeds {
-		if strings.HasPrefix(reason, s+": ") {
+		if marks(reason, s) {
 			return s
 		}
 	}
