@@ -78,6 +78,7 @@ test-go: build
 
 lint:
 	bash scripts/check-no-binaries.sh
+	GO=$(GO) bash scripts/check-test-imports.sh
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	clang-format-19 --dry-run --Werror bpf/*.c bpf/*.h
@@ -112,7 +113,7 @@ VM_KERNEL_6.1   ?= linux-image-cloud-amd64
 VM_KERNEL_6.12  ?= linux-image-6.12-cloud-amd64
 VM_TEST_PKGS_6.12 ?= ./test/vm/qemu/smoke ./loader ./test/vm
 VM_TEST_PKGS_6.1  ?= $(VM_TEST_PKGS_6.12) ./maps ./test/evasion ./metrics ./droplog ./pktgen ./replay \
-	./cmd/xdplimit ./agent ./fleet ./test/service ./bench ./internal/bpfprof
+	./cmd/xdplimit ./agent ./fleet ./test/service ./bench ./internal/harness/bpfprof
 VM_TEST_PKGS ?=
 VM_TREES     ?= docs deploy examples policy/testdata
 VM_TOOLS     ?= redis-server redis-cli prometheus promtool tcpdump nsenter \

@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xdplimit/xdplimit/agent"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/metrics"
 )

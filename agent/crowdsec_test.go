@@ -20,8 +20,8 @@ import (
 
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/banfeed"
-	"github.com/xdplimit/xdplimit/internal/crowdsecproc"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/crowdsecproc"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // csLab is an agent with a crowdsec: section and the LAPI it polls.

@@ -20,8 +20,8 @@ import (
 
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/gen"
-	"github.com/xdplimit/xdplimit/internal/mmdbtest"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/mmdbtest"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // sendFrom sends n UDP datagrams from src (an address of the sending

@@ -19,7 +19,7 @@ import (
 	"github.com/xdplimit/xdplimit/droplog"
 	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/gen"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // dropLines reads the drop lines of a drop log file (none if it is absent).

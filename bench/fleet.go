@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/fleetlab"
-	"github.com/xdplimit/xdplimit/internal/redisproc"
+	"github.com/xdplimit/xdplimit/internal/harness/fleetsim"
+	"github.com/xdplimit/xdplimit/internal/harness/redisproc"
 	"github.com/xdplimit/xdplimit/pktgen"
 	"github.com/xdplimit/xdplimit/policy"
 )
@@ -173,7 +173,7 @@ func fleetBench(e *env, quick bool) (*fleetResults, error) {
 	return res, nil
 }
 
-// run floods a simulated fleet (internal/fleetlab.Sim: the real program with an
+// run floods a simulated fleet (internal/harness/fleetsim.Fleet: the real program with an
 // injected clock on each host, the real engines, the real Redis) and counts
 // what the fleet admitted.
 func (a *fleetAccuracy) run(e *env, srv *redisproc.Server, d time.Duration) error {
@@ -181,7 +181,7 @@ func (a *fleetAccuracy) run(e *env, srv *redisproc.Server, d time.Duration) erro
 	if a.global {
 		limit += "\n    key: global"
 	}
-	f, err := fleetlab.NewSim(fleetlab.SimConfig{Hosts: a.hosts, Policy: fleetPolicy(srv.Addr(), a.sync, limit),
+	f, err := fleetsim.New(fleetsim.Config{Hosts: a.hosts, Policy: fleetPolicy(srv.Addr(), a.sync, limit),
 		Dial: redisproc.DialIn(srv.NS())})
 	if err != nil {
 		return err
@@ -192,12 +192,12 @@ func (a *fleetAccuracy) run(e *env, srv *redisproc.Server, d time.Duration) erro
 		senders[i] = i
 	}
 	pkt := pktgen.UDP4(netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("192.0.2.1"), 4000, 53, 18)
-	got, err := f.Run(e.ctx, fleetlab.SimFlood{Senders: senders, Packet: pkt, PerMs: fleetFlood * fleetRate / 1000,
+	got, err := f.Run(e.ctx, fleetsim.Flood{Senders: senders, Packet: pkt, PerMs: fleetFlood * fleetRate / 1000,
 		Duration: d, Sync: a.sync})
 	if err != nil {
 		return err
 	}
-	a.perHost, a.admitted = got, fleetlab.Sum(got)
+	a.perHost, a.admitted = got, fleetsim.Sum(got)
 	return nil
 }
 

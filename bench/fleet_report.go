@@ -81,7 +81,7 @@ func (r *report) writeFleet(b *strings.Builder) {
 		return
 	}
 	p("### Accuracy: admitted / configured\n\n")
-	p("Simulated fleets (`internal/fleetlab`, the simulation the fleet tests use): each host is the real XDP\n")
+	p("Simulated fleets (`internal/harness/fleetsim`, the simulation the fleet tests use): each host is the real XDP\n")
 	p("program with an injected clock, run with `BPF_PROG_TEST_RUN`, and its real sync engine; all talk to one\n")
 	p("real redis-server. One clock drives them in 1 ms steps, and every host syncs at once every sync\n")
 	p("interval. One source floods at %d× the fleet limit (token_bucket, %d/s, burst %d) for %v of simulated\n", fleetFlood, fleetRate, fleetBurst, f.Duration)

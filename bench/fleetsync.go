@@ -16,7 +16,7 @@ import (
 
 	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/gen"
-	"github.com/xdplimit/xdplimit/internal/redisproc"
+	"github.com/xdplimit/xdplimit/internal/harness/redisproc"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )

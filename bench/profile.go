@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/bpfprof"
+	"github.com/xdplimit/xdplimit/internal/harness/bpfprof"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -111,7 +111,7 @@ func (r *report) writeProfile(b *strings.Builder) {
 	p("## Profile: where each path's nanoseconds go, by source line\n\n")
 	p("Each path of the stage table, and the parser alone, run whole (production's build) in BPF_PROG_TEST_RUN\n")
 	p("on one pinned CPU, %d calls of %d runs, the thread sampled every %v of its CPU time\n", pr.Calls, pr.Repeat, profilePeriod)
-	p("(`internal/bpfprof`: the task clock, no hardware counters in this guest). A sample is named by the\n")
+	p("(`internal/harness/bpfprof`: the task clock, no hardware counters in this guest). A sample is named by the\n")
 	p("program's source line it landed on (BTF line info, the JIT's address of each line) or by the kernel\n")
 	p("function (the test run's loop, a helper, a map's lookup). A timer sample lands where the thread was\n")
 	p("when the timer fired: a slow load is charged to the instructions after it as often as to itself, so\n")

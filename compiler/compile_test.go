@@ -11,7 +11,7 @@ import (
 	"github.com/xdplimit/xdplimit/policy"
 )
 
-// compileYAML is CompileYAML failing the test on error: internal/xdpltest
+// compileYAML is CompileYAML failing the test on error: internal/testkit/xdpltest
 // has the same, but imports this package, so these tests cannot use it.
 func compileYAML(t *testing.T, yaml string) *maps.Image {
 	t.Helper()

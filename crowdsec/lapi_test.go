@@ -1,7 +1,7 @@
 package crowdsec
 
 // Tests against a real CrowdSec Local API (Debian's crowdsec 1.4.6, as
-// make deps unpacks it; internal/crowdsecproc runs it). They fail in CI
+// make deps unpacks it; internal/testkit/crowdsecproc runs it). They fail in CI
 // and skip elsewhere when the binaries are missing.
 
 import (
@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/banfeed"
-	"github.com/xdplimit/xdplimit/internal/crowdsecproc"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/crowdsecproc"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 )
 

@@ -15,10 +15,10 @@ import (
 
 	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/internal/command"
-	"github.com/xdplimit/xdplimit/internal/fleetlab"
+	"github.com/xdplimit/xdplimit/internal/harness/fleetsim"
 	"github.com/xdplimit/xdplimit/internal/termsafe"
-	"github.com/xdplimit/xdplimit/internal/testutil"
-	"github.com/xdplimit/xdplimit/internal/xdpltest"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -62,7 +62,7 @@ func TestFleetBansHostile(t *testing.T) {
 	r, ns := startRedis(t)
 	namespace := fmt.Sprintf("hostile%d", time.Now().UnixNano())
 	logs := &hostLogs{lines: map[int][]string{}}
-	f, err := fleetlab.NewSim(fleetlab.SimConfig{Hosts: 2, Dial: testutil.DialIn(ns), Logf: logs.logf, Policy: fmt.Sprintf(`
+	f, err := fleetsim.New(fleetsim.Config{Hosts: 2, Dial: testutil.DialIn(ns), Logf: logs.logf, Policy: fmt.Sprintf(`
 fleet:
   redis: redis://%s/0
   namespace: %s
@@ -89,7 +89,7 @@ rules:
 		return strings.TrimSpace(string(out))
 	}
 	expiry := func(d time.Duration) string {
-		return strconv.FormatInt((fleetlab.SimWallBase+int64(f.Now()))/1e6+d.Milliseconds(), 10)
+		return strconv.FormatInt((fleetsim.WallBase+int64(f.Now()))/1e6+d.Milliseconds(), 10)
 	}
 	ctx := context.Background()
 	dst := netip.MustParseAddr("192.0.2.1")

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/banfeed"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
@@ -39,7 +39,7 @@ rules:
 		}
 		return ok
 	}
-	// fleetlab.Sim writes a host's injected clock when it runs a packet; the
+	// fleetsim.Fleet writes a host's injected clock when it runs a packet; the
 	// ban table reads it. A packet no rule matches brings every host's
 	// clock to now before each sync, as a real clock would be.
 	tick := pktgen.UDP4(netip.MustParseAddr("192.0.2.99"), dst, 4000, 9, 10)

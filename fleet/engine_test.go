@@ -8,19 +8,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/fleetlab"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/harness/fleetsim"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 	"github.com/xdplimit/xdplimit/policy"
 )
 
 // newHosts starts a simulated fleet of n hosts running yaml
-// (internal/fleetlab.Sim: the real program with an injected clock, and the
+// (internal/testkit/fleetsim.Fleet: the real program with an injected clock, and the
 // real engine), closed when the test ends.
-func newHosts(t *testing.T, dial func(context.Context, string, string) (net.Conn, error), n int, yaml string) (*fleetlab.Sim, *policy.Policy) {
+func newHosts(t *testing.T, dial func(context.Context, string, string) (net.Conn, error), n int, yaml string) (*fleetsim.Fleet, *policy.Policy) {
 	t.Helper()
 	testutil.RequireRoot(t)
-	f, err := fleetlab.NewSim(fleetlab.SimConfig{Hosts: n, Policy: yaml, Dial: dial, Logf: t.Logf})
+	f, err := fleetsim.New(fleetsim.Config{Hosts: n, Policy: yaml, Dial: dial, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +31,9 @@ func newHosts(t *testing.T, dial func(context.Context, string, string) (net.Conn
 // simulate floods for dur: every simulated millisecond each sender host
 // gets perMs packets of pkt, and every sync each host syncs. It returns the
 // packets admitted by each host.
-func simulate(t *testing.T, f *fleetlab.Sim, senders []int, pkt []byte, perMs int, dur, sync time.Duration) []int {
+func simulate(t *testing.T, f *fleetsim.Fleet, senders []int, pkt []byte, perMs int, dur, sync time.Duration) []int {
 	t.Helper()
-	admitted, err := f.Run(context.Background(), fleetlab.SimFlood{Senders: senders, Packet: pkt,
+	admitted, err := f.Run(context.Background(), fleetsim.Flood{Senders: senders, Packet: pkt,
 		PerMs: perMs * len(senders), Duration: dur, Sync: sync})
 	if err != nil {
 		t.Fatal(err)
@@ -41,11 +41,11 @@ func simulate(t *testing.T, f *fleetlab.Sim, senders []int, pkt []byte, perMs in
 	return admitted
 }
 
-func sum(v []int) int { return fleetlab.Sum(v) }
+func sum(v []int) int { return fleetsim.Sum(v) }
 
 // meet syncs every host twice, 100 ms apart: every host then knows how
 // many hosts the fleet has (the reserves of fixed windows).
-func meet(t *testing.T, f *fleetlab.Sim) {
+func meet(t *testing.T, f *fleetsim.Fleet) {
 	t.Helper()
 	for range 2 {
 		if err := f.SyncAll(context.Background()); err != nil {
@@ -57,7 +57,7 @@ func meet(t *testing.T, f *fleetlab.Sim) {
 
 // toWindowStart advances the fleet's clock to the next boundary of the
 // datapath's windows of length w, for a policy of one fleet level.
-func toWindowStart(t *testing.T, f *fleetlab.Sim, w time.Duration) {
+func toWindowStart(t *testing.T, f *fleetsim.Fleet, w time.Duration) {
 	t.Helper()
 	fls, err := f.Hosts[0].L.FleetLevels()
 	if err != nil || len(fls) != 1 {

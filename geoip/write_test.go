@@ -1,7 +1,7 @@
 package geoip
 
 // Databases written for the tests with MaxMind's own writer
-// (internal/mmdbtest), in the layouts of GeoLite2-Country and GeoLite2-ASN.
+// (internal/testkit/mmdbtest), in the layouts of GeoLite2-Country and GeoLite2-ASN.
 
 import (
 	"net/netip"
@@ -11,7 +11,7 @@ import (
 	"github.com/maxmind/mmdbwriter"
 	"github.com/maxmind/mmdbwriter/mmdbtype"
 
-	"github.com/xdplimit/xdplimit/internal/mmdbtest"
+	"github.com/xdplimit/xdplimit/internal/testkit/mmdbtest"
 )
 
 var testBuild = mmdbtest.Build

@@ -13,7 +13,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/xdplimit/xdplimit/gen"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // TestKernelFeatures reports what this kernel offers (the VM suite shows it

@@ -3,7 +3,7 @@ package maps_test
 import (
 	"testing"
 
-	"github.com/xdplimit/xdplimit/internal/xdpltest"
+	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
 

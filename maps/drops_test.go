@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/xdplimit/xdplimit/internal/cpupin"
-	"github.com/xdplimit/xdplimit/internal/xdpltest"
+	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/xdplimit/xdplimit/compiler"
 	"github.com/xdplimit/xdplimit/examples"
-	"github.com/xdplimit/xdplimit/internal/xdpltest"
+	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )

@@ -12,14 +12,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/internal/cpupin"
-	"github.com/xdplimit/xdplimit/internal/xdpltest"
+	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 // The helpers the maps tests share. What other packages' tests need too
 // (compiling a policy, loading the program, running it on a frame) is in
-// internal/xdpltest; frames are pktgen.Frame.
+// internal/testkit/xdpltest; frames are pktgen.Frame.
 
 const (
 	xdpDrop = 1

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/banfeed"
-	"github.com/xdplimit/xdplimit/internal/xdpltest"
+	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/metrics"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/xdplimit/xdplimit/crowdsec"
 	"github.com/xdplimit/xdplimit/droplog"
 	"github.com/xdplimit/xdplimit/fleet"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // Tests of deploy/: the alert rules, the dashboard and the systemd unit

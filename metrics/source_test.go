@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/xdpltest"
+	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/metrics"
 )
 

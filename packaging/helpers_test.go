@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/internal/command"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // repoRoot is the checkout's root: this package's parent directory.

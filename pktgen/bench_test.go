@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // BenchmarkSend measures the generator's rate with 64-byte frames (60 plus

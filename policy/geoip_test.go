@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdplimit/xdplimit/internal/mmdbtest"
+	"github.com/xdplimit/xdplimit/internal/testkit/mmdbtest"
 )
 
 // geoDBs writes a country and an ASN database into a directory of the

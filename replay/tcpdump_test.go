@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // The captures operators make: tcpdump -i any, in both Linux cooked

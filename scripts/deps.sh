@@ -45,7 +45,7 @@ else
 fi
 
 # crowdsec: the crowdsec package tests run a real Local API from Debian's binaries
-# (internal/crowdsecproc). Installing the package is not an option: its postinst registers
+# (internal/testkit/crowdsecproc). Installing the package is not an option: its postinst registers
 # with the online API, fails offline and leaves dpkg half-configured, which breaks every later
 # apt-get install. So it is downloaded and unpacked with dpkg-deb -x into a fixed directory;
 # its binaries need only libc and libsqlite3 (in PKGS). The stamp holds the unpacked version:

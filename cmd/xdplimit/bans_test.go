@@ -16,7 +16,7 @@ import (
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/gen"
 	"github.com/xdplimit/xdplimit/internal/command"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/metrics"
 )

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/internal/netns"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdplimit/xdplimit/internal/mmdbtest"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/mmdbtest"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/xdplimit/xdplimit/agent"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 )
 

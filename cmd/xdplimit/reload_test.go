@@ -7,7 +7,7 @@ import (
 
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/internal/termsafe"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/agent"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/metrics"
 )
 

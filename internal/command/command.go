@@ -1,5 +1,5 @@
 // Package command runs external programs with a hard time limit. The tests
-// (through internal/testutil) and the benchmark program use it; production
+// (through internal/testkit/testutil) and the benchmark program use it; production
 // does not.
 package command
 

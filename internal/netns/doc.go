@@ -2,7 +2,7 @@
 // pairs between them and reads their SNMP counters. It is the one place
 // xdplimit does this: production uses it (the demo's lab, the traffic
 // generator's namespaces), and so do the benchmark program and the tests,
-// through internal/testutil, which adds testing.TB cleanup. It imports no
+// through internal/testkit/testutil, which adds testing.TB cleanup. It imports no
 // other xdplimit package but internal/cpupin, and not package testing.
 //
 // Namespaces belong to OS threads, not goroutines: every function here that

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // Short enough to keep the tests quick, long enough that the events of one

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/fleetlab"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/fleetlab"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // The fleet limit and the flood, ten times it: 10k frames/s in all, which

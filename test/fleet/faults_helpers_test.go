@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/fleetlab"
+	"github.com/xdplimit/xdplimit/internal/testkit/fleetlab"
 )
 
 // The log lines of the fleet sync's changes of state (fleet/link.go): one

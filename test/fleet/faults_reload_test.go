@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/fleetlab"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/fleetlab"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // 5. Reloads that change fleet: (sync, namespace) or a level's scope keep

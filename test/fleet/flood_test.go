@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdplimit/xdplimit/internal/fleetlab"
+	"github.com/xdplimit/xdplimit/internal/testkit/fleetlab"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 

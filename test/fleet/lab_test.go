@@ -1,5 +1,5 @@
 // Package fleet holds the end-to-end tests of fleet-wide limits, run in
-// internal/fleetlab's Lab. TestLab proves the lab
+// internal/testkit/fleetlab's Lab. TestLab proves the lab
 // itself: every host reaches Redis (single and cluster) through its own
 // link, faults can be injected per host or per server, floods reach the
 // host they are aimed at, and nothing outlives the test.
@@ -18,8 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/xdplimit/xdplimit/internal/fleetlab"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/fleetlab"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 func TestLab(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/fleetlab"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/fleetlab"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // Fixed windows at fleet scope: the windows of every host are aligned to

@@ -29,7 +29,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 )
 

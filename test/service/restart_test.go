@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 

@@ -10,7 +10,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // needTool skips when a host tool used as an independent reference is

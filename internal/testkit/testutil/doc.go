@@ -7,9 +7,9 @@
 //
 // It may import the standard library, third-party modules and the leaf
 // internals (internal/netns, internal/cpupin, internal/command,
-// internal/redisproc), and no product package: maps, compiler, loader,
+// internal/harness/redisproc), and no product package: maps, compiler, loader,
 // policy, pktgen and the rest all test themselves with it, so an import of
 // any of them here would be a cycle for that package's tests. What needs the
 // product (a compiled policy, a loaded or attached program) is in
-// internal/xdpltest, the project-aware kit built on this one.
+// internal/testkit/xdpltest, the project-aware kit built on this one.
 package testutil

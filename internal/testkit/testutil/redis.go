@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 
-	"github.com/xdplimit/xdplimit/internal/redisproc"
+	"github.com/xdplimit/xdplimit/internal/harness/redisproc"
 )
 
 // RequireRedis requires redis-server and redis-cli on PATH (Debian's

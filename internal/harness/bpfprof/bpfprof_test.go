@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/bpfprof"
-	"github.com/xdplimit/xdplimit/internal/xdpltest"
+	"github.com/xdplimit/xdplimit/internal/harness/bpfprof"
+	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )

@@ -1,5 +1,5 @@
 // Package redisproc runs redis-server child processes inside network
-// namespaces, for the fleet tests (through internal/testutil, which adds
+// namespaces, for the fleet tests (through internal/testkit/testutil, which adds
 // testing.TB cleanup) and for the benchmark program; production does not
 // use it. It does not import package testing: every failure is an error.
 package redisproc

@@ -1,4 +1,14 @@
-package fleetlab
+// Package fleetsim simulates a fleet of xdplimit hosts on one machine: each
+// host is the real XDP program, loaded with an injected clock
+// (maps.ClockMap) and run with BPF_PROG_TEST_RUN, beside its real sync
+// engine talking to a real Redis. One clock drives them all, so a simulated
+// 10 s flood is deterministic and takes far less than 10 s, whatever else
+// the machine runs. The fleet package's tests and the benchmark program use
+// it; it does not import package testing (every failure is an error), so the
+// benchmark program links no test code through it. Its live counterpart, a
+// fleet of real attach processes in namespaces, is the test kit
+// internal/testkit/fleetlab.
+package fleetsim
 
 import (
 	"context"
@@ -15,8 +25,8 @@ import (
 	"github.com/xdplimit/xdplimit/policy"
 )
 
-// SimConfig describes a simulated fleet.
-type SimConfig struct {
+// Config describes a simulated fleet.
+type Config struct {
 	// Hosts is the number of hosts.
 	Hosts int
 	// Policy is the YAML every host runs; it needs a fleet: section.
@@ -29,34 +39,34 @@ type SimConfig struct {
 	MaxSources uint32
 }
 
-// SimWallBase is the injected wall clock (and Redis clock) at simulated time
+// WallBase is the injected wall clock (and Redis clock) at simulated time
 // zero, in ns since 1970.
-const SimWallBase = int64(1_800_000_000) * 1e9
+const WallBase = int64(1_800_000_000) * 1e9
 
-// Sim is a simulated fleet: its hosts and their shared clock.
-type Sim struct {
-	Hosts  []*SimHost
+// Fleet is a simulated fleet: its hosts and their shared clock.
+type Fleet struct {
+	Hosts  []*Host
 	Policy *policy.Policy
 	now    uint64 // the datapath clock of every host, ns
 }
 
-// SimHost is one simulated member: its program and maps, and its engine.
-type SimHost struct {
+// Host is one simulated member: its program and maps, and its engine.
+type Host struct {
 	L     *maps.Limiter
 	E     *fleet.Engine
-	f     *Sim
+	f     *Fleet
 	clock uint64 // the clock last written into this host's clock map
 }
 
-// NewSim loads cfg.Hosts limiters with the policy and an engine for each.
+// New loads cfg.Hosts limiters with the policy and an engine for each.
 // The engines connect to Redis at their first sync.
-func NewSim(cfg SimConfig) (*Sim, error) {
+func New(cfg Config) (*Fleet, error) {
 	img, p, err := compiler.CompileYAML("fleet.yaml", []byte(cfg.Policy))
 	if err != nil {
 		return nil, err
 	}
 	if p.Fleet == nil {
-		return nil, errors.New("fleetlab: the policy has no fleet: section")
+		return nil, errors.New("fleetsim: the policy has no fleet: section")
 	}
 	if cfg.MaxSources == 0 {
 		cfg.MaxSources = 1 << 12
@@ -64,7 +74,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	f := &Sim{Policy: p, now: 1e9}
+	f := &Fleet{Policy: p, now: 1e9}
 	for i := range cfg.Hosts {
 		h, err := f.newHost(cfg, img, i)
 		if err != nil {
@@ -76,7 +86,7 @@ func NewSim(cfg SimConfig) (*Sim, error) {
 	return f, nil
 }
 
-func (f *Sim) newHost(cfg SimConfig, img *maps.Image, i int) (*SimHost, error) {
+func (f *Fleet) newHost(cfg Config, img *maps.Image, i int) (*Host, error) {
 	l, err := maps.Load(maps.Options{Clock: maps.ClockMap, MaxSources: cfg.MaxSources})
 	if err != nil {
 		return nil, err
@@ -88,19 +98,19 @@ func (f *Sim) newHost(cfg SimConfig, img *maps.Image, i int) (*SimHost, error) {
 	e, err := fleet.New(fleet.Options{
 		Fleet: f.Policy.Fleet, Interface: fmt.Sprintf("h%d", i), Logf: cfg.Logf,
 		Now:     f.Now,
-		Wall:    func() int64 { return SimWallBase + int64(f.now) },
-		RedisUs: func() float64 { return float64(SimWallBase+int64(f.now)) / 1e3 },
+		Wall:    func() int64 { return WallBase + int64(f.now) },
+		RedisUs: func() float64 { return float64(WallBase+int64(f.now)) / 1e3 },
 		Dialer:  cfg.Dial,
 	}, l)
 	if err != nil {
 		l.Close()
 		return nil, err
 	}
-	return &SimHost{L: l, E: e, f: f}, nil
+	return &Host{L: l, E: e, f: f}, nil
 }
 
 // Close closes every engine and limiter.
-func (f *Sim) Close() error {
+func (f *Fleet) Close() error {
 	var errs []error
 	for _, h := range f.Hosts {
 		errs = append(errs, h.E.Close(), h.L.Close())
@@ -110,14 +120,14 @@ func (f *Sim) Close() error {
 }
 
 // Now is the simulated datapath clock, ns.
-func (f *Sim) Now() uint64 { return f.now }
+func (f *Fleet) Now() uint64 { return f.now }
 
 // Advance moves the shared clock forward by d.
-func (f *Sim) Advance(d time.Duration) { f.now += uint64(d) }
+func (f *Fleet) Advance(d time.Duration) { f.now += uint64(d) }
 
 // Send runs one packet through the host's program at the shared clock and
 // reports whether it was admitted (XDP_PASS).
-func (h *SimHost) Send(pkt []byte) (bool, error) {
+func (h *Host) Send(pkt []byte) (bool, error) {
 	if h.clock != h.f.now {
 		if err := h.L.SetClock(h.f.now); err != nil {
 			return false, err
@@ -132,7 +142,7 @@ func (h *SimHost) Send(pkt []byte) (bool, error) {
 }
 
 // SyncAll runs one sync on every host, in order, at the shared clock.
-func (f *Sim) SyncAll(ctx context.Context) error {
+func (f *Fleet) SyncAll(ctx context.Context) error {
 	for i, h := range f.Hosts {
 		if r := h.E.Sync(ctx); r.Err != nil {
 			return fmt.Errorf("host %d: sync: %w", i, r.Err)
@@ -141,8 +151,8 @@ func (f *Sim) SyncAll(ctx context.Context) error {
 	return nil
 }
 
-// SimFlood is one source's traffic over a simulated span.
-type SimFlood struct {
+// Flood is one source's traffic over a simulated span.
+type Flood struct {
 	// Senders are the hosts the source's packets reach, evenly: the
 	// packets of each millisecond go to them in turn.
 	Senders []int
@@ -158,9 +168,9 @@ type SimFlood struct {
 // Run advances the clock over fl.Duration in 1 ms steps, sending each
 // step's packets at its start and syncing every fl.Sync. It returns the
 // packets each host admitted.
-func (f *Sim) Run(ctx context.Context, fl SimFlood) ([]int, error) {
+func (f *Fleet) Run(ctx context.Context, fl Flood) ([]int, error) {
 	if len(fl.Senders) == 0 || fl.Sync < time.Millisecond {
-		return nil, errors.New("fleetlab: a flood needs senders and a sync of at least 1 ms")
+		return nil, errors.New("fleetsim: a flood needs senders and a sync of at least 1 ms")
 	}
 	admitted := make([]int, len(f.Hosts))
 	syncEvery := int64(fl.Sync / time.Millisecond)

@@ -3,8 +3,8 @@ package testutil
 import (
 	"testing"
 
-	"github.com/xdplimit/xdplimit/internal/crowdsecproc"
 	"github.com/xdplimit/xdplimit/internal/netns"
+	"github.com/xdplimit/xdplimit/internal/testkit/crowdsecproc"
 )
 
 // RequireCrowdsec requires Debian's crowdsec binaries (crowdsec, cscli),

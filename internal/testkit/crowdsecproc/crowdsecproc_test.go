@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/internal/crowdsecproc"
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/crowdsecproc"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 func stream(t *testing.T, s *crowdsecproc.Server, key string, startup bool) (int, map[string][]map[string]any) {

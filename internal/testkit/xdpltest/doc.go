@@ -1,7 +1,7 @@
 // Package xdpltest is the project-aware test kit: the one place tests get a
 // compiled policy, a loaded program or a native attach on a veth of their
 // own, the way cilium/ebpf's internal/testutils is the one place its tests
-// get a loaded program. It builds on internal/testutil, the plain kit, for
+// get a loaded program. It builds on internal/testkit/testutil, the plain kit, for
 // capabilities, namespaces and veth pairs. Tests only use it.
 //
 // It imports compiler, loader, maps and policy (and what they import), so

@@ -3,7 +3,7 @@ package xdpltest
 import (
 	"testing"
 
-	"github.com/xdplimit/xdplimit/internal/testutil"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 )
 

@@ -1,6 +1,6 @@
 // Package crowdsecproc runs a CrowdSec Local API (LAPI) as a child process,
 // from Debian's crowdsec binaries as `make deps` unpacks them, for the
-// crowdsec package's tests (through internal/testutil, which adds testing.TB
+// crowdsec package's tests (through internal/testkit/testutil, which adds testing.TB
 // cleanup). Every path of the server's configuration points into one
 // directory, so servers never share state with each other or the host. It
 // does not import package testing: every failure is an error.
