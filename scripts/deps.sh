@@ -18,6 +18,8 @@ PKGS=(
   gnuplot-nox
   redis-server redis-tools
   libsqlite3-0
+  # stress-ng: reproduces a loaded machine beside the timing tests (docs/fleet.md, test/vm).
+  stress-ng
 )
 
 if [ "$(id -u)" -ne 0 ]; then
