@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -43,15 +41,8 @@ const csInterval = time.Second
 func startCrowdSecLab(t *testing.T) *csLab {
 	testutil.RequireRoot(t)
 	v := newVeth(t)
-	l := &csLab{t: t, v: v, lapi: testutil.StartLAPIIn(t, v.PeerNS), logs: &testutil.SyncBuffer{}}
-	key, err := l.lapi.AddBouncer(context.Background(), "xdplimit")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(t.TempDir(), "crowdsec.key")
-	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	l := &csLab{t: t, v: v, lapi: crowdsecproc.StartIn(t, v.PeerNS), logs: &testutil.SyncBuffer{}}
+	keyFile := l.lapi.KeyFile(t, "xdplimit")
 	l.policy = fmt.Sprintf("crowdsec: {url: '%s', api_key_file: %s, interval: %s}\n", l.lapi.URL(), keyFile, csInterval)
 	// bans: the 10k decisions apply in one poll (the default is 1000 a
 	// sync).
@@ -232,12 +223,8 @@ func TestAgentCrowdSec10k(t *testing.T) {
 	if err := l.a.Reload("test"); err != nil {
 		t.Fatal(err)
 	}
-	ds := make([]crowdsecproc.Decision, 10000)
-	for i := range ds {
-		ds[i] = crowdsecproc.Decision{Value: fmt.Sprintf("10.1.%d.%d", i>>8, i&255), Duration: time.Hour, Reason: "bulk"}
-	}
 	start := time.Now()
-	if err := l.lapi.Import(context.Background(), "Ip", ds); err != nil {
+	if err := l.lapi.Import(context.Background(), "Ip", crowdsecproc.Bulk(1, 10000)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("cscli decisions import of 10k: %v", time.Since(start).Round(time.Millisecond))

@@ -15,7 +15,6 @@ import (
 
 	"github.com/xdplimit/xdplimit/banfeed"
 	"github.com/xdplimit/xdplimit/internal/testkit/crowdsecproc"
-	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -26,10 +25,7 @@ var (
 
 func lapiBouncer(t *testing.T, s *crowdsecproc.Server, tgt *fakeTarget, mod func(*Config)) (*Bouncer, *logBuffer) {
 	t.Helper()
-	key, err := s.AddBouncer(bg, fmt.Sprintf("xdplimit-%d", bouncers.Add(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := s.Bouncer(t, fmt.Sprintf("xdplimit-%d", bouncers.Add(1)))
 	return newTestBouncer(t, s.URL(), tgt, func(c *Config) {
 		c.APIKey = key
 		if mod != nil {
@@ -62,7 +58,7 @@ func expectHeld(t *testing.T, tgt *fakeTarget, want ...string) {
 }
 
 func TestLAPIStartupStream(t *testing.T) {
-	s := testutil.StartLAPI(t)
+	s := crowdsecproc.Start(t)
 	add(t, s, crowdsecproc.Decision{Value: "198.51.100.7", Duration: 2 * time.Minute, Reason: "why"},
 		ip("2001:db8::1"), cidr("203.0.113.0/24"),
 		crowdsecproc.Decision{Value: "192.0.2.1", Type: "captcha"})
@@ -89,7 +85,7 @@ func TestLAPIStartupStream(t *testing.T) {
 }
 
 func TestLAPIDeltas(t *testing.T) {
-	s := testutil.StartLAPI(t)
+	s := crowdsecproc.Start(t)
 	tgt := newFakeTarget(t)
 	b, _ := lapiBouncer(t, s, tgt, nil)
 	mustPoll(t, b)
@@ -124,7 +120,7 @@ func TestLAPIDeltas(t *testing.T) {
 }
 
 func TestLAPIRanges(t *testing.T) {
-	s := testutil.StartLAPI(t)
+	s := crowdsecproc.Start(t)
 	add(t, s, cidr("0.0.0.0/0"), cidr("::/0"), cidr("::ffff:0.0.0.0/96"), cidr("10.0.0.0/7"),
 		cidr("2001:db8::/31"), cidr("::ffff:10.0.0.0/104"), cidr("192.0.2.77/24"), cidr("2001:db8::/32"),
 		ip("::ffff:198.51.100.10"))
@@ -151,7 +147,7 @@ func TestLAPIRanges(t *testing.T) {
 }
 
 func TestLAPIFilters(t *testing.T) {
-	s := testutil.StartLAPI(t)
+	s := crowdsecproc.Start(t)
 	add(t, s, crowdsecproc.Decision{Value: "192.0.2.1", Reason: "crowdsecurity/ssh-bf"},
 		crowdsecproc.Decision{Value: "192.0.2.2", Reason: "crowdsecurity/ssh-test"},
 		crowdsecproc.Decision{Value: "192.0.2.3", Reason: "crowdsecurity/http-probing"},
@@ -191,7 +187,7 @@ func TestLAPIFilters(t *testing.T) {
 }
 
 func TestLAPIBadKey(t *testing.T) {
-	s := testutil.StartLAPI(t)
+	s := crowdsecproc.Start(t)
 	add(t, s, ip("192.0.2.1"))
 	tgt := newFakeTarget(t)
 	b, _ := newTestBouncer(t, s.URL(), tgt, func(c *Config) { c.APIKey = "0123456789abcdef0123456789abcdef" })
@@ -221,7 +217,7 @@ func TestLAPIBadKey(t *testing.T) {
 // after resynchronises, bans already held stay (also those the LAPI no
 // longer lists), and what was deleted meanwhile is unbanned.
 func TestLAPIRestart(t *testing.T) {
-	s := testutil.StartLAPI(t)
+	s := crowdsecproc.Start(t)
 	add(t, s, ip("192.0.2.1"), ip("192.0.2.2"), cidr("203.0.113.0/24"))
 	tgt := newFakeTarget(t)
 	b, _ := lapiBouncer(t, s, tgt, nil)
@@ -289,16 +285,9 @@ func TestLAPIRestart(t *testing.T) {
 // ban table within 2 s of the poll's start: at startup and as one delta.
 // The policy's bans: allow that many per sync (the default is 1000).
 func TestLAPI10kDecisions(t *testing.T) {
-	s := testutil.StartLAPI(t)
-	batch := func(second byte) []crowdsecproc.Decision {
-		ds := make([]crowdsecproc.Decision, 10000)
-		for i := range ds {
-			ds[i] = crowdsecproc.Decision{Value: fmt.Sprintf("10.%d.%d.%d", second, i>>8, i&255), Duration: time.Hour, Reason: "bulk"}
-		}
-		return ds
-	}
+	s := crowdsecproc.Start(t)
 	start := time.Now()
-	if err := s.Import(bg, "Ip", batch(1)); err != nil {
+	if err := s.Import(bg, "Ip", crowdsecproc.Bulk(1, 10000)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("cscli decisions import of 10k: %v", time.Since(start).Round(time.Millisecond))
@@ -307,7 +296,7 @@ func TestLAPI10kDecisions(t *testing.T) {
 	b, _ := lapiBouncer(t, s, tgt, nil)
 	for i, name := range []string{"startup", "delta"} {
 		if i == 1 {
-			if err := s.Import(bg, "Ip", batch(2)); err != nil {
+			if err := s.Import(bg, "Ip", crowdsecproc.Bulk(2, 10000)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -1,9 +1,10 @@
-// Package crowdsecproc runs a CrowdSec Local API (LAPI) as a child process,
-// from Debian's crowdsec binaries as `make deps` unpacks them, for the
-// crowdsec package's tests (through internal/testkit/testutil, which adds testing.TB
-// cleanup). Every path of the server's configuration points into one
-// directory, so servers never share state with each other or the host. It
-// does not import package testing: every failure is an error.
+// Package crowdsecproc owns the CrowdSec fixtures of the tests: it runs a
+// CrowdSec Local API (LAPI) as a child process, from Debian's crowdsec
+// binaries as `make deps` unpacks them, writes its configuration, registers
+// bouncers and adds decisions. Every path of the server's configuration
+// points into one directory, so servers never share state with each other
+// or the host. The server's methods return errors; testing.go holds the
+// testing.TB wrappers tests call (Start, Bouncer, KeyFile).
 package crowdsecproc
 
 import (

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/internal/testkit/crowdsecproc"
-	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 func stream(t *testing.T, s *crowdsecproc.Server, key string, startup bool) (int, map[string][]map[string]any) {
@@ -39,7 +38,7 @@ func stream(t *testing.T, s *crowdsecproc.Server, key string, startup bool) (int
 // The helper's whole life cycle: a bouncer, a decision, a crash, a restart
 // on the same port and database, a stop that leaves no process behind.
 func TestServerLifecycle(t *testing.T) {
-	s := testutil.StartLAPI(t)
+	s := crowdsecproc.Start(t)
 	ctx := context.Background()
 	key, err := s.AddBouncer(ctx, "b1")
 	if err != nil {
