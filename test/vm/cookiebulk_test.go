@@ -176,23 +176,57 @@ func (cl *cookieLab) plainConn(t *testing.T) *bulkConn {
 }
 
 // cookieConn connects to the cookie port until the rule answered the SYN
-// with a cookie from XDP: it passes one SYN a second to the stack (a
-// keepalive), which then opens the connection with a cookie of its own.
+// with a cookie from XDP. The rule passes SYNs over its limit to the stack
+// as keepalives, the first one and then one a second, and the listener
+// opens those connections with a cookie of its own: such a dial is closed
+// and dialed again. Whether a dial that reached the stack may have been a
+// keepalive is judged by the clock, not by counting dials: on a loaded
+// machine a dial may take a second or more (a SYN-ACK lost and the SYN
+// sent again, the client kept off its CPU), and each such dial is due a
+// keepalive. One that reached the stack less than a second after the last
+// keepalive, measured from that dial's start to this one's end (an upper
+// bound of the time between the two SYNs), shows a rule that answers none.
 func (cl *cookieLab) cookieConn(t *testing.T) *bulkConn {
 	t.Helper()
-	for range 5 {
+	const interval = time.Second // the keepalive's, per destination
+	began := time.Now()
+	lastKeepalive := began.Add(-time.Hour) // the start of the dial that passed one; none yet
+	deadline := began.Add(30 * time.Second)
+	for n := 1; ; n++ {
 		v0 := cl.verdicts(t)
+		start := time.Now()
 		b, err := cl.dialBulk(cookiePort)
 		if err != nil {
 			t.Fatalf("cookie connection: %v", err)
 		}
-		if d := cl.verdicts(t).minus(v0); d.cookie >= 1 && d.pass == 0 {
+		span, d := time.Since(start), cl.verdicts(t).minus(v0)
+		if d.cookie >= 1 && d.pass == 0 {
 			return b
 		}
 		b.c.Close()
+		since := time.Since(lastKeepalive)
+		t.Logf("dial %d (%v; the last keepalive's dial began %v before) reached the stack: %v", n, span.Round(time.Millisecond),
+			since.Round(time.Millisecond), d)
+		// The limit (1/m, burst 1) passes the first SYN it sees, and
+		// one a minute after: only a call's first dial finds its token.
+		if d.pass > d.keepalive && (n > 1 && time.Since(began) < time.Minute || d.pass-d.keepalive > 1) {
+			t.Fatalf("dial %d passed by the limit (%v), which allows the first SYN and one a minute", n, d)
+		}
+		if d.keepalive == 0 {
+			continue
+		}
+		if since < interval {
+			t.Fatalf("dial %d reached the stack %v after the last keepalive, under the %v between two: the rule answers none",
+				n, since.Round(time.Millisecond), interval)
+		}
+		if d.keepalive > 1+uint64(span/interval) {
+			t.Fatalf("dial %d passed %d keepalives in %v, one a second allowed", n, d.keepalive, span)
+		}
+		lastKeepalive = start
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dials in 30 s, each a second or more after the last keepalive: none answered by the rule", n)
+		}
 	}
-	t.Fatalf("5 dials in a row reached the stack: the rule answers none")
-	return nil
 }
 
 func (s sample) mbs() string {
