@@ -63,7 +63,8 @@ rules:
 	passBefore, _, _ := l.ruleCounts(t, "a")
 	renameOverFile(t, path, loose)
 	p.waitFor(t, `trigger="file change"`, 10*time.Second)
-	passAtReload, _, _ := l.ruleCounts(t, "a")
+	reloaded := time.Now()
+	passAtReload, dropAtReload, _ := l.ruleCounts(t, "a")
 	select {
 	case r := <-res:
 		t.Fatalf("the flood (%v) ended before the reload", r)
@@ -73,16 +74,25 @@ rules:
 	stopFlood()
 	sent := <-res
 	passAfter, dropAfter, _ := l.ruleCounts(t, "a")
+	span := time.Since(reloaded)
 	lost := l.ringDrops(t) - lost0
-	t.Logf("flood %v; passed %d before the edit, %d when the reload was logged, %d at the end (%d dropped); veth dropped %d",
-		sent, passBefore, passAtReload, passAfter, dropAfter, lost)
+	t.Logf("flood %v; passed %d before the edit, %d when the reload was logged, %d at the end (%d dropped, %d after the reload) over %v; veth dropped %d",
+		sent, passBefore, passAtReload, passAfter, dropAfter, dropAfter-dropAtReload, span.Round(time.Millisecond), lost)
 	if strings.Contains(p.out.String(), "trigger=SIGHUP") {
 		t.Errorf("a SIGHUP reload happened; only the file changed:\n%s", p.out)
 	}
-	// Under the tight limit the rest of the flood would have passed 10/s;
-	// the loose limit passes all of it.
-	if passAfter-passAtReload < 10000 {
-		t.Errorf("after the reload only %d more packets passed: the new limit is not in force", passAfter-passAtReload)
+	// Judged by what the flood brought after the reload, whatever its
+	// rate on this machine: the loose limit passes all of it, and the
+	// tight one, still in force, would pass at most its burst and 10/s
+	// over the span from the reload's log line to the last count.
+	tightAllows := 10 + 10*span.Seconds()
+	if got := float64(passAfter - passAtReload); got <= tightAllows {
+		t.Errorf("after the reload only %.0f more packets passed, no more than the old limit allows over %v (%.0f): the new limit is not in force",
+			got, span.Round(time.Millisecond), tightAllows)
+	}
+	if dropAfter != dropAtReload {
+		t.Errorf("%d packets dropped after the reload, %d passed: the new limit is not in force",
+			dropAfter-dropAtReload, passAfter-passAtReload)
 	}
 	checkDelivered(t, passAfter+dropAfter, sent.Sent, lost)
 	if got := scrapeMetric(t, l, `xdplimit_policy_reloads_total{interface="`+l.PeerName+`",result="success"}`); got != 1 {
@@ -227,10 +237,11 @@ func TestReloadUnderFlood(t *testing.T) {
 rules:
   - name: a
     match: {src_cidrs: [198.18.0.1/32]}
-    limit: {algorithm: token_bucket, rate: 10/s, burst: 100}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 100}
 `)
 	p := l.start(t, "attach", l.PeerName, "--policy", path)
 	p.waitAttached(t, 30*time.Second)
+	began := time.Now()
 	res := l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(1_000_000))
 	passA, _, _ := l.ruleCounts(t, "a")
 	t.Logf("before reload: %v, passed %d", res, passA)
@@ -247,7 +258,7 @@ rules:
 rules:
   - name: a
     match: {src_cidrs: [198.18.0.1/32]}
-    limit: {algorithm: token_bucket, rate: 10/s, burst: 100}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 100}
   - name: b
     match: {src_cidrs: [198.18.0.9/32]}
     limit: {algorithm: token_bucket, rate: 50000/s, burst: 5000}
@@ -255,13 +266,25 @@ rules:
 		t.Fatal(err)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	p.waitFor(t, "reloaded", 10*time.Second)
-	// The bucket of a is empty after the flood and refills 10 a second:
-	// kept state admits a handful, a reset bucket its full burst of 100.
+	waitReloads(t, p, 1, 30*time.Second)
+	// The bucket of a is empty after the flood and refills one a second:
+	// kept state admits its burst and one a second since the first flood
+	// began, however long the reloads took; a bucket reset after the
+	// flood admits another burst of 100. A second is the rate, and not
+	// a tenth, so that a reload a hundred times slower than here
+	// (about a second) still tells the two apart.
 	l.flood(t, l.udpFrame(18), pktgen.Sources{}, 150)
 	passA2, _, _ := l.ruleCounts(t, "a")
-	if passA2-passA > 30 {
-		t.Errorf("rule a admitted %d of 150 right after the reload: its bucket was reset", passA2-passA)
+	span := time.Since(began)
+	kept := 100 + span.Seconds() + 1 // burst, 1/s, and a token begun
+	t.Logf("rule a admitted %d of 150 after the reload, %d in all over %v: a kept bucket allows %.0f",
+		passA2-passA, passA2, span.Round(time.Millisecond), kept)
+	if float64(passA2) > kept {
+		t.Errorf("rule a admitted %d of 150 right after the reload, %d in all over %v where its bucket allows %.0f: its bucket was reset",
+			passA2-passA, passA2, span.Round(time.Millisecond), kept)
+	}
+	if kept >= float64(passA)+100 {
+		t.Fatalf("the flood and the reloads took %v: a kept bucket refills as much as a reset one, the test cannot tell them apart", span)
 	}
 	// b is in force: another source passes under it.
 	f := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, Src: netip.MustParseAddr("198.18.0.9"), Dst: l.PeerAddr,
@@ -280,12 +303,12 @@ rules:
 rules:
   - name: a
     match: {src_cidrs: [198.18.0.1/32]}
-    limit: {algorithm: token_bucket, rate: 10/s, burst: 300}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 300}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	p.waitFor(t, "reloaded", 10*time.Second) // the first "reloaded" is already there; poll the effect
+	waitReloads(t, p, 2, 30*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		before, _, _ := l.ruleCounts(t, "a")
@@ -298,5 +321,17 @@ rules:
 			t.Fatalf("after changing a's burst to 300, it admits %d of 400", after-before)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitReloads waits until the attach has logged n successful reloads.
+func waitReloads(t *testing.T, p *proc, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for strings.Count(p.out.String(), "msg=reloaded") < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d reloads logged after %v:\n%s", n, timeout, p.out)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
