@@ -36,8 +36,21 @@ func RunFile(p *policy.Policy, path string, opts Options) (*Report, error) {
 // so the same policy and capture always print the same text.
 func (r *Report) Write(w io.Writer) error {
 	ew := &errWriter{w: w}
+	r.writeHeader(ew)
+	r.writeRules(ew)
+	r.writeOutsideRules(ew)
+	r.writeBans(ew)
+	r.writeUnparsed(ew)
+	r.writeNotes(ew)
+	r.writeTop(ew)
+	r.writeExplained(ew)
+	return ew.err
+}
+
+// writeHeader names the policy, the capture and the state table.
+func (r *Report) writeHeader(w io.Writer) {
 	p := r.Policy
-	fmt.Fprintf(ew, "policy %s (sha256 %s), mode %s\n", p.Path, hex.EncodeToString(p.SHA256[:8]), p.Mode)
+	fmt.Fprintf(w, "policy %s (sha256 %s), mode %s\n", p.Path, hex.EncodeToString(p.SHA256[:8]), p.Mode)
 	span := ""
 	if r.Frames > 0 {
 		span = fmt.Sprintf(" over %s", seconds(r.Last.Sub(r.First)))
@@ -50,18 +63,22 @@ func (r *Report) Write(w io.Writer) error {
 	if c := r.CutOff; c != nil {
 		cut = fmt.Sprintf(", cut short in frame %d at byte %d (see the warning)", c.Frame, c.End)
 	}
-	fmt.Fprintf(ew, "capture %s: %d frames%s%s\n", name, r.Frames, span, cut)
+	fmt.Fprintf(w, "capture %s: %d frames%s%s\n", name, r.Frames, span, cut)
 	track := "every source tracked from its first packet"
 	if r.TrackAfter > 1 {
 		track = fmt.Sprintf("sources tracked from their %s packet in a sketch epoch", ordinal(r.TrackAfter))
 	}
-	fmt.Fprintf(ew, "state table %d entries, %s\n\n", r.MaxSources, track)
+	fmt.Fprintf(w, "state table %d entries, %s\n\n", r.MaxSources, track)
+}
 
-	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+// writeRules is the table of each rule's verdicts, with the notes its
+// SYN-cookie and reject columns need.
+func (r *Report) writeRules(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// The SYN-ACKs a syncookie rule would send get a column of their own
 	// where the policy has such a rule.
 	cookies, rejects := false, false
-	for _, rule := range p.Rules {
+	for _, rule := range r.Policy.Rules {
 		cookies = cookies || rule.Action == policy.ActionSynCookie
 		rejects = rejects || rule.Action == policy.ActionReject
 	}
@@ -86,22 +103,27 @@ func (r *Report) Write(w io.Writer) error {
 	}
 	tw.Flush()
 	if cookies {
-		fmt.Fprintln(ew, "note: SYN-ACKS SENT are the SYNs over a syncookie rule's limit that the program would answer "+
+		fmt.Fprintln(w, "note: SYN-ACKS SENT are the SYNs over a syncookie rule's limit that the program would answer "+
 			"with a SYN cookie; it passes one such SYN a second per destination to the stack instead (counted as a "+
 			"pass), and a replay checks no ACK against the cookies (the captured host's listeners are not here)")
 	}
 	if rejects {
-		fmt.Fprintln(ew, "note: REJECTS SENT are the packets over a reject rule's limit that the program would answer "+
+		fmt.Fprintln(w, "note: REJECTS SENT are the packets over a reject rule's limit that the program would answer "+
 			"with a TCP reset or an ICMP error, within the policy's reject budget and one a second per source; "+
 			"those it would not answer are in DROP")
 	}
-	fmt.Fprintln(ew)
+	fmt.Fprintln(w)
+}
 
+// writeOutsideRules is the table of what no rule decided: the lists,
+// unmatched and malformed frames, bans, non-IP.
+func (r *Report) writeOutsideRules(w io.Writer) {
+	p := r.Policy
 	denyVerdict := "drop"
 	if p.Mode == policy.ModeShadow {
 		denyVerdict = "shadow-drop"
 	}
-	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NOT BY A RULE\tPKTS\tBYTES\tVERDICT")
 	type row struct {
 		name    string
@@ -128,9 +150,11 @@ func (r *Report) Write(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", o.name, o.c.Packets, o.c.Bytes, o.verdict)
 	}
 	tw.Flush()
-	r.writeBans(ew)
-	r.writeUnparsed(ew)
+}
 
+// writeNotes says how many frames the replay could not run as they were
+// captured, and what it did with them.
+func (r *Report) writeNotes(w io.Writer) {
 	for _, n := range []struct {
 		count int
 		text  string
@@ -144,13 +168,16 @@ func (r *Report) Write(w io.Writer) error {
 		{int(r.Outgoing.Packets), "sent by the capturing host (outgoing): not run, " + notReceived},
 	} {
 		if n.count > 0 {
-			fmt.Fprintf(ew, "note: %d %s %s\n", n.count, plural(n.count, "frame"), n.text)
+			fmt.Fprintf(w, "note: %d %s %s\n", n.count, plural(n.count, "frame"), n.text)
 		}
 	}
+}
 
+// writeTop is the table of the sources with the most dropped packets.
+func (r *Report) writeTop(w io.Writer) {
 	if len(r.Top) > 0 {
-		fmt.Fprintln(ew)
-		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TOP SOURCES DROPPED\tRULE\tDROP PKTS\tDROP BYTES\tSHADOW PKTS\tSHADOW BYTES")
 		for _, s := range r.Top {
 			src := "(no IP source)"
@@ -162,14 +189,16 @@ func (r *Report) Write(w io.Writer) error {
 		}
 		tw.Flush()
 	}
+}
 
+// writeExplained is each frame --explain asked for, with what decided it.
+func (r *Report) writeExplained(w io.Writer) {
 	if len(r.Explained) > 0 {
-		fmt.Fprintln(ew)
+		fmt.Fprintln(w)
 	}
 	for _, e := range r.Explained {
-		fmt.Fprintf(ew, "frame %d at +%s, %d bytes, %s\n  %s\n", e.Frame, seconds(e.Offset), e.Len, e.Packet, e.Text)
+		fmt.Fprintf(w, "frame %d at +%s, %d bytes, %s\n  %s\n", e.Frame, seconds(e.Offset), e.Len, e.Packet, e.Text)
 	}
-	return ew.err
 }
 
 // notReceived is why outgoing frames are not run.
