@@ -14,15 +14,9 @@ import (
 	"github.com/xdplimit/xdplimit/policy"
 )
 
-// TestSourceAgreesWithModel: what `policy test --source` reports for an
-// address at the end of a replayed trace (maps.Limiter.Source, which
-// `status --source` and GET /v1/sources/ADDR read too) is what the
-// reference model's state of each of its keys allows then: the same
-// limit and remaining, the same next-admit and reset times to the
-// nanosecond (a replay's clock is the capture's, with no tick), and
-// tracked exactly when the model holds state for the key.
-func TestSourceAgreesWithModel(t *testing.T) {
-	p := parsePolicy(t, `
+// sourcePolicy has a rule of each algorithm, one with a global aggregate
+// and one keyed by a /24.
+const sourcePolicy = `
 rules:
   - name: tb
     match: {protocol: udp, dst_ports: [53]}
@@ -40,25 +34,21 @@ rules:
   - name: log
     match: {protocol: tcp, dst_ports: [22]}
     limit: {algorithm: sliding_log, packets: 5, window: 1s}
-`)
+`
+
+// TestSourceAgreesWithModel: what `policy test --source` reports for an
+// address at the end of a replayed trace (maps.Limiter.Source, which
+// `status --source` and GET /v1/sources/ADDR read too) is what the
+// reference model's state of each of its keys allows then: the same
+// limit and remaining, the same next-admit and reset times to the
+// nanosecond (a replay's clock is the capture's, with no tick), and
+// tracked exactly when the model holds state for the key.
+func TestSourceAgreesWithModel(t *testing.T) {
+	p := parsePolicy(t, sourcePolicy)
 	ports := []uint16{53, 123, 443, 22}
 	srcs := []netip.Addr{netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("198.51.100.8"),
 		netip.MustParseAddr("203.0.113.9"), netip.MustParseAddr("192.0.2.1")}
-	rng := rand.New(rand.NewPCG(7, 8))
-	var frames []rec
-	for i := 0; i < 6000; i++ {
-		// Bursts from each source to each rule over 2 s, heavier for
-		// the first sources: some keys refused at the end, some not.
-		s, r := rng.IntN(len(srcs)-1), rng.IntN(len(ports))
-		s = min(s, rng.IntN(len(srcs)))
-		at := time.Duration(rng.Int64N(int64(2 * time.Second)))
-		data := pktgen.UDP4(srcs[s], dst4, 4000, ports[r], 40)
-		if ports[r] == 22 {
-			data = pktgen.TCP4(srcs[s], dst4, 40000, 22, pktgen.TCPSyn, 0)
-		}
-		frames = append(frames, rec{at: at, data: data, why: maps.WhyRule, rule: r, src: srcs[s]})
-	}
-	slices.SortStableFunc(frames, func(a, b rec) int { return cmp.Compare(a.at, b.at) })
+	frames := sourceTrace(srcs, ports)
 	m := modelOf(t, p)
 	want := expected(p, m, frames, 0)
 	got := replayFile(t, p, writeCapture(t, pcapNanos, frames), Options{Sources: srcs})
@@ -103,4 +93,24 @@ rules:
 	if refused == 0 {
 		t.Error("no key is refused at the end: the trace does not test what it should")
 	}
+}
+
+// sourceTrace is 6000 frames in bursts from each source to each rule's
+// port (ports[r] is rule r's) over 2 s, heavier for the first sources:
+// some keys refused at the end, some not.
+func sourceTrace(srcs []netip.Addr, ports []uint16) []rec {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var frames []rec
+	for i := 0; i < 6000; i++ {
+		s, r := rng.IntN(len(srcs)-1), rng.IntN(len(ports))
+		s = min(s, rng.IntN(len(srcs)))
+		at := time.Duration(rng.Int64N(int64(2 * time.Second)))
+		data := pktgen.UDP4(srcs[s], dst4, 4000, ports[r], 40)
+		if ports[r] == 22 {
+			data = pktgen.TCP4(srcs[s], dst4, 40000, 22, pktgen.TCPSyn, 0)
+		}
+		frames = append(frames, rec{at: at, data: data, why: maps.WhyRule, rule: r, src: srcs[s]})
+	}
+	slices.SortStableFunc(frames, func(a, b rec) int { return cmp.Compare(a.at, b.at) })
+	return frames
 }
