@@ -81,27 +81,9 @@ func parseLayout(frame []byte) (layout, error) {
 			return l, errShort
 		}
 		l.srcOff = off + 8
-		proto = frame[off+6]
-		off += 40
-		first = true
-	walk:
-		for i := 0; ; i++ {
-			switch proto {
-			case 0, 43, 44, 60: // hop-by-hop, routing, fragment, destination options
-				if i == 8 || len(frame) < off+8 {
-					return l, errShort
-				}
-				next := frame[off]
-				if proto == 44 {
-					first = binary.BigEndian.Uint16(frame[off+2:])&0xfff8 == 0
-					off += 8
-				} else {
-					off += (int(frame[off+1]) + 1) * 8
-				}
-				proto = next
-			default:
-				break walk
-			}
+		var err error
+		if off, proto, first, err = skipIPv6Ext(frame, off+40, frame[off+6]); err != nil {
+			return l, err
 		}
 	default:
 		return l, fmt.Errorf("pktgen: ethertype %#04x is not IP", etype)
@@ -127,4 +109,29 @@ func parseLayout(frame []byte) (layout, error) {
 		l.l4CsumOff = -1 // truncated: nothing to keep correct
 	}
 	return l, nil
+}
+
+// skipIPv6Ext walks the IPv6 extension headers from off, where a header
+// of type proto starts, up to 8 of them, to the header after them: its
+// offset and type, and whether the frame is a first fragment (or none).
+func skipIPv6Ext(frame []byte, off int, proto uint8) (int, uint8, bool, error) {
+	first := true
+	for i := 0; ; i++ {
+		switch proto {
+		case 0, 43, 44, 60: // hop-by-hop, routing, fragment, destination options
+			if i == 8 || len(frame) < off+8 {
+				return off, proto, first, errShort
+			}
+			next := frame[off]
+			if proto == 44 {
+				first = binary.BigEndian.Uint16(frame[off+2:])&0xfff8 == 0
+				off += 8
+			} else {
+				off += (int(frame[off+1]) + 1) * 8
+			}
+			proto = next
+		default:
+			return off, proto, first, nil
+		}
+	}
 }
