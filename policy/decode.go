@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -328,104 +327,4 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-// flowDepthLimit bounds nesting before the YAML parser sees the text: its
-// memory grows with the square of the nesting depth, and no policy needs
-// more than a handful of levels.
-const flowDepthLimit = 64
-
-// tooDeep estimates the nesting depth of YAML text: flow brackets, plus
-// compact block sequences ("- - - x") and explicit keys on one line. It
-// skips quoted strings and comments. It returns the 1-based position where
-// the depth first exceeds the limit, or 0, 0.
-func tooDeep(data []byte) (line, col int) {
-	depth := 0
-	line, lineStart := 1, 0
-	atLineStart := true // only indentation seen on this line so far
-	compact := 0
-	prev := byte('\n')
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch {
-		case c == '\n':
-			line, lineStart, atLineStart, compact = line+1, i+1, true, 0
-		case c == '#' && (prev == ' ' || prev == '\t' || prev == '\n'):
-			for i+1 < len(data) && data[i+1] != '\n' {
-				i++
-			}
-		case (c == '"' || c == '\'') && strings.IndexByte(" \t\n[{,:-", prev) >= 0:
-			for i+1 < len(data) {
-				i++
-				if data[i] == '\n' {
-					line, lineStart = line+1, i+1
-				}
-				if data[i] == '\\' && c == '"' {
-					i++
-					continue
-				}
-				if data[i] == c {
-					break
-				}
-			}
-			atLineStart = false
-		case (c == '[' || c == '{') && strings.IndexByte(" \t\n[{,:-?", prev) >= 0:
-			depth++
-			atLineStart = false
-		case c == ']' || c == '}':
-			depth = max(depth-1, 0)
-			atLineStart = false
-		case atLineStart && (c == '-' || c == '?') && i+1 < len(data) && (data[i+1] == ' ' || data[i+1] == '\t'):
-			compact++
-		case c == ' ' || c == '\t':
-		default:
-			atLineStart = false
-		}
-		if i < len(data) {
-			prev = data[i]
-		}
-		if depth+compact > flowDepthLimit {
-			return line, i - lineStart + 1
-		}
-	}
-	return 0, 0
-}
-
-// negatedFlagRE finds a negated TCP flag, the "!" being submatch 1.
-var negatedFlagRE = regexp.MustCompile(`(?:^|[\s\[,])(!(?:fin|syn|rst|psh|ack|urg|ece|cwr))\b`)
-
-// unquotedNegation finds a negated TCP flag written without quotes, as in
-// [syn, !ack]. YAML reads it as a tag: the parser then fails with a message
-// that does not say what to do, or silently builds a different document.
-// It returns the 1-based position and the flag, or 0, 0, "".
-func unquotedNegation(data []byte) (line, col int, flag string) {
-	for i, l := range strings.Split(string(data), "\n") {
-		if m := negatedFlagRE.FindStringSubmatchIndex(plainText(l)); m != nil {
-			return i + 1, m[2] + 1, l[m[2]:m[3]]
-		}
-	}
-	return 0, 0, ""
-}
-
-// plainText blanks out the quoted strings and the comment of one line of
-// YAML, keeping the columns of everything else.
-func plainText(line string) string {
-	b := []byte(line)
-	var quote byte
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-			b[i] = ' '
-		case c == '#' && (i == 0 || b[i-1] == ' ' || b[i-1] == '\t'):
-			return string(b[:i])
-		case (c == '"' || c == '\'') && (i == 0 || strings.IndexByte(" \t[{,:", b[i-1]) >= 0):
-			quote = c
-			b[i] = ' '
-		}
-	}
-	return string(b)
 }
