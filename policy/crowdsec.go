@@ -96,6 +96,16 @@ func (d *decoder) crowdsec(f field) *CrowdSec {
 			}
 		}
 	}
+	d.crowdsecFilters(m, c)
+	if len(d.errs) != before {
+		return nil
+	}
+	return c
+}
+
+// crowdsecFilters decodes the lists that filter the decision stream, each
+// value a word the LAPI can take in its comma-separated query.
+func (d *decoder) crowdsecFilters(m map[string]field, c *CrowdSec) {
 	lists := []struct {
 		name  string
 		dst   *[]string
@@ -135,10 +145,6 @@ func (d *decoder) crowdsec(f field) *CrowdSec {
 		}
 		*l.dst = vs
 	}
-	if len(d.errs) != before {
-		return nil
-	}
-	return c
 }
 
 // checkLAPIURL accepts http(s)://host:port[/path], without credentials,
