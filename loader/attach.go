@@ -7,10 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/policy"
@@ -289,71 +287,6 @@ func (a *Attachment) attachNew(cfg Config, nl netlink.Link) (err error) {
 	return a.pin()
 }
 
-// attachXDP attaches prog in mode; ModeAuto tries native, then generic, and
-// then returns why native failed (nativeErr) beside the generic link.
-func attachXDP(prog *ebpf.Program, ifindex int, mode Mode) (lk link.Link, inEffect Mode, nativeErr, err error) {
-	try := func(m Mode) (link.Link, error) {
-		flags := link.XDPDriverMode
-		if m == ModeGeneric {
-			flags = link.XDPGenericMode
-		}
-		return link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: flags})
-	}
-	switch mode {
-	case ModeNative, ModeGeneric:
-		lk, err := try(mode)
-		return lk, mode, nil, err
-	}
-	lk, nativeErr = try(ModeNative)
-	if nativeErr == nil {
-		return lk, ModeNative, nil, nil
-	}
-	lk, err = try(ModeGeneric)
-	if err != nil {
-		return nil, 0, nil, fmt.Errorf("native: %v; generic: %w", nativeErr, err)
-	}
-	return lk, ModeGeneric, nativeErr, nil
-}
-
-func attachedMode(m uint32) string {
-	switch m {
-	case 1:
-		return "native"
-	case 2:
-		return "generic"
-	case 3:
-		return "offload"
-	case 4:
-		return "multi"
-	}
-	return fmt.Sprintf("mode %d", m)
-}
-
-// removeForeign detaches a program attached through netlink and returns a
-// function that puts it back. A program attached through a bpf_link belongs
-// to its owner and cannot be replaced from here.
-func removeForeign(nl netlink.Link, x *netlink.LinkXdp) (func(), error) {
-	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
-	if err != nil {
-		return nil, fmt.Errorf("opening the existing XDP program %d: %w", x.ProgId, err)
-	}
-	flags := uint32(unix.XDP_FLAGS_DRV_MODE)
-	if x.AttachMode == 2 {
-		flags = unix.XDP_FLAGS_SKB_MODE
-	}
-	if err := netlink.LinkSetXdpFdWithFlags(nl, -1, int(flags)); err != nil {
-		prog.Close()
-		if errors.Is(err, unix.EBUSY) {
-			return nil, fmt.Errorf("the XDP program on %s (id %d) is held by a bpf_link of another process: detach it with its owner", nl.Attrs().Name, x.ProgId)
-		}
-		return nil, fmt.Errorf("removing the existing XDP program %d: %w", x.ProgId, err)
-	}
-	return func() {
-		_ = netlink.LinkSetXdpFdWithFlags(nl, prog.FD(), int(flags))
-		prog.Close()
-	}, nil
-}
-
 func (a *Attachment) recordMeta(cfg Config, fresh bool) error {
 	m, err := a.Limiter.Meta()
 	if err != nil {
@@ -371,64 +304,6 @@ func (a *Attachment) recordMeta(cfg Config, fresh bool) error {
 		return err
 	}
 	return a.Limiter.SetPolicyInfo(cfg.Policy.Path, cfg.Policy.SHA256)
-}
-
-// pin pins the link and maps into a staging directory and renames it into
-// place, so that a failure never leaves a half-populated pin directory.
-func (a *Attachment) pin() error {
-	tmp, err := a.stage(true)
-	if err != nil {
-		return err
-	}
-	// Pin paths recorded in the objects are now the temporary ones; the
-	// rename moves them all at once.
-	if err := os.Rename(tmp, a.dir); err != nil {
-		a.link.Unpin()
-		os.RemoveAll(tmp)
-		return fmt.Errorf("pinning under %s: %w", PinRoot, err)
-	}
-	_ = os.Remove(stagingRoot)
-	return nil
-}
-
-// stagingDir makes a new, empty directory under stagingRoot for pins to be
-// moved in place with a rename. bpffs refuses names with a dot, so the
-// staging directory is a sibling of the pin root rather than a hidden
-// entry in it.
-func (a *Attachment) stagingDir() (string, error) {
-	for _, d := range []string{PinRoot, stagingRoot} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return "", err
-		}
-	}
-	return os.MkdirTemp(stagingRoot, a.Interface+"-")
-}
-
-// stage pins the maps, and with withLink the link, into a new directory
-// under stagingRoot and returns it; on error nothing stays pinned there.
-func (a *Attachment) stage(withLink bool) (string, error) {
-	tmp, err := a.stagingDir()
-	if err != nil {
-		return "", err
-	}
-	fail := func(err error) (string, error) {
-		if withLink {
-			a.link.Unpin()
-		}
-		os.RemoveAll(tmp)
-		return "", fmt.Errorf("pinning under %s: %w", PinRoot, err)
-	}
-	if withLink {
-		if err := a.link.Pin(filepath.Join(tmp, "link")); err != nil {
-			return fail(err)
-		}
-	}
-	for _, name := range maps.MapNames {
-		if err := a.Limiter.Map(name).Pin(filepath.Join(tmp, name)); err != nil {
-			return fail(err)
-		}
-	}
-	return tmp, nil
 }
 
 // Reload applies a new policy as one atomic switch; on error the old one
@@ -470,23 +345,4 @@ func (a *Attachment) Detach() error {
 	a.link.Close()
 	a.Limiter.Close()
 	return errors.Join(err, removePins(a.dir))
-}
-
-// detachLink detaches a link from its interface now; kernels without
-// BPF_LINK_DETACH (before 5.9) fall back to the last reference going.
-func detachLink(lk link.Link) error {
-	if err := lk.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("detaching: %w", err)
-	}
-	return nil
-}
-
-func removePins(dir string) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("removing pins in %s: %w", dir, err)
-	}
-	// The roots go when empty; other interfaces keep them.
-	_ = os.Remove(PinRoot)
-	_ = os.Remove(stagingRoot)
-	return nil
 }
