@@ -151,15 +151,8 @@ func loadFleetApply(byName map[string]*ebpf.Map, progs ebpf.ProgramOptions) (*eb
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded fleet apply program: %w", err)
 	}
-	repl := make(map[string]*ebpf.Map, len(byName))
-	for name, m := range byName {
-		if ms, ok := spec.Maps[name]; ok {
-			ms.MaxEntries = m.MaxEntries()
-			repl[name] = m
-		}
-	}
 	var objs gen.FleetApplyPrograms
-	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: repl, Programs: progs})
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: onMaps(spec, byName), Programs: progs})
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
 		return nil, fmt.Errorf("the kernel's verifier rejected the fleet apply program: %+v", ve)
@@ -168,6 +161,19 @@ func loadFleetApply(byName map[string]*ebpf.Map, progs ebpf.ProgramOptions) (*eb
 		return nil, fmt.Errorf("loading the fleet apply program: %w", err)
 	}
 	return objs.XdplFleetApply, nil
+}
+
+// onMaps makes spec, a program that declares the limiter's maps, use the
+// limiter's own (byName), at their sizes.
+func onMaps(spec *ebpf.CollectionSpec, byName map[string]*ebpf.Map) map[string]*ebpf.Map {
+	repl := make(map[string]*ebpf.Map, len(byName))
+	for name, m := range byName {
+		if ms, ok := spec.Maps[name]; ok {
+			ms.MaxEntries = m.MaxEntries()
+			repl[name] = m
+		}
+	}
+	return repl
 }
 
 // FleetRun runs the apply program over ops, in batches, and writes its

@@ -81,6 +81,7 @@ type Options struct {
 type Limiter struct {
 	objs        gen.XdplimitObjects
 	fleetApply  *ebpf.Program   // bpf/fleet_apply.bpf.c; nil for OpenPinned
+	wipe        *ebpf.Program   // bpf/wipe.bpf.c, loaded by the first Reset
 	fleetKeys   *ringbuf.Reader // opened by DrainFleetKeys
 	clock       Clock
 	tickNs      uint64
@@ -137,23 +138,7 @@ func Load(opts Options) (*Limiter, error) {
 	}
 	switch meta.LayoutVersion {
 	case 0: // new maps
-		meta.LayoutVersion = LayoutVersion
-		meta.NextStateID = 1
-		meta.Clock = opts.Clock
-		meta.Tick = time.Duration(l.tickNs)
-		if err := l.SetMeta(meta); err != nil {
-			l.Close()
-			return nil, err
-		}
-		if err := l.seedSampler(); err != nil {
-			l.Close()
-			return nil, err
-		}
-		// The ban epoch starts at a random word, never at the 0 that
-		// packets carry when their generation reads no epoch: an entry
-		// learned that way can then never pass for one stamped with the
-		// epoch, whatever the generation's flags say (refused.h, flows.h).
-		if err := l.moveBanEpoch(); err != nil {
+		if err := l.initNew(meta); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -164,6 +149,27 @@ func Load(opts Options) (*Limiter, error) {
 			meta.LayoutVersion, LayoutVersion)
 	}
 	return l, nil
+}
+
+// initNew writes what new maps start with: the layout's metadata, the drop
+// samplers' seeds and a random ban epoch. meta is what the maps hold (zero
+// but for what the caller kept).
+func (l *Limiter) initNew(meta Meta) error {
+	meta.LayoutVersion = LayoutVersion
+	meta.NextStateID = 1
+	meta.Clock = l.clock
+	meta.Tick = time.Duration(l.tickNs)
+	if err := l.SetMeta(meta); err != nil {
+		return err
+	}
+	if err := l.seedSampler(); err != nil {
+		return err
+	}
+	// The ban epoch starts at a random word, never at the 0 that packets
+	// carry when their generation reads no epoch: an entry learned that way
+	// can then never pass for one stamped with the epoch, whatever the
+	// generation's flags say (refused.h, flows.h).
+	return l.moveBanEpoch()
 }
 
 // loadSpec is the program as Load loads it for opts: maps sized, load-time
@@ -397,6 +403,9 @@ func (l *Limiter) Close() error {
 	}
 	if l.fleetApply != nil {
 		l.fleetApply.Close()
+	}
+	if l.wipe != nil {
+		l.wipe.Close()
 	}
 	return l.objs.Close()
 }

@@ -41,8 +41,11 @@ func CompilePolicy(tb testing.TB, yaml string) (*maps.Image, *policy.Policy) {
 }
 
 // Load loads the program with opts, unattached, and puts yaml's policy in
-// force. The limiter is closed when the test ends. opts go to maps.Load as
-// they are: a zero MaxSources is the program's default table size.
+// force. opts go to maps.Load as they are: a zero MaxSources is the
+// program's default table size. The program may be one an earlier test
+// loaded with the same opts, its maps reset to a new limiter's (pool.go);
+// when the test ends the limiter goes back for the next. A test must not
+// keep using it after it ends, nor pin it.
 func Load(tb testing.TB, opts maps.Options, yaml string) *maps.Limiter {
 	tb.Helper()
 	return LoadImage(tb, opts, Compile(tb, yaml))
@@ -51,8 +54,15 @@ func Load(tb testing.TB, opts maps.Options, yaml string) *maps.Limiter {
 // LoadImage is Load for a policy already compiled.
 func LoadImage(tb testing.TB, opts maps.Options, img *maps.Image) *maps.Limiter {
 	tb.Helper()
-	l := open(tb, opts, img)
-	tb.Cleanup(func() { l.Close() })
+	RequireBPF(tb)
+	l, key, err := take(opts)
+	if err != nil {
+		tb.Fatalf("load: %+v", err) // %+v: a verifier error in full
+	}
+	tb.Cleanup(func() { release(l, key) })
+	if err := l.Apply(img); err != nil {
+		tb.Fatalf("apply: %v", err)
+	}
 	return l
 }
 
