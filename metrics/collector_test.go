@@ -1,16 +1,13 @@
 package metrics_test
 
 import (
-	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
@@ -38,38 +35,7 @@ deny: [198.51.100.0/24]
 // every series the collector derives from the counters, exactly.
 func TestCollector(t *testing.T) {
 	l, p := load(t, 1<<16, collectorPolicy)
-
-	dnsA, dnsB := udp4("203.0.113.1", 53), udp4("203.0.113.2", 53)
-	syn := tcpSyn4("203.0.113.3")
-	allow, deny := udp4("192.0.2.1", 53), udp4("198.51.100.1", 53)
-	unmatched := udp4("203.0.113.4", 80)
-	arp := make([]byte, 60)
-	arp[12], arp[13] = 0x08, 0x06
-	malformed := udp4("203.0.113.5", 53)[:14+12] // IPv4 header cut short
-
-	for _, c := range []struct {
-		frame []byte
-		want  []uint32
-	}{
-		// A's own bucket (burst 2) admits two, refuses the third (level 0).
-		{dnsA, []uint32{xdpPass, xdpPass, xdpDrop}},
-		// B's own bucket admits both, the global one (burst 3) only the
-		// first: level 1 refuses the second.
-		{dnsB, []uint32{xdpPass, xdpDrop}},
-		// Shadow: refused twice, passed anyway.
-		{syn, []uint32{xdpPass, xdpPass, xdpPass}},
-		{allow, []uint32{xdpPass}},
-		{deny, []uint32{xdpDrop, xdpDrop}},
-		{unmatched, []uint32{xdpPass}},
-		{arp, []uint32{xdpPass}},
-		{malformed, []uint32{xdpPass}},
-	} {
-		for i, want := range c.want {
-			if got := xdpltest.Run(t, l, c.frame, t0); got != want {
-				t.Fatalf("frame %x packet %d: verdict %d, want %d", c.frame[:4], i, got, want)
-			}
-		}
-	}
+	f := sendCollectorFrames(t, l)
 
 	e := metrics.New(nil)
 	if err := e.Add("test0", l, 0); err != nil {
@@ -83,109 +49,19 @@ func TestCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
 	info, err := l.Program().Info()
 	if err != nil {
 		t.Fatal(err)
 	}
 	progID, _ := info.ID()
-	n := func(f []byte, k int) float64 { return float64(len(f) * k) }
-	series := func(name, rule, verdict string) string {
-		return fmt.Sprintf(`%s{interface="test0",rule=%q,verdict=%q}`, name, rule, verdict)
+	want := f.wantTraffic()
+	for name, w := range wantTables(l, cs) {
+		want[name] = w
 	}
-	want := map[string]map[string]float64{
-		"xdplimit_packets_total": {
-			series("xdplimit_packets_total", "dns", "pass"):          3,
-			series("xdplimit_packets_total", "dns", "drop"):          2,
-			series("xdplimit_packets_total", "dns", "shadow_drop"):   0,
-			series("xdplimit_packets_total", "syn", "pass"):          1,
-			series("xdplimit_packets_total", "syn", "drop"):          0,
-			series("xdplimit_packets_total", "syn", "shadow_drop"):   2,
-			series("xdplimit_packets_total", "_allow", "pass"):       1,
-			series("xdplimit_packets_total", "_deny", "drop"):        2,
-			series("xdplimit_packets_total", "_deny", "shadow_drop"): 0,
-			series("xdplimit_packets_total", "_unmatched", "pass"):   1,
-			series("xdplimit_packets_total", "_malformed", "pass"):   1,
-			series("xdplimit_packets_total", "_malformed", "drop"):   0,
-			series("xdplimit_packets_total", "_non_ip", "pass"):      1,
-			series("xdplimit_packets_total", "_ban", "drop"):         0,
-			series("xdplimit_packets_total", "_ban", "shadow_drop"):  0,
-		},
-		"xdplimit_bytes_total": {
-			series("xdplimit_bytes_total", "dns", "pass"):          n(dnsA, 2) + n(dnsB, 1),
-			series("xdplimit_bytes_total", "dns", "drop"):          n(dnsA, 1) + n(dnsB, 1),
-			series("xdplimit_bytes_total", "dns", "shadow_drop"):   0,
-			series("xdplimit_bytes_total", "syn", "pass"):          n(syn, 1),
-			series("xdplimit_bytes_total", "syn", "drop"):          0,
-			series("xdplimit_bytes_total", "syn", "shadow_drop"):   n(syn, 2),
-			series("xdplimit_bytes_total", "_allow", "pass"):       n(allow, 1),
-			series("xdplimit_bytes_total", "_deny", "drop"):        n(deny, 2),
-			series("xdplimit_bytes_total", "_deny", "shadow_drop"): 0,
-			series("xdplimit_bytes_total", "_unmatched", "pass"):   n(unmatched, 1),
-			series("xdplimit_bytes_total", "_malformed", "pass"):   n(malformed, 1),
-			series("xdplimit_bytes_total", "_malformed", "drop"):   0,
-			series("xdplimit_bytes_total", "_non_ip", "pass"):      n(arp, 1),
-			series("xdplimit_bytes_total", "_ban", "drop"):         0,
-			series("xdplimit_bytes_total", "_ban", "shadow_drop"):  0,
-		},
-		"xdplimit_bans_started_total": {
-			`xdplimit_bans_started_total{interface="test0",kind="rule"}`:   0,
-			`xdplimit_bans_started_total{interface="test0",kind="manual"}`: 0,
-		},
-		"xdplimit_bans_ended_total":    {`xdplimit_bans_ended_total{interface="test0"}`: 0},
-		"xdplimit_bans_replaced_total": {`xdplimit_bans_replaced_total{interface="test0"}`: 0},
-		"xdplimit_bans_active":         {},
-		"xdplimit_level_drops_total": {
-			`xdplimit_level_drops_total{interface="test0",level="0",rule="dns"}`: 1,
-			`xdplimit_level_drops_total{interface="test0",level="1",rule="dns"}`: 1,
-			`xdplimit_level_drops_total{interface="test0",level="0",rule="syn"}`: 2,
-		},
-		// New entries: A's own, B's own, the SYN source's own (the global
-		// level's state is a slot, not a table entry); the refused third
-		// packet of A creates nothing.
-		"xdplimit_source_inserts_total":         {`xdplimit_source_inserts_total{interface="test0"}`: 3},
-		"xdplimit_tracked_sources":              {`xdplimit_tracked_sources{interface="test0"}`: 3},
-		"xdplimit_source_table_evictions_total": {`xdplimit_source_table_evictions_total{interface="test0"}`: 0},
-		// Both tables: the IPv4 one (1<<16) and the other keys' (a quarter).
-		"xdplimit_source_table_capacity":              {`xdplimit_source_table_capacity{interface="test0"}`: float64(l.SourcesCapacity())},
-		"xdplimit_source_table_insert_failures_total": {`xdplimit_source_table_insert_failures_total{interface="test0"}`: 0},
-		"xdplimit_contended_updates_total":            {`xdplimit_contended_updates_total{interface="test0"}`: 0},
-		"xdplimit_untracked_packets_total":            {`xdplimit_untracked_packets_total{interface="test0"}`: 0},
-		// Which refusals a cache answers depends on the CPUs the runs
-		// landed on (the caches are per CPU): the datapath's own counts.
-		"xdplimit_cached_refusals_total": {
-			`xdplimit_cached_refusals_total{cache="flow",interface="test0"}`:    float64(cs[maps.CounterFlowCached].Packets),
-			`xdplimit_cached_refusals_total{cache="refused",interface="test0"}`: float64(cs[maps.CounterRefusedCached].Packets),
-		},
-		"xdplimit_unparsed_packets_total":         unparsedSeries("xdplimit_unparsed_packets_total", map[string]float64{"truncated": 1}),
-		"xdplimit_unparsed_dropped_packets_total": unparsedSeries("xdplimit_unparsed_dropped_packets_total", nil),
-		"xdplimit_policy_info": {
-			fmt.Sprintf(`xdplimit_policy_info{interface="test0",sha256=%q}`, hex.EncodeToString(p.SHA256[:])): 1,
-		},
-		"xdplimit_program_info": {
-			fmt.Sprintf(`xdplimit_program_info{interface="test0",mode="none",prog_id="%d"}`, progID): 1,
-		},
-		"xdplimit_up": {`xdplimit_up{interface="test0"}`: 1},
-		"xdplimit_policy_reloads_total": {
-			`xdplimit_policy_reloads_total{interface="test0",result="success"}`: 0,
-			`xdplimit_policy_reloads_total{interface="test0",result="failure"}`: 0,
-		},
+	for name, w := range wantInfo(p.SHA256[:], progID) {
+		want[name] = w
 	}
-	for name, w := range want {
-		got := family(all, name)
-		for k, v := range w {
-			if g, ok := got[k]; !ok {
-				t.Errorf("missing %s", k)
-			} else if g != v {
-				t.Errorf("%s = %v, want %v", k, g, v)
-			}
-		}
-		for k, v := range got {
-			if _, ok := w[k]; !ok {
-				t.Errorf("unexpected series %s = %v", k, v)
-			}
-		}
-	}
+	expectFamilies(t, all, want)
 	// Maps created by maps.Load, not attached: no attach time recorded.
 	if got := family(all, "xdplimit_attach_time_seconds"); len(got) != 0 {
 		t.Errorf("attach time of an unattached limiter: %v", got)
@@ -213,6 +89,173 @@ func TestCollector(t *testing.T) {
 	for k := range scrape(t, e.Registry()) {
 		if strings.Contains(k, `interface="test0"`) {
 			t.Errorf("after Remove: %s", k)
+		}
+	}
+}
+
+// collectorFrames are the frames TestCollector sends, one of each outcome
+// of collectorPolicy.
+type collectorFrames struct {
+	dnsA, dnsB, syn, allow, deny, unmatched, arp, malformed []byte
+}
+
+// sendCollectorFrames runs each frame through the program as many times as
+// its outcome needs, checking each verdict.
+func sendCollectorFrames(t *testing.T, l *maps.Limiter) collectorFrames {
+	t.Helper()
+	f := collectorFrames{
+		dnsA: udp4("203.0.113.1", 53), dnsB: udp4("203.0.113.2", 53),
+		syn:   tcpSyn4("203.0.113.3"),
+		allow: udp4("192.0.2.1", 53), deny: udp4("198.51.100.1", 53),
+		unmatched: udp4("203.0.113.4", 80),
+		arp:       make([]byte, 60),
+		malformed: udp4("203.0.113.5", 53)[:14+12], // IPv4 header cut short
+	}
+	f.arp[12], f.arp[13] = 0x08, 0x06
+	for _, c := range []struct {
+		frame []byte
+		want  []uint32
+	}{
+		// A's own bucket (burst 2) admits two, refuses the third (level 0).
+		{f.dnsA, []uint32{xdpPass, xdpPass, xdpDrop}},
+		// B's own bucket admits both, the global one (burst 3) only the
+		// first: level 1 refuses the second.
+		{f.dnsB, []uint32{xdpPass, xdpDrop}},
+		// Shadow: refused twice, passed anyway.
+		{f.syn, []uint32{xdpPass, xdpPass, xdpPass}},
+		{f.allow, []uint32{xdpPass}},
+		{f.deny, []uint32{xdpDrop, xdpDrop}},
+		{f.unmatched, []uint32{xdpPass}},
+		{f.arp, []uint32{xdpPass}},
+		{f.malformed, []uint32{xdpPass}},
+	} {
+		for i, want := range c.want {
+			if got := xdpltest.Run(t, l, c.frame, t0); got != want {
+				t.Fatalf("frame %x packet %d: verdict %d, want %d", c.frame[:4], i, got, want)
+			}
+		}
+	}
+	return f
+}
+
+// wantTraffic is what the frames sent add to the traffic series: packets
+// and bytes by rule and verdict, bans, the levels that refused, unparsed
+// frames by kind.
+func (f collectorFrames) wantTraffic() map[string]map[string]float64 {
+	n := func(f []byte, k int) float64 { return float64(len(f) * k) }
+	series := func(name, rule, verdict string) string {
+		return fmt.Sprintf(`%s{interface="test0",rule=%q,verdict=%q}`, name, rule, verdict)
+	}
+	return map[string]map[string]float64{
+		"xdplimit_packets_total": {
+			series("xdplimit_packets_total", "dns", "pass"):          3,
+			series("xdplimit_packets_total", "dns", "drop"):          2,
+			series("xdplimit_packets_total", "dns", "shadow_drop"):   0,
+			series("xdplimit_packets_total", "syn", "pass"):          1,
+			series("xdplimit_packets_total", "syn", "drop"):          0,
+			series("xdplimit_packets_total", "syn", "shadow_drop"):   2,
+			series("xdplimit_packets_total", "_allow", "pass"):       1,
+			series("xdplimit_packets_total", "_deny", "drop"):        2,
+			series("xdplimit_packets_total", "_deny", "shadow_drop"): 0,
+			series("xdplimit_packets_total", "_unmatched", "pass"):   1,
+			series("xdplimit_packets_total", "_malformed", "pass"):   1,
+			series("xdplimit_packets_total", "_malformed", "drop"):   0,
+			series("xdplimit_packets_total", "_non_ip", "pass"):      1,
+			series("xdplimit_packets_total", "_ban", "drop"):         0,
+			series("xdplimit_packets_total", "_ban", "shadow_drop"):  0,
+		},
+		"xdplimit_bytes_total": {
+			series("xdplimit_bytes_total", "dns", "pass"):          n(f.dnsA, 2) + n(f.dnsB, 1),
+			series("xdplimit_bytes_total", "dns", "drop"):          n(f.dnsA, 1) + n(f.dnsB, 1),
+			series("xdplimit_bytes_total", "dns", "shadow_drop"):   0,
+			series("xdplimit_bytes_total", "syn", "pass"):          n(f.syn, 1),
+			series("xdplimit_bytes_total", "syn", "drop"):          0,
+			series("xdplimit_bytes_total", "syn", "shadow_drop"):   n(f.syn, 2),
+			series("xdplimit_bytes_total", "_allow", "pass"):       n(f.allow, 1),
+			series("xdplimit_bytes_total", "_deny", "drop"):        n(f.deny, 2),
+			series("xdplimit_bytes_total", "_deny", "shadow_drop"): 0,
+			series("xdplimit_bytes_total", "_unmatched", "pass"):   n(f.unmatched, 1),
+			series("xdplimit_bytes_total", "_malformed", "pass"):   n(f.malformed, 1),
+			series("xdplimit_bytes_total", "_malformed", "drop"):   0,
+			series("xdplimit_bytes_total", "_non_ip", "pass"):      n(f.arp, 1),
+			series("xdplimit_bytes_total", "_ban", "drop"):         0,
+			series("xdplimit_bytes_total", "_ban", "shadow_drop"):  0,
+		},
+		"xdplimit_bans_started_total": {
+			`xdplimit_bans_started_total{interface="test0",kind="rule"}`:   0,
+			`xdplimit_bans_started_total{interface="test0",kind="manual"}`: 0,
+		},
+		"xdplimit_bans_ended_total":    {`xdplimit_bans_ended_total{interface="test0"}`: 0},
+		"xdplimit_bans_replaced_total": {`xdplimit_bans_replaced_total{interface="test0"}`: 0},
+		"xdplimit_bans_active":         {},
+		"xdplimit_level_drops_total": {
+			`xdplimit_level_drops_total{interface="test0",level="0",rule="dns"}`: 1,
+			`xdplimit_level_drops_total{interface="test0",level="1",rule="dns"}`: 1,
+			`xdplimit_level_drops_total{interface="test0",level="0",rule="syn"}`: 2,
+		},
+		"xdplimit_unparsed_packets_total":         unparsedSeries("xdplimit_unparsed_packets_total", map[string]float64{"truncated": 1}),
+		"xdplimit_unparsed_dropped_packets_total": unparsedSeries("xdplimit_unparsed_dropped_packets_total", nil),
+	}
+}
+
+// wantTables are the state tables' series after the frames sent.
+func wantTables(l *maps.Limiter, cs map[maps.Counter]maps.CounterValue) map[string]map[string]float64 {
+	return map[string]map[string]float64{
+		// New entries: A's own, B's own, the SYN source's own (the global
+		// level's state is a slot, not a table entry); the refused third
+		// packet of A creates nothing.
+		"xdplimit_source_inserts_total":         {`xdplimit_source_inserts_total{interface="test0"}`: 3},
+		"xdplimit_tracked_sources":              {`xdplimit_tracked_sources{interface="test0"}`: 3},
+		"xdplimit_source_table_evictions_total": {`xdplimit_source_table_evictions_total{interface="test0"}`: 0},
+		// Both tables: the IPv4 one (1<<16) and the other keys' (a quarter).
+		"xdplimit_source_table_capacity":              {`xdplimit_source_table_capacity{interface="test0"}`: float64(l.SourcesCapacity())},
+		"xdplimit_source_table_insert_failures_total": {`xdplimit_source_table_insert_failures_total{interface="test0"}`: 0},
+		"xdplimit_contended_updates_total":            {`xdplimit_contended_updates_total{interface="test0"}`: 0},
+		"xdplimit_untracked_packets_total":            {`xdplimit_untracked_packets_total{interface="test0"}`: 0},
+		// Which refusals a cache answers depends on the CPUs the runs
+		// landed on (the caches are per CPU): the datapath's own counts.
+		"xdplimit_cached_refusals_total": {
+			`xdplimit_cached_refusals_total{cache="flow",interface="test0"}`:    float64(cs[maps.CounterFlowCached].Packets),
+			`xdplimit_cached_refusals_total{cache="refused",interface="test0"}`: float64(cs[maps.CounterRefusedCached].Packets),
+		},
+	}
+}
+
+// wantInfo are the series that describe the policy and program in force
+// and the reloads.
+func wantInfo(sha256 []byte, progID ebpf.ProgramID) map[string]map[string]float64 {
+	return map[string]map[string]float64{
+		"xdplimit_policy_info": {
+			fmt.Sprintf(`xdplimit_policy_info{interface="test0",sha256=%q}`, hex.EncodeToString(sha256)): 1,
+		},
+		"xdplimit_program_info": {
+			fmt.Sprintf(`xdplimit_program_info{interface="test0",mode="none",prog_id="%d"}`, progID): 1,
+		},
+		"xdplimit_up": {`xdplimit_up{interface="test0"}`: 1},
+		"xdplimit_policy_reloads_total": {
+			`xdplimit_policy_reloads_total{interface="test0",result="success"}`: 0,
+			`xdplimit_policy_reloads_total{interface="test0",result="failure"}`: 0,
+		},
+	}
+}
+
+// expectFamilies checks that each family of want holds exactly its series,
+// with their values.
+func expectFamilies(t *testing.T, all map[string]float64, want map[string]map[string]float64) {
+	t.Helper()
+	for name, w := range want {
+		got := family(all, name)
+		for k, v := range w {
+			if g, ok := got[k]; !ok {
+				t.Errorf("missing %s", k)
+			} else if g != v {
+				t.Errorf("%s = %v, want %v", k, g, v)
+			}
+		}
+		for k, v := range got {
+			if _, ok := w[k]; !ok {
+				t.Errorf("unexpected series %s = %v", k, v)
+			}
 		}
 	}
 }
@@ -304,101 +347,6 @@ rules:
 		all[`xdplimit_tracked_sources{interface="test0"}`], walked)
 	if walked > capacity {
 		t.Errorf("walk found %d entries in a table of %d", walked, capacity)
-	}
-}
-
-// serve runs e on a loopback port until the test ends; get fetches a path.
-func serve(t *testing.T, e *metrics.Exporter) (get func(path string) (int, string), stop func() error) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- e.ServeListener(ctx, ln) }()
-	base := "http://" + ln.Addr().String()
-	get = func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	stop = func() error {
-		cancel()
-		select {
-		case err := <-served:
-			return err
-		case <-time.After(10 * time.Second):
-			return errors.New("ServeListener did not return after cancel")
-		}
-	}
-	return get, stop
-}
-
-// TestHealthz checks /healthz and /metrics with a readable interface and
-// after its maps are gone.
-func TestHealthz(t *testing.T) {
-	l, _ := load(t, 1024, collectorPolicy)
-	e := metrics.New(nil)
-	get, stop := serve(t, e)
-	defer stop()
-	if err := e.Add("test0", l, 0); err != nil {
-		t.Fatal(err)
-	}
-	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\ntest0: ok\n" {
-		t.Errorf("healthy: %d %q", code, body)
-	}
-	code, body := get("/metrics")
-	if code != http.StatusOK || !strings.Contains(body, `xdplimit_up{interface="test0"} 1`) {
-		t.Errorf("/metrics: %d, xdplimit_up missing:\n%s", code, body)
-	}
-	l.Close() // the maps' descriptors are gone: unreadable
-	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "unhealthy\ntest0: ") {
-		t.Errorf("unreadable maps: %d %q", code, body)
-	}
-	code, body = get("/metrics")
-	if code != http.StatusOK || !strings.Contains(body, `xdplimit_up{interface="test0"} 0`) {
-		t.Errorf("/metrics with unreadable maps: %d, want xdplimit_up 0:\n%s", code, body)
-	}
-	if strings.Contains(body, `xdplimit_packets_total{interface="test0"`) {
-		t.Error("counters exported for an interface whose maps cannot be read")
-	}
-}
-
-// TestServeShutdown: with no interface /healthz is 503, and the server
-// stops when its context is cancelled.
-func TestServeShutdown(t *testing.T) {
-	e := metrics.New(nil)
-	get, stop := serve(t, e)
-	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no interface") {
-		t.Errorf("no interface: %d %q", code, body)
-	}
-	if code, _ := get("/metrics"); code != http.StatusOK {
-		t.Errorf("/metrics: %d", code)
-	}
-	if code, _ := get("/nosuch"); code != http.StatusNotFound {
-		t.Errorf("/nosuch: %d", code)
-	}
-	if err := stop(); err != nil {
-		t.Fatalf("ServeListener after cancel: %v", err)
-	}
-}
-
-// TestServeAddrInUse: a taken address is an error at once, not a hang.
-func TestServeAddrInUse(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	err = metrics.New(nil).Serve(context.Background(), ln.Addr().String())
-	if err == nil {
-		t.Fatal("no error serving on a taken address")
 	}
 }
 
