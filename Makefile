@@ -63,8 +63,10 @@ dist:
 # they load the real program and build veth labs), then the VM suite on 6.1
 # and 6.12.
 # Packages run one at a time (-p 1): accuracy and throughput tests must not
-# share the two CPUs with each other.
-test: deps check-generate lint build test-go test-vm
+# share the two CPUs with each other. Each stage's time is printed as it
+# ends and all together at the end (scripts/stages.sh).
+test:
+	@MAKE='$(MAKE)' bash scripts/stages.sh deps check-generate lint build test-go test-vm
 
 # HOST_SKIP: tests whose prerequisite this host's kernel lacks by its build,
 # named here with the reason rather than skipped silently (in CI they would
