@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -194,45 +192,6 @@ func (r *microResults) find(name string) *microCase {
 	return nil
 }
 
-// Names of the cases the targets refer to.
-const (
-	mBare         = "bare XDP_DROP"
-	mParse        = "parse only (empty policy, unmatched)"
-	mParser       = "the parser alone, then XDP_DROP (a benchmark knob)"
-	mParserRotate = "the parser alone, the program rotating the source over 2^24 addresses"
-	mTBDrop       = "token bucket, over limit (drop)"
-	mTBPass       = "token bucket, under limit (pass)"
-	mTBDropK      = "token bucket, drop, clock: ktime"
-	mTBPassK      = "token bucket, pass, clock: ktime"
-	mFWDrop       = "fixed window, over limit (drop)"
-	mFWPass       = "fixed window, under limit (pass)"
-	mSWDrop       = "sliding window, over limit (drop)"
-	mSWPass       = "sliding window, under limit (pass)"
-	mSLDrop       = "sliding log, over limit (drop)"
-	mSLPass       = "sliding log, under limit (pass)"
-	mIPv6         = "IPv6 source (/64 key), token bucket, drop"
-	mIPv6Ext10    = "IPv6 source behind 10 extension headers, token bucket, drop"
-	mAggDrop      = "token bucket + global aggregate, over the source's limit (drop)"
-	mAggPass      = "token bucket + global aggregate, under both (pass)"
-	mKnown64k     = "64k known sources, 1M table, token bucket (mostly drop)"
-	mNew64k       = "new source into a full 64k table"
-	mNew1M        = "new source into a full 1M table"
-	mNewTracked1M = "new source into a full 1M table, always inserted"
-	mRules1       = "1 rule (UDP, dst port), drop"
-	mRules64      = "64 rules, the matching one last, drop"
-	mRules256     = "256 rules, the matching one last, drop"
-	mAllow100k    = "100k allow-list /32s, source not listed, drop"
-	mSignature    = "1 rule (ICMP type and code, length, TTL, DSCP), drop"
-	mFleetTBDrop  = "token bucket, scope: fleet, over limit (drop)"
-	mFleetTBPass  = "token bucket, scope: fleet, under limit (pass)"
-	mFleetFWDrop  = "fixed window, scope: fleet, over limit (drop)"
-	mFleetFWPass  = "fixed window, scope: fleet, under limit (pass)"
-	// The drop cases above are answered by the refused-until cache after
-	// the first refusal; these reach the level itself.
-	mFleetTBDropOff = "token bucket, scope: fleet, over limit (drop), refused cache off"
-	mFleetFWDropOff = "fixed window, scope: fleet, over limit (drop), refused cache off"
-)
-
 // microBench measures every case on one pinned CPU, rounds interleaved:
 // round 1 of every case, then round 2, so that a burst of other load on the
 // machine spreads over all cases instead of skewing one.
@@ -241,221 +200,71 @@ func microBench(e *env, quick bool) (*microResults, error) {
 	if quick {
 		res.Repeat, res.Rounds = 1<<18, 3
 	}
-	var closers []func() error
-	defer func() {
-		for _, c := range closers {
-			c()
-		}
-	}()
-	udp4 := pktgen.UDP4(microSrc4, microDst4, 4000, 53, 18)
-	udp6 := pktgen.UDP6(microSrc6, microDst6, 4000, 53, 18)
-
-	add := func(c *microCase, setup func(c *microCase) (*ebpf.Program, error)) {
-		res.Cases = append(res.Cases, c)
-		if c.frame == nil {
-			c.frame = append([]byte(nil), udp4...)
-		}
-		e.Logf("micro: loading %q", c.name)
-		c.prog, c.err = setup(c)
-	}
-	limiter := func(opts maps.Options, yaml string, files map[string][]byte) func(*microCase) (*ebpf.Program, error) {
-		return func(c *microCase) (*ebpf.Program, error) {
-			l, err := loadLimiter(opts, yaml, files)
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, l.Close)
-			c.lim = l
-			return l.Program(), nil
-		}
-	}
-
-	add(&microCase{group: "Baseline", name: mBare, baseline: true, want: xdpDrop}, func(*microCase) (*ebpf.Program, error) {
-		p, err := bareDrop()
-		if err == nil {
-			closers = append(closers, p.Close)
-		}
-		return p, err
-	})
-	add(&microCase{group: "Baseline", name: mParser, want: xdpDrop}, limiter(maps.Options{Clock: maps.ClockCoarse, BenchParseOnly: true}, "rules: []\n", nil))
-	add(&microCase{group: "Baseline", name: mParserRotate, want: xdpDrop, rotate: 1 << 24,
-		base: binary.BigEndian.Uint32(microBase.AsSlice())},
-		limiter(maps.Options{Clock: maps.ClockCoarse, BenchParseOnly: true, BenchRotate: 1 << 24, BenchBase: microBase}, "rules: []\n", nil))
-	add(&microCase{group: "Baseline", name: mParse, want: xdpPass}, limiter(maps.Options{Clock: maps.ClockCoarse}, "rules: []\n", nil))
-
-	known := []struct {
-		name, limit string
-		clock       maps.Clock
-		want        uint32
-	}{
-		{mTBDrop, tbDrop, maps.ClockCoarse, xdpDrop},
-		{mTBPass, tbPass, maps.ClockCoarse, xdpPass},
-		{mTBDropK, tbDrop, maps.ClockKtime, xdpDrop},
-		{mTBPassK, tbPass, maps.ClockKtime, xdpPass},
-		{mFWDrop, fwDrop, maps.ClockCoarse, xdpDrop},
-		{mFWPass, fwPass, maps.ClockCoarse, xdpPass},
-		{mSWDrop, swDrop, maps.ClockCoarse, xdpDrop},
-		{mSWPass, swPass, maps.ClockCoarse, xdpPass},
-		{mSLDrop, slDrop, maps.ClockCoarse, xdpDrop},
-	}
-	for _, k := range known {
-		add(&microCase{group: "Known source (one IPv4 source, in the table)", name: k.name, want: k.want, warm: 1000},
-			limiter(maps.Options{Clock: k.clock, MaxSources: 1 << 16}, oneRule(k.limit), nil))
-	}
-	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mSLPass, want: xdpPass, warm: 1000},
-		func(c *microCase) (*ebpf.Program, error) {
-			l, err := slidingLogPass()
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, l.Close)
-			c.lim = l
-			return l.Program(), nil
-		})
-	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mIPv6, want: xdpDrop, warm: 1000,
-		frame: append([]byte(nil), udp6...)},
-		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(tbDrop), nil))
-	// The extension-header walk: a global function and a loop, paid only by
-	// packets that carry such headers.
-	ext10 := pktgen.Frame{Src: microSrc6, Dst: microDst6, SrcPort: 4000, DstPort: 53, Payload: 18,
-		Ext: slices.Repeat([]pktgen.ExtHeader{pktgen.ExtDestOpts}, 10)}.MustBuild()
-	add(&microCase{group: "Known source (one IPv4 source, in the table)", name: mIPv6Ext10, want: xdpDrop, warm: 1000,
-		frame: ext10},
-		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(tbDrop), nil))
-	// Two levels take the two-phase path: the global level is checked
-	// first (aggregates first), then the source's.
-	for _, a := range []struct {
-		name, limit string
-		want        uint32
-	}{{mAggDrop, tbDrop, xdpDrop}, {mAggPass, tbPass, xdpPass}} {
-		add(&microCase{group: "Known source (one IPv4 source, in the table)", name: a.name, want: a.want, warm: 1000},
-			limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(a.limit)+
-				"    aggregate:\n      - key: global\n        limit: "+tbPass+"\n", nil))
-	}
-
-	// Many sources: the program rewrites the source before parsing.
-	base := microBase
-	base32 := binary.BigEndian.Uint32(base.AsSlice())
-	manySrc := "Many sources (the program rotates the IPv4 source on every run)"
-	add(&microCase{group: manySrc, name: mKnown64k, warm: 11 << 16, rotate: 1 << 16, base: base32,
-		note: "64k sources each seen before: the cost of cache misses in a big table"},
-		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 20, BenchRotate: 1 << 16, BenchBase: base}, oneRule(tbDrop), nil))
-	for _, t := range []struct {
-		name, limit, note string
-		size              uint32
-	}{
-		{mNew64k, tbPass, "rotation over 2^24 addresses: every packet from a source never seen before", 1 << 16},
-		{mNew1M, tbPass, "the same", 1 << 20},
-		// A burst of one turns the admission sketch off for the level (a
-		// source's first packet is already all it may send), so that every
-		// packet pays the insert with eviction.
-		{mNewTracked1M, tbDrop, "burst 1: tracked from its first packet, the admission sketch off", 1 << 20},
-	} {
-		add(&microCase{group: manySrc, name: t.name, want: xdpPass, warm: int(t.size + t.size>>4), rotate: 1 << 24, base: base32, note: t.note},
-			limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: t.size, BenchRotate: 1 << 24, BenchBase: base}, oneRule(t.limit), nil))
-	}
-
-	// The same levels at fleet scope: each admission also adds to the
-	// key's pending count for the next sync (an atomic add), and the first
-	// one of a sync epoch reports the key; no engine runs, so the epoch
-	// stays and the measured packets pay the add, not the report.
-	fleetGroup := "Fleet scope (known source, the same limits as above)"
-	for _, k := range []struct {
-		name, limit string
-		want        uint32
-		noCache     bool
-	}{
-		{mFleetTBDrop, tbDrop, xdpDrop, false}, {mFleetTBPass, tbPass, xdpPass, false},
-		{mFleetFWDrop, fwDrop, xdpDrop, false}, {mFleetFWPass, fwPass, xdpPass, false},
-		{mFleetTBDropOff, tbDrop, xdpDrop, true}, {mFleetFWDropOff, fwDrop, xdpDrop, true},
-	} {
-		add(&microCase{group: fleetGroup, name: k.name, want: k.want, warm: 1000},
-			limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, NoRefusedCache: k.noCache}, fleetScoped(k.limit), nil))
-	}
-
-	rules := "Policy size (known source)"
-	add(&microCase{group: rules, name: mRules1, want: xdpDrop, warm: 1000},
-		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, manyRules(1, tbDrop), nil))
-	add(&microCase{group: rules, name: mRules64, want: xdpDrop, warm: 1000},
-		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, manyRules(64, tbDrop), nil))
-	add(&microCase{group: rules, name: mRules256, want: xdpDrop, warm: 1000},
-		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, manyRules(256, tbDrop), nil))
-	// Every signature field looked up: five more array lookups.
-	add(&microCase{group: rules, name: mSignature, want: xdpDrop, warm: 1000,
-		frame: pktgen.Frame{Src: microSrc4, Dst: microDst4, Proto: pktgen.ProtoICMP, TOS: 46 << 2, Payload: 18}.MustBuild()},
-		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, "rules:\n  - name: sig\n"+
-			"    match: {protocol: icmp, icmp: {type: echo-request, code: 0}, length: 40-100, ttl: 60-64, dscp: [46]}\n"+
-			"    limit: "+tbDrop+"\n", nil))
-	add(&microCase{group: rules, name: mAllow100k, want: xdpDrop, warm: 1000},
-		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16},
-			"allow: {files: [allow.netset]}\n"+oneRule(tbDrop), map[string][]byte{"allow.netset": allowList(100_000, 1)}))
-
-	addDropPathCases(add, limiter, base32)
-	addSynCookieCases(add, limiter)
-	addStageCases(add, limiter, &closers, base32)
-	addFloorCases(add, limiter, base32)
-
-	for _, c := range res.Cases {
-		if c.err == nil {
-			c.advance(0)
-		}
-	}
-	err := onPinnedThread(res.CPU, func() error {
-		for _, c := range res.Cases {
-			if c.err != nil || c.warm == 0 {
-				continue
-			}
-			e.Logf("micro: warming %q (%d runs)", c.name, c.warm)
-			if _, _, err := c.prog.Benchmark(c.frame, c.warm, nil); err != nil {
-				c.err = err
-			}
-			c.advance(c.warm)
-		}
-		for _, c := range res.Cases {
-			if c.err == nil && c.lim != nil {
-				c.before, _ = c.lim.Counters()
-			}
-		}
-		for round := range res.Rounds {
-			e.Logf("micro: round %d of %d", round+1, res.Rounds)
-			for _, c := range res.Cases {
-				if c.err != nil {
-					continue
-				}
-				ns, err := c.run(res.Repeat)
-				if err != nil {
-					c.err = err
-					continue
-				}
-				c.ns = append(c.ns, ns)
-			}
-			if err := e.ctx.Err(); err != nil {
-				return err
-			}
-		}
-		for _, c := range res.Cases {
-			c.countInserts()
-		}
-		if err := res.measureParserPairs(e, 3*res.Rounds); err != nil {
-			return err
-		}
-		return res.measureFleetPairs(e, 3*res.Rounds)
-	})
+	s := newMicroSetup(e, res)
+	defer s.close()
+	s.addAll()
+	err := onPinnedThread(res.CPU, func() error { return res.measure(e) })
 	if err == nil {
 		res.measureTwoCPU(e, []string{mTBDrop, mTBDropOff, mTBPass, mAggDrop, mAggPass})
 	}
 	return res, err
 }
 
-// slidingLogPass loads a sliding log that admits every packet: slPass with
-// its window cut to 1 ns, which no policy can write (64 packets take far
-// longer than 1 ns), so that each packet takes the admitting path: the
-// lock, the time stored, the count published.
-func slidingLogPass() (*maps.Limiter, error) {
-	img, _, err := compilePolicy(oneRule(slPass), nil)
-	if err != nil {
-		return nil, err
+// measure runs on the pinned thread: the warm-up, the interleaved rounds,
+// then the paired cases.
+func (r *microResults) measure(e *env) error {
+	r.warm(e)
+	for _, c := range r.Cases {
+		if c.err == nil && c.lim != nil {
+			c.before, _ = c.lim.Counters()
+		}
 	}
-	img.Rules[0].Levels[0].Params.P1 = 1
-	return loadImage(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, img)
+	if err := r.rounds(e); err != nil {
+		return err
+	}
+	for _, c := range r.Cases {
+		c.countInserts()
+	}
+	if err := r.measureParserPairs(e, 3*r.Rounds); err != nil {
+		return err
+	}
+	return r.measureFleetPairs(e, 3*r.Rounds)
+}
+
+// warm brings each case to the state it measures: a source over its
+// limit, a full table.
+func (r *microResults) warm(e *env) {
+	for _, c := range r.Cases {
+		if c.err != nil || c.warm == 0 {
+			continue
+		}
+		e.Logf("micro: warming %q (%d runs)", c.name, c.warm)
+		if _, _, err := c.prog.Benchmark(c.frame, c.warm, nil); err != nil {
+			c.err = err
+		}
+		c.advance(c.warm)
+	}
+}
+
+// rounds measures every case once a round; a case that fails keeps its
+// error and is left out of the later rounds.
+func (r *microResults) rounds(e *env) error {
+	for round := range r.Rounds {
+		e.Logf("micro: round %d of %d", round+1, r.Rounds)
+		for _, c := range r.Cases {
+			if c.err != nil {
+				continue
+			}
+			ns, err := c.run(r.Repeat)
+			if err != nil {
+				c.err = err
+				continue
+			}
+			c.ns = append(c.ns, ns)
+		}
+		if err := e.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
