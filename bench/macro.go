@@ -1,44 +1,16 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-
-	"github.com/xdplimit/xdplimit/internal/command"
-	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
-
-// A veth pair with a receiving end that one family of configurations uses.
-// Each netfilter variant gets its own pair and namespaces: a netfilter
-// table, once created in a namespace, stays hooked into it (iptables-legacy
-// tables are never unregistered), and would tax the configurations measured
-// there after it.
-type vethPair struct {
-	v     *netns.Veth
-	frame []byte
-	// sink is the XDP program kept on the receiver of the netfilter pairs:
-	// without one, live frames vanish while counted as sent (pktgen.Send).
-	sink *pktgen.Sink
-}
-
-func (p *vethPair) close() {
-	if p.sink != nil {
-		p.sink.Close()
-	}
-}
 
 type macroScenario struct {
 	id, label string
@@ -161,97 +133,6 @@ func xdplimitPolicy(alg string, globalFirst bool) string {
 `, ownKey, own, aggKey, agg)
 }
 
-// attachProg attaches prog natively to the receiving end of p; closing the
-// link detaches it.
-func (p *vethPair) attachProg(prog *ebpf.Program) (link.Link, error) {
-	var lk link.Link
-	err := p.v.PeerNS.Do(func() error {
-		var err error
-		lk, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: p.v.PeerIndex, Flags: link.XDPDriverMode})
-		return err
-	})
-	return lk, err
-}
-
-// xdpRx sums the frames the receiving end's XDP program has seen, over its
-// queues, from the veth driver's own counters (ethtool -S).
-func (p *vethPair) xdpRx() (uint64, error) {
-	var sum uint64
-	err := p.v.PeerNS.Do(func() error {
-		out, err := command.Run(10*time.Second, "ethtool", "-S", p.v.PeerName)
-		if err != nil {
-			return fmt.Errorf("ethtool -S %s: %v: %s", p.v.PeerName, err, out)
-		}
-		s := bufio.NewScanner(bytes.NewReader(out))
-		found := false
-		for s.Scan() {
-			k, v, ok := strings.Cut(strings.TrimSpace(s.Text()), ":")
-			if !ok || !strings.HasPrefix(k, "rx_queue_") || !strings.HasSuffix(k, "_xdp_packets") {
-				continue
-			}
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return fmt.Errorf("ethtool -S %s: %q: %v", p.v.PeerName, s.Text(), err)
-			}
-			sum += n
-			found = true
-		}
-		if !found {
-			return fmt.Errorf("ethtool -S %s has no rx_queue_*_xdp_packets", p.v.PeerName)
-		}
-		return nil
-	})
-	return sum, err
-}
-
-// settle waits until the receiver's counter stops moving: frames still in
-// the veth's rings are judged after Send returns.
-func (p *vethPair) settle() (uint64, error) {
-	prev, err := p.xdpRx()
-	for i := 0; err == nil && i < 50; i++ {
-		time.Sleep(20 * time.Millisecond)
-		var cur uint64
-		if cur, err = p.xdpRx(); err == nil && cur == prev {
-			return cur, nil
-		}
-		prev = cur
-	}
-	return prev, err
-}
-
-// softirqdTime is the CPU time of the ksoftirqd threads so far, from
-// schedstat (ns; /proc/PID/stat counts 10 ms ticks).
-func softirqdTime() (time.Duration, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	var sum time.Duration
-	for _, ent := range ents {
-		if ent.Name()[0] < '0' || ent.Name()[0] > '9' {
-			continue
-		}
-		comm, err := os.ReadFile("/proc/" + ent.Name() + "/comm")
-		if err != nil || !strings.HasPrefix(string(comm), "ksoftirqd/") {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + ent.Name() + "/schedstat")
-		if err != nil {
-			return 0, err
-		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			return 0, fmt.Errorf("%s/schedstat: %q", ent.Name(), b)
-		}
-		ns, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		sum += time.Duration(ns)
-	}
-	return sum, nil
-}
-
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -282,98 +163,14 @@ func macroBench(e *env, quick bool) (*macroResults, error) {
 	start := time.Now()
 	defer func() { res.LoadAfter, res.Duration = loadavg(), time.Since(start) }()
 
-	newPair := func(tag string, subnet int) (*vethPair, error) {
-		v, err := e.vethPair("xb"+tag+"0", "xb"+tag+"1", subnet)
-		if err != nil {
-			return nil, err
-		}
-		return &vethPair{v: v, frame: pktgen.SetMACs(pktgen.UDP4(v.Addr, v.PeerAddr, 40000, 9, 18), v.MAC, v.PeerMAC)}, nil
-	}
-	xdpPair, err := newPair("x", 11)
+	xdpPair, err := newMacroPair(e, "x", 11)
 	if err != nil {
 		return res, err
 	}
 	defer xdpPair.close()
-
-	sink := func(mode pktgen.SinkMode) func(int) (func() error, error) {
-		return func(int) (func() error, error) {
-			s, err := pktgen.AttachSink(xdpPair.v.PeerNS.Path(), xdpPair.v.PeerName, mode)
-			if err != nil {
-				return nil, err
-			}
-			return s.Close, nil
-		}
-	}
-	res.Configs = append(res.Configs,
-		&macroConfig{id: "stack", label: "stack only (XDP_PASS, no filter)", pair: xdpPair, setup: sink(pktgen.SinkPass)},
-		&macroConfig{id: "xdp-drop", label: "bare XDP_DROP", pair: xdpPair, setup: sink(pktgen.SinkDrop)},
-	)
-	// xdplimit's program with opts and the policy, attached for the run.
-	limiterConfig := func(id, label string, opts maps.Options, policy string) *macroConfig {
-		c := &macroConfig{id: id, label: label, pair: xdpPair}
-		c.setup = func(int) (func() error, error) {
-			l, err := loadLimiter(opts, policy, nil)
-			if err != nil {
-				return nil, err
-			}
-			lk, err := xdpPair.attachProg(l.Program())
-			if err != nil {
-				l.Close()
-				return nil, err
-			}
-			c.limiter = l
-			return func() error {
-				c.limiter = nil
-				return errors.Join(lk.Close(), l.Close())
-			}, nil
-		}
-		return c
-	}
-	// The floor under every verdict on veth, as in the micro benchmark:
-	// the program reads and checks each frame's headers as the stack would
-	// (so that no packet the stack delivers escapes the rules), then drops it.
-	res.Configs = append(res.Configs, limiterConfig(macroParser, "the parser alone, then XDP_DROP",
-		maps.Options{Clock: maps.ClockCoarse, BenchParseOnly: true}, xdplimitPolicy("token_bucket", false)))
-	for _, alg := range macroAlgs {
-		res.Configs = append(res.Configs, limiterConfig(alg.id, "xdplimit, "+strings.ReplaceAll(alg.name, "_", " "),
-			maps.Options{Clock: maps.ClockCoarse}, xdplimitPolicy(alg.name, false)))
-	}
-	// The global level written first, on the spoofed flood only, where
-	// it refuses: the single-source and 64k floods would say the same
-	// of the per-source level, at the cost of the section's time budget.
-	for _, alg := range macroAlgs {
-		c := limiterConfig(alg.globalFirst, "xdplimit, "+strings.ReplaceAll(alg.name, "_", " ")+", global level written first",
-			maps.Options{Clock: maps.ClockCoarse}, xdplimitPolicy(alg.name, true))
-		c.only = "16M"
-		res.Configs = append(res.Configs, c)
-	}
-
-	// The netfilter configurations pass every frame to the stack in XDP
-	// and let netfilter limit.
-	nfPair := func(tag string, subnet int) (*vethPair, error) {
-		p, err := newPair(tag, subnet)
-		if err != nil {
-			return nil, err
-		}
-		if p.sink, err = pktgen.AttachSink(p.v.PeerNS.Path(), p.v.PeerName, pktgen.SinkPass); err != nil {
-			return nil, err
-		}
-		return p, nil
-	}
-	if p, err := nfPair("n", 12); err != nil {
-		res.SetupErrors = append(res.SetupErrors, fmt.Sprintf("nftables: %v", err))
-	} else {
-		defer p.close()
-		res.Configs = append(res.Configs, &macroConfig{id: "nft-set", label: "nftables dynamic set + global limit", pair: p,
-			setup: func(int) (func() error, error) { return nftSetup(p.v.PeerNS) }})
-	}
-	if p, err := nfPair("i", 13); err != nil {
-		res.SetupErrors = append(res.SetupErrors, fmt.Sprintf("iptables-legacy: %v", err))
-	} else {
-		defer p.close()
-		res.Configs = append(res.Configs, &macroConfig{id: "hashlimit", label: "iptables-legacy hashlimit srcip + global", pair: p,
-			setup: func(run int) (func() error, error) { return hashlimitSetup(p.v.PeerNS, run) }})
-	}
+	res.Configs = xdpConfigs(xdpPair)
+	closeNetfilter := res.addNetfilterConfigs(e)
+	defer closeNetfilter()
 	for _, c := range res.Configs {
 		c.cells = map[string]*macroCell{}
 		for _, s := range res.Scenarios {
@@ -386,16 +183,116 @@ func macroBench(e *env, quick bool) (*macroResults, error) {
 		return res, err
 	}
 	defer g.Close()
+	return res, res.runAll(e, g)
+}
 
-	// Interleaved: every configuration once per scenario per repetition,
-	// the configurations' order rotated each repetition.
+// newMacroPair is a veth pair of the family tag, its frame addressed from
+// one end to the other.
+func newMacroPair(e *env, tag string, subnet int) (*vethPair, error) {
+	v, err := e.vethPair("xb"+tag+"0", "xb"+tag+"1", subnet)
+	if err != nil {
+		return nil, err
+	}
+	return &vethPair{v: v, frame: pktgen.SetMACs(pktgen.UDP4(v.Addr, v.PeerAddr, 40000, 9, 18), v.MAC, v.PeerMAC)}, nil
+}
+
+// xdpConfigs are the configurations of an XDP program alone on pair's
+// receiver: the stack, bare XDP_DROP, the parser and xdplimit's.
+func xdpConfigs(pair *vethPair) []*macroConfig {
+	sink := func(mode pktgen.SinkMode) func(int) (func() error, error) {
+		return func(int) (func() error, error) { return pair.attachSink(mode) }
+	}
+	configs := []*macroConfig{
+		{id: "stack", label: "stack only (XDP_PASS, no filter)", pair: pair, setup: sink(pktgen.SinkPass)},
+		{id: "xdp-drop", label: "bare XDP_DROP", pair: pair, setup: sink(pktgen.SinkDrop)},
+	}
+	// The floor under every verdict on veth, as in the micro benchmark:
+	// the program reads and checks each frame's headers as the stack would
+	// (so that no packet the stack delivers escapes the rules), then drops it.
+	configs = append(configs, limiterConfig(pair, macroParser, "the parser alone, then XDP_DROP",
+		maps.Options{Clock: maps.ClockCoarse, BenchParseOnly: true}, xdplimitPolicy("token_bucket", false)))
+	for _, alg := range macroAlgs {
+		configs = append(configs, limiterConfig(pair, alg.id, "xdplimit, "+strings.ReplaceAll(alg.name, "_", " "),
+			maps.Options{Clock: maps.ClockCoarse}, xdplimitPolicy(alg.name, false)))
+	}
+	// The global level written first, on the spoofed flood only, where
+	// it refuses: the single-source and 64k floods would say the same
+	// of the per-source level, at the cost of the section's time budget.
+	for _, alg := range macroAlgs {
+		c := limiterConfig(pair, alg.globalFirst, "xdplimit, "+strings.ReplaceAll(alg.name, "_", " ")+", global level written first",
+			maps.Options{Clock: maps.ClockCoarse}, xdplimitPolicy(alg.name, true))
+		c.only = "16M"
+		configs = append(configs, c)
+	}
+	return configs
+}
+
+// limiterConfig is xdplimit's program with opts and the policy, attached
+// to pair's receiver for the run.
+func limiterConfig(pair *vethPair, id, label string, opts maps.Options, policy string) *macroConfig {
+	c := &macroConfig{id: id, label: label, pair: pair}
+	c.setup = func(int) (func() error, error) {
+		l, detach, err := pair.attachLimiter(opts, policy)
+		if err != nil {
+			return nil, err
+		}
+		c.limiter = l
+		return func() error {
+			c.limiter = nil
+			return detach()
+		}, nil
+	}
+	return c
+}
+
+// addNetfilterConfigs adds the netfilter configurations, which pass every
+// frame to the stack in XDP and let netfilter limit, each on a pair of its
+// own; one that cannot be set up is a setup error, not a failure. The
+// returned function closes their pairs.
+func (r *macroResults) addNetfilterConfigs(e *env) (closeAll func()) {
+	nfPair := func(tag string, subnet int) (*vethPair, error) {
+		p, err := newMacroPair(e, tag, subnet)
+		if err != nil {
+			return nil, err
+		}
+		if p.sink, err = pktgen.AttachSink(p.v.PeerNS.Path(), p.v.PeerName, pktgen.SinkPass); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	var pairs []*vethPair
+	closeAll = func() {
+		for _, p := range slices.Backward(pairs) {
+			p.close()
+		}
+	}
+	if p, err := nfPair("n", 12); err != nil {
+		r.SetupErrors = append(r.SetupErrors, fmt.Sprintf("nftables: %v", err))
+	} else {
+		pairs = append(pairs, p)
+		r.Configs = append(r.Configs, &macroConfig{id: "nft-set", label: "nftables dynamic set + global limit", pair: p,
+			setup: func(int) (func() error, error) { return nftSetup(p.v.PeerNS) }})
+	}
+	if p, err := nfPair("i", 13); err != nil {
+		r.SetupErrors = append(r.SetupErrors, fmt.Sprintf("iptables-legacy: %v", err))
+	} else {
+		pairs = append(pairs, p)
+		r.Configs = append(r.Configs, &macroConfig{id: "hashlimit", label: "iptables-legacy hashlimit srcip + global", pair: p,
+			setup: func(run int) (func() error, error) { return hashlimitSetup(p.v.PeerNS, run) }})
+	}
+	return closeAll
+}
+
+// runAll measures every configuration once per scenario per repetition,
+// interleaved, the configurations' order rotated each repetition.
+func (r *macroResults) runAll(e *env, g *pktgen.Generator) error {
 	run := 0
-	for rep := range res.Reps {
-		for _, s := range res.Scenarios {
-			for i := range res.Configs {
-				c := res.Configs[(i+rep)%len(res.Configs)]
+	for rep := range r.Reps {
+		for _, s := range r.Scenarios {
+			for i := range r.Configs {
+				c := r.Configs[(i+rep)%len(r.Configs)]
 				if err := e.ctx.Err(); err != nil {
-					return res, err
+					return err
 				}
 				run++
 				if !c.runs(s.id) {
@@ -405,14 +302,14 @@ func macroBench(e *env, quick bool) (*macroResults, error) {
 				if len(cell.errs) >= 2 {
 					continue // broken here: do not spend the time budget on it
 				}
-				if err := macroRun(e, g, c, s, res.Count, run, cell); err != nil {
+				if err := macroRun(e, g, c, s, r.Count, run, cell); err != nil {
 					e.Logf("macro: %s / %s: %v", c.id, s.id, err)
 					cell.errs = append(cell.errs, errString(err))
 				}
 			}
 		}
 	}
-	return res, nil
+	return nil
 }
 
 func macroRun(e *env, g *pktgen.Generator, c *macroConfig, s macroScenario, count uint64, run int, cell *macroCell) error {
@@ -464,49 +361,4 @@ func macroRun(e *env, g *pktgen.Generator, c *macroConfig, s macroScenario, coun
 		c.id, s.id, mpps, rx/cpu.Seconds()/1e6, r.Sent, r.Elapsed.Round(time.Millisecond), r.CPUTime.Round(time.Millisecond),
 		softirqd.Round(time.Millisecond), uint64(rx), d.UDPNoPorts+d.UDPInDatagrams, extra)
 	return nil
-}
-
-// timedFlood sends count frames of p's from both CPUs and waits until the
-// receiver has taken them in. It returns the send, the frames the
-// receiving end's XDP program saw and the ksoftirqd time meanwhile
-// (softirq work deferred there, which the senders' CPU time misses).
-func (p *vethPair) timedFlood(e *env, g *pktgen.Generator, count uint64) (r pktgen.Result, received uint64, softirqd time.Duration, err error) {
-	// Bounded twice: by the packet count and by a hard timeout far above
-	// the slowest configuration's time for it.
-	const hard = 90 * time.Second
-	r, received, softirqd, err = p.floodFor(e, g, count, hard)
-	if err == nil && r.Sent < count {
-		err = fmt.Errorf("send: %d of %d frames within the hard timeout of %v", r.Sent, count, hard)
-	}
-	return r, received, softirqd, err
-}
-
-// errFloodOver is the cause that ends a flood's time (floodFor).
-var errFloodOver = errors.New("the flood's time is over")
-
-// floodFor is timedFlood for at most d: a flood that d ends is no error
-// (the drop log's flood runs for a time, its count only a bound).
-func (p *vethPair) floodFor(e *env, g *pktgen.Generator, count uint64, d time.Duration) (r pktgen.Result, received uint64, softirqd time.Duration, err error) {
-	rx0, err := p.xdpRx()
-	if err != nil {
-		return r, 0, 0, err
-	}
-	soft0, err := softirqdTime()
-	if err != nil {
-		return r, 0, 0, err
-	}
-	ctx, cancel := context.WithTimeoutCause(e.ctx, d, errFloodOver)
-	defer cancel()
-	if r, err = g.Send(ctx, p.v.NS.Path(), p.v.Name, p.frame, count, 0, 1); err != nil && !errors.Is(err, errFloodOver) {
-		return r, 0, 0, fmt.Errorf("send: %w", err)
-	}
-	rx1, err := p.settle()
-	if err != nil {
-		return r, 0, 0, err
-	}
-	soft1, err := softirqdTime()
-	if err != nil {
-		return r, 0, 0, err
-	}
-	return r, rx1 - rx0, soft1 - soft0, nil
 }

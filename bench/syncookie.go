@@ -130,95 +130,105 @@ func synCookieBench(e *env, quick bool) (*synResults, error) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 
-	v, err := e.vethPair("xbs0", "xbs1", 17)
+	p, err := synPair(e)
 	if err != nil {
 		return res, err
 	}
-	p := &vethPair{v: v, frame: pktgen.SetMACs(synFrame(macroScenarios[2].sources.First, v.PeerAddr), v.MAC, v.PeerMAC)}
 	defer p.close()
-	if p.sink, err = pktgen.AttachSink(v.NS.Path(), v.Name, pktgen.SinkDrop); err != nil {
-		return res, err
-	}
-	ln, err := listenerSide(v)
+	ln, err := listenerSide(p.v)
 	if err != nil {
 		return res, err
 	}
 	defer ln.Close()
-
-	ruleCount := func(l **maps.Limiter, v maps.Verdict) func() (uint64, error) {
-		return func() (uint64, error) {
-			if *l == nil {
-				return 0, errors.New("no limiter loaded")
-			}
-			st, err := (*l).RuleStats()
-			if err != nil || len(st) == 0 {
-				return 0, fmt.Errorf("rule stats: %v", err)
-			}
-			return st[0].Verdicts[v].Packets, nil
-		}
-	}
-	limiter := func(id, label, action string, v maps.Verdict) *synConfig {
-		c := &synConfig{id: id, label: label}
-		var l *maps.Limiter
-		c.setup = func() (func() error, error) {
-			var err error
-			l, err = loadLimiter(maps.Options{Clock: maps.ClockCoarse}, synRule(
-				fmt.Sprintf("{algorithm: token_bucket, rate: %d/s, burst: %d}", perSourceRate, perSourceBurst),
-				fmt.Sprintf("{algorithm: token_bucket, rate: %d/s, burst: %d}", globalRate, globalBurst), action), nil)
-			if err != nil {
-				return nil, err
-			}
-			lk, err := p.attachProg(l.Program())
-			if err != nil {
-				l.Close()
-				return nil, err
-			}
-			return func() error { err := errors.Join(lk.Close(), l.Close()); l = nil; return err }, nil
-		}
-		c.handled = ruleCount(&l, v)
-		return c
-	}
-	sink := func(mode pktgen.SinkMode) func() (func() error, error) {
-		return func() (func() error, error) {
-			s, err := pktgen.AttachSink(v.PeerNS.Path(), v.PeerName, mode)
-			if err != nil {
-				return nil, err
-			}
-			return s.Close, nil
-		}
-	}
-	res.Configs = []*synConfig{
-		{id: "xdp-drop", label: "bare XDP_DROP (SYNs dropped)", setup: sink(pktgen.SinkDrop), handled: p.xdpRx},
-		limiter("xdplimit-drop", "xdplimit, action drop (SYNs dropped)", "drop", maps.VerdictDrop),
-		limiter("xdplimit-cookie", "xdplimit, action syncookie (SYNs answered)", "syncookie", maps.VerdictCookie),
-		{id: "kernel", label: "the kernel's own cookies, no filter in XDP (SYNs answered)", setup: sink(pktgen.SinkPass),
-			handled: func() (uint64, error) {
-				c, err := v.PeerNS.Counters()
-				return c.Raw["TcpExt.SyncookiesSent"], err
-			}},
-	}
+	res.Configs = synConfigs(p)
 
 	g, err := pktgen.Open(pktgen.Config{Timeout: 60 * time.Second, Sources: macroScenarios[2].sources})
 	if err != nil {
 		return res, err
 	}
 	defer g.Close()
-	for rep := range res.Reps {
-		for i := range res.Configs {
-			c := res.Configs[(i+rep)%len(res.Configs)]
+	return res, res.runAll(e, g, p)
+}
+
+// synPair is the veth the SYNs cross, its sender's end dropping in XDP
+// whatever comes back.
+func synPair(e *env) (*vethPair, error) {
+	v, err := e.vethPair("xbs0", "xbs1", 17)
+	if err != nil {
+		return nil, err
+	}
+	p := &vethPair{v: v, frame: pktgen.SetMACs(synFrame(macroScenarios[2].sources.First, v.PeerAddr), v.MAC, v.PeerMAC)}
+	if p.sink, err = pktgen.AttachSink(v.NS.Path(), v.Name, pktgen.SinkDrop); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// synConfigs are the receivers compared, each with the count of the SYNs
+// it handled.
+func synConfigs(p *vethPair) []*synConfig {
+	return []*synConfig{
+		{id: "xdp-drop", label: "bare XDP_DROP (SYNs dropped)", setup: func() (func() error, error) { return p.attachSink(pktgen.SinkDrop) },
+			handled: p.xdpRx},
+		synLimiterConfig(p, "xdplimit-drop", "xdplimit, action drop (SYNs dropped)", "drop", maps.VerdictDrop),
+		synLimiterConfig(p, "xdplimit-cookie", "xdplimit, action syncookie (SYNs answered)", "syncookie", maps.VerdictCookie),
+		{id: "kernel", label: "the kernel's own cookies, no filter in XDP (SYNs answered)",
+			setup: func() (func() error, error) { return p.attachSink(pktgen.SinkPass) },
+			handled: func() (uint64, error) {
+				c, err := p.v.PeerNS.Counters()
+				return c.Raw["TcpExt.SyncookiesSent"], err
+			}},
+	}
+}
+
+// synLimiterConfig is xdplimit's SYN rule with action, the SYNs it handled
+// counted by the rule's verdict v.
+func synLimiterConfig(p *vethPair, id, label, action string, v maps.Verdict) *synConfig {
+	c := &synConfig{id: id, label: label}
+	var l *maps.Limiter
+	c.setup = func() (func() error, error) {
+		var detach func() error
+		var err error
+		l, detach, err = p.attachLimiter(maps.Options{Clock: maps.ClockCoarse}, synRule(
+			fmt.Sprintf("{algorithm: token_bucket, rate: %d/s, burst: %d}", perSourceRate, perSourceBurst),
+			fmt.Sprintf("{algorithm: token_bucket, rate: %d/s, burst: %d}", globalRate, globalBurst), action))
+		if err != nil {
+			return nil, err
+		}
+		return func() error { err := detach(); l = nil; return err }, nil
+	}
+	c.handled = func() (uint64, error) {
+		if l == nil {
+			return 0, errors.New("no limiter loaded")
+		}
+		st, err := l.RuleStats()
+		if err != nil || len(st) == 0 {
+			return 0, fmt.Errorf("rule stats: %v", err)
+		}
+		return st[0].Verdicts[v].Packets, nil
+	}
+	return c
+}
+
+// runAll floods each configuration once a repetition, the order rotated
+// each repetition; one that failed twice is given up.
+func (r *synResults) runAll(e *env, g *pktgen.Generator, p *vethPair) error {
+	for rep := range r.Reps {
+		for i := range r.Configs {
+			c := r.Configs[(i+rep)%len(r.Configs)]
 			if err := e.ctx.Err(); err != nil {
-				return res, err
+				return err
 			}
 			if len(c.errs) >= 2 {
 				continue
 			}
-			if err := synRun(e, g, p, c, res.Count); err != nil {
+			if err := synRun(e, g, p, c, r.Count); err != nil {
 				e.Logf("syncookie: %s: %v", c.id, err)
 				c.errs = append(c.errs, errString(err))
 			}
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // listenerSide readies the receiving namespace for the kernel's cookies: a
