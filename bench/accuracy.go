@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,32 +37,6 @@ func (q queueAccuracy) ratio() float64 {
 		return 0
 	}
 	return q.admitted / q.expected
-}
-
-type slidingTrace struct {
-	name, rates string
-	alg         string // the limiter under test: sliding_window or sliding_log
-	limit       uint64
-	sources     int
-	packets     uint64
-	// Packets the datapath's sliding window decided otherwise than an
-	// exact sliding window over the same history would have: admitted
-	// with the window already full (over), or refused with room in it
-	// (under).
-	over, under uint64
-	// The most packets the exact window held after an admission: the
-	// limit, unless an admission went over it.
-	maxHeld int
-	// Two limiters run independently on the trace, each on its own
-	// decisions: what each admitted in total.
-	admitModel, admitLog uint64
-}
-
-func (s slidingTrace) wrongShare() float64 {
-	if s.packets == 0 {
-		return 0
-	}
-	return float64(s.over+s.under) / float64(s.packets)
 }
 
 type accuracyResults struct {
@@ -131,64 +102,73 @@ func queueBench(e *env, res *accuracyResults) error {
 		}
 		for _, c := range cases {
 			q := queueAccuracy{alg: c.alg, limit: c.limit, cpus: len(cpus), refName: c.ref.name}
-			err = try(func() error {
-				l, err := loadLimiter(maps.Options{Clock: maps.ClockCoarse}, oneRule(c.limit), nil)
-				if err != nil {
-					return err
-				}
-				defer l.Close()
-				lk, err := pair.attachProg(l.Program())
-				if err != nil {
-					return err
-				}
-				defer lk.Close()
-				ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
-				defer cancel()
-				stop := make(chan struct{})
-				timeline := watchOffered(l, stop)
-				r, err := g.Send(ctx, v.NS.Path(), v.Name, frame, res.Count, cpus...)
-				if err != nil {
-					close(stop)
-					return err
-				}
-				_, err = pair.settle()
-				close(stop)
-				if err != nil {
-					return err
-				}
-				tl := <-timeline
-				st, err := l.RuleStats()
-				if err != nil {
-					return err
-				}
-				q.admitted = float64(st[0].Verdicts[maps.VerdictPass].Packets)
-				q.offered = st[0].Verdicts[maps.VerdictPass].Packets + st[0].Verdicts[maps.VerdictDrop].Packets
-				if len(tl) < 2 || tl[0].n > q.offered/100 {
-					return fmt.Errorf("the counters were sampled %d times during the flood: no timeline of it", len(tl))
-				}
-				// The first sample is late by up to one poll: the
-				// packets before it are spread over the poll before.
-				tl = append([]offeredAt{{t: tl[0].t - int64(500*time.Microsecond)}}, tl...)
-				if last := tl[len(tl)-1]; last.n != q.offered {
-					tl = append(tl, offeredAt{t: last.t + int64(500*time.Microsecond), n: q.offered, pass: uint64(q.admitted)})
-				}
-				// These limits are long enough for the coarse clock
-				// (maps decides per level; see needsFineClock).
-				q.expected = c.ref.admits(tl, coarseClock(tl))
-				if c.ref.window > 0 {
-					q.worst, q.limitN = worstWindow(tl, c.ref.window), c.ref.limit
-				}
-				q.elapsed = time.Duration(tl[len(tl)-1].t - tl[0].t)
-				q.busy = r.CPUTime.Seconds() / (float64(len(cpus)) * q.elapsed.Seconds())
-				return nil
-			})
-			q.err = errString(err)
+			q.err = errString(try(func() error { return q.measure(e, g, pair, c.ref, res.Count, cpus) }))
 			e.Logf("accuracy: %s on %d queue(s): admitted %.0f, %s %.0f (%.4f), worst window %d, offered %d in %v, busy %.2f %s",
 				c.alg, len(cpus), q.admitted, q.refName, q.expected, q.ratio(), q.worst, q.offered, q.elapsed.Round(time.Millisecond), q.busy, q.err)
 			res.Queues = append(res.Queues, q)
 		}
 	}
 	return nil
+}
+
+// measure floods pair with count frames from cpus through xdplimit with
+// q's limit, and sets what it admitted against what ref admits of the
+// flood as the limiter saw it offered.
+func (q *queueAccuracy) measure(e *env, g *pktgen.Generator, pair *vethPair, ref reference, count uint64, cpus []int) error {
+	l, detach, err := pair.attachLimiter(maps.Options{Clock: maps.ClockCoarse}, oneRule(q.limit))
+	if err != nil {
+		return err
+	}
+	defer detach()
+	r, tl, err := floodWatched(e, g, pair, l, count, cpus)
+	if err != nil {
+		return err
+	}
+	st, err := l.RuleStats()
+	if err != nil {
+		return err
+	}
+	q.admitted = float64(st[0].Verdicts[maps.VerdictPass].Packets)
+	q.offered = st[0].Verdicts[maps.VerdictPass].Packets + st[0].Verdicts[maps.VerdictDrop].Packets
+	if len(tl) < 2 || tl[0].n > q.offered/100 {
+		return fmt.Errorf("the counters were sampled %d times during the flood: no timeline of it", len(tl))
+	}
+	// The first sample is late by up to one poll: the
+	// packets before it are spread over the poll before.
+	tl = append([]offeredAt{{t: tl[0].t - int64(500*time.Microsecond)}}, tl...)
+	if last := tl[len(tl)-1]; last.n != q.offered {
+		tl = append(tl, offeredAt{t: last.t + int64(500*time.Microsecond), n: q.offered, pass: uint64(q.admitted)})
+	}
+	// These limits are long enough for the coarse clock
+	// (maps decides per level; see needsFineClock).
+	q.expected = ref.admits(tl, coarseClock(tl))
+	if ref.window > 0 {
+		q.worst, q.limitN = worstWindow(tl, ref.window), ref.limit
+	}
+	q.elapsed = time.Duration(tl[len(tl)-1].t - tl[0].t)
+	q.busy = r.CPUTime.Seconds() / (float64(len(cpus)) * q.elapsed.Seconds())
+	return nil
+}
+
+// floodWatched sends count of pair's frames from cpus, l's counters
+// sampled all along, and returns the send and the timeline of what l was
+// offered once the receiver has taken every frame in.
+func floodWatched(e *env, g *pktgen.Generator, pair *vethPair, l *maps.Limiter, count uint64, cpus []int) (pktgen.Result, []offeredAt, error) {
+	ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	timeline := watchOffered(l, stop)
+	r, err := g.Send(ctx, pair.v.NS.Path(), pair.v.Name, pair.frame, count, cpus...)
+	if err != nil {
+		close(stop)
+		return r, nil, err
+	}
+	_, err = pair.settle()
+	close(stop)
+	if err != nil {
+		return r, nil, err
+	}
+	return r, <-timeline, nil
 }
 
 // offeredAt is how many packets the limiter had judged, and admitted, at a
@@ -347,142 +327,6 @@ func worstWindow(tl []offeredAt, window int64) uint64 {
 		worst = max(worst, tl[j].pass-tl[i].pass)
 	}
 	return worst
-}
-
-// slidingVsLog runs Poisson traces through the datapath's sliding window
-// (model.State, which mirrors the BPF code operation for operation; the
-// datapath tests hold them to identical verdicts), per source, and at each
-// packet asks an exact sliding log holding the same admitted packets what
-// it would have decided: the share decided differently is the
-// approximation's error, as Cloudflare measured theirs (the approximate
-// count against the exact one, on the same requests). It also runs an
-// independent exact sliding-window limiter on the trace and compares the
-// totals admitted: two limiters on their own decisions admit different
-// packets of an over-limit source (their phases drift apart), so a
-// packet-by-packet comparison of those says little.
-// The sliding log runs the same traces at the most it holds (64 packets
-// per window): exact, it must never decide differently.
-func slidingVsLog(e *env, res *accuracyResults, quick bool) error {
-	const limit = 100
-	window := time.Second
-	res.SWLimit, res.SWWindow = limit, window
-	res.SWTraceLength = 60 * time.Second
-	scale := uint64(1)
-	if quick {
-		scale = 40
-	}
-	traces := []traceSpec{
-		// Like real traffic, sources below and above their limit, most
-		// not near it: rates spread evenly on a log scale over two decades
-		// around the limit. Cloudflare's 0.003% came from 400M requests.
-		{"mixed", "log-uniform, 0.1× to 10× the limit", 400_000_000 / scale,
-			func(r *rand.Rand) float64 { return math.Pow(10, -1+2*r.Float64()) }},
-		{"around the limit", "uniform, 0.5× to 2× the limit", 100_000_000 / scale,
-			func(r *rand.Rand) float64 { return 0.5 + 1.5*r.Float64() }},
-		{"at the limit", "exactly the limit", 100_000_000 / scale,
-			func(r *rand.Rand) float64 { return 1 }},
-	}
-	sw, err := model.WindowParams(model.AlgSlidingWindow, limit, window)
-	if err != nil {
-		return err
-	}
-	sl, err := model.SlidingLogParams(model.LogMax, window)
-	if err != nil {
-		return err
-	}
-	for li, lim := range []struct {
-		alg string
-		p   model.Params
-	}{{"sliding_window", sw}, {"sliding_log", sl}} {
-		for ti, tr := range traces {
-			if err := slidingRow(e, res, lim.alg, lim.p, window, uint64(li*len(traces)+ti), tr); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// traceSpec is one kind of trace of the sliding-window table.
-type traceSpec struct {
-	name, rates string
-	packets     uint64
-	rate        func(r *rand.Rand) float64 // per-source rate as a multiple of the limit
-}
-
-// slidingRow runs one trace through one limiter (params p) on every CPU and
-// adds its row to the table.
-func slidingRow(e *env, res *accuracyResults, alg string, p model.Params, window time.Duration, seed uint64, tr traceSpec) error {
-	limit := p.P2
-	e.Logf("accuracy: %s vs exact log, %s trace, %d packets", alg, tr.name, tr.packets)
-	workers := max(1, runtime.NumCPU())
-	parts := make([]slidingTrace, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			parts[w] = slidingPart(p, limit, window, res.SWTraceLength, tr.packets/uint64(workers),
-				rand.New(rand.NewPCG(seed, uint64(w))), tr.rate)
-		}()
-	}
-	wg.Wait()
-	t := slidingTrace{name: tr.name, rates: tr.rates, alg: alg, limit: limit}
-	for _, s := range parts {
-		t.sources += s.sources
-		t.packets += s.packets
-		t.over += s.over
-		t.under += s.under
-		t.admitModel += s.admitModel
-		t.admitLog += s.admitLog
-		t.maxHeld = max(t.maxHeld, s.maxHeld)
-	}
-	e.Logf("accuracy: %s: %d sources, %d packets, %d decided differently (%.5f%%)", t.name, t.sources, t.packets, t.over+t.under, 100*t.wrongShare())
-	res.SWTraces = append(res.SWTraces, t)
-	return e.ctx.Err()
-}
-
-func slidingPart(p model.Params, limit uint64, window, length time.Duration, packets uint64, r *rand.Rand, rate func(*rand.Rand) float64) slidingTrace {
-	var t slidingTrace
-	shared := model.NewExactLog(uint64(window), int(limit)) // the window's admitted packets
-	exact := model.NewExactLog(uint64(window), int(limit))  // an exact limiter of its own
-	perSec := float64(limit) / window.Seconds()
-	for t.packets < packets {
-		t.sources++
-		lambda := rate(r) * perSec // packets per second
-		var st model.State
-		shared.Reset()
-		exact.Reset()
-		// Each source starts at a random phase of the window grid, far from
-		// time zero like a real clock.
-		now := uint64(1e15) + r.Uint64N(uint64(window))
-		end := now + uint64(length)
-		for {
-			now += uint64(r.ExpFloat64() / lambda * 1e9)
-			if now >= end {
-				break
-			}
-			held := shared.Count(now)
-			would := held < int(limit)
-			m := st.Admit(p, now, 1)
-			t.packets++
-			switch {
-			case m && !would:
-				t.over++
-			case !m && would:
-				t.under++
-			}
-			if m {
-				t.maxHeld = max(t.maxHeld, held+1)
-				shared.Add(now)
-				t.admitModel++
-			}
-			if exact.Admit(now) {
-				t.admitLog++
-			}
-		}
-	}
-	return t
 }
 
 func (q queueAccuracy) String() string {
