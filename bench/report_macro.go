@@ -17,6 +17,18 @@ func (r *report) writeMacro(e *env, b *strings.Builder, out, chart, script strin
 	if m == nil {
 		return nil
 	}
+	writeMacroSetup(b, m)
+	if chart != "" {
+		r.writeMacroChart(e, b, out, chart, script)
+	}
+	writeMacroTables(b, m)
+	writeMacroVersus(b, m)
+	writeMacroFailures(b, m)
+	return nil
+}
+
+// writeMacroSetup says how the floods ran and what each configuration is.
+func writeMacroSetup(b *strings.Builder, m *macroResults) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("## Throughput on a veth: xdplimit against the stack, nftables and iptables\n\n")
 	p("Two namespaces joined by a 2-queue veth per family of configurations (the netfilter ones each get their\n")
@@ -51,19 +63,25 @@ func (r *report) writeMacro(e *env, b *strings.Builder, out, chart, script strin
 		p("Configurations that could not run here: %s.\n\n", strings.Join(m.SetupErrors, "; "))
 	}
 	p("Load average (1/5/15 min) before and after this section: %s → %s (other engineers' tests share the machine).\n\n", m.LoadBefore, m.LoadAfter)
+}
 
-	if chart != "" {
-		rel, err := filepath.Rel(filepath.Dir(out), chart)
-		if err != nil {
-			rel = chart
-		}
-		if err := r.drawChart(e, chart, script); err != nil {
-			p("Chart not drawn: %v\n\n", err)
-		} else {
-			p("![Mpps by configuration and scenario](%s)\n\n", filepath.ToSlash(rel))
-		}
+// writeMacroChart draws the chart and links it, or says why it is missing.
+func (r *report) writeMacroChart(e *env, b *strings.Builder, out, chart, script string) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	rel, err := filepath.Rel(filepath.Dir(out), chart)
+	if err != nil {
+		rel = chart
 	}
+	if err := r.drawChart(e, chart, script); err != nil {
+		p("Chart not drawn: %v\n\n", err)
+	} else {
+		p("![Mpps by configuration and scenario](%s)\n\n", filepath.ToSlash(rel))
+	}
+}
 
+// writeMacroTables is one table a scenario: every configuration measured in it.
+func writeMacroTables(b *strings.Builder, m *macroResults) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("Mpps is frames received per second of the send's wall time. Per CPU-s is the same frames per second\n")
 	p("of CPU time spent on them (the sending threads, which also run the receiver's NAPI in their softirq,\n")
 	p("plus ksoftirqd): other programs on these shared CPUs dilute the first and not the second, so the\n")
@@ -91,7 +109,11 @@ func (r *report) writeMacro(e *env, b *strings.Builder, out, chart, script strin
 		}
 		p("\n")
 	}
+}
 
+// writeMacroVersus is xdplimit over each alternative, scenario by scenario.
+func writeMacroVersus(b *strings.Builder, m *macroResults) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("xdplimit against the alternatives, median over median in the same run (per CPU-second in parentheses):\n\n")
 	p("| xdplimit |")
 	for _, sc := range m.Scenarios {
@@ -119,6 +141,12 @@ func (r *report) writeMacro(e *env, b *strings.Builder, out, chart, script strin
 		p("\n")
 	}
 	p("\n")
+}
+
+// writeMacroFailures lists the runs that failed, each configuration and
+// scenario once with its first error.
+func writeMacroFailures(b *strings.Builder, m *macroResults) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	var failed []string
 	for _, c := range m.Configs {
 		for _, s := range m.Scenarios {
@@ -134,7 +162,6 @@ func (r *report) writeMacro(e *env, b *strings.Builder, out, chart, script strin
 		}
 		p("\n")
 	}
-	return nil
 }
 
 func pct(x float64) string {
