@@ -69,17 +69,38 @@ type banRead struct {
 	oversized int64             // entries deleted for their length
 }
 
-// readBans reads at most maxRead entries of the hash from cursor, and the
-// fields in want whatever the scan reached: when the scan does not cover the
-// whole hash, those are the entries the merge must know about (the bans this
-// host holds or knew). It returns the cursor the next read goes on from.
-func readBans(ctx context.Context, c redis.UniversalClient, key, cursor string, maxRead int, want []string) (banRead, string, error) {
-	r := banRead{entries: map[string]string{}}
-	vals, err := readBansScript.Run(ctx, c, []string{key}, cursor, maxRead, maxBanField, maxBanValue).Slice()
-	if err != nil {
-		return r, cursor, err
+// banScan is a sync's read of the ban hash, from cursor, at most max
+// entries: the script's call goes in the sync's exchange pipeline, so that
+// reading the bans adds no round trip of its own (over a slow link, a
+// second round trip per sync doubled every sync's length).
+type banScan struct {
+	key, cursor string
+	max         int
+	vals        []any // out: the script's reply
+	err         error // out
+}
+
+// queue adds the scan's script call to pipe (by hash, or with its text).
+func (s *banScan) queue(ctx context.Context, pipe redis.Pipeliner, text bool) *redis.Cmd {
+	args := []any{s.cursor, s.max, maxBanField, maxBanValue}
+	if text {
+		return readBansScript.Eval(ctx, pipe, []string{s.key}, args...)
 	}
-	next, kv, err := r.parse(vals)
+	return readBansScript.EvalSha(ctx, pipe, []string{s.key}, args...)
+}
+
+// readBans finishes a read of the hash whose scan came back with the
+// exchange: it reads the fields in want whatever the scan reached, since
+// when the scan does not cover the whole hash, those are the entries the
+// merge must know about (the bans this host holds or knew). It returns the
+// cursor the next read goes on from.
+func readBans(ctx context.Context, c redis.UniversalClient, scan *banScan, want []string) (banRead, string, error) {
+	r := banRead{entries: map[string]string{}}
+	key, cursor := scan.key, scan.cursor
+	if scan.err != nil {
+		return r, cursor, scan.err
+	}
+	next, kv, err := r.parse(scan.vals)
 	if err != nil {
 		return r, cursor, err
 	}

@@ -97,18 +97,81 @@ const banSlack = int64(time.Second / time.Millisecond)
 // per sync, the next part at the next.
 func maxBanRead(lim maps.BanLimits) int { return max(2*lim.MaxImported, 4096) }
 
+// banPrefetch is what the merge of the bans reads while the sync's
+// exchange is on the wire: the hash's first part (a scan sent in the
+// exchange's pipeline) and the local table, read meanwhile. Reading the
+// whole table takes tens of milliseconds however few bans it holds (its
+// every slot is copied), and on a loaded machine over a hundred: after the
+// round trip, it added that to every sync, and a second round trip for the
+// hash doubled a slow link's share (syncs of a second over a 200 ms round
+// trip, some over their deadline).
+type banPrefetch struct {
+	bt    BanTable
+	err   error // reading the limits
+	lim   maps.BanLimits
+	scan  *banScan
+	table chan tableRead // one read, buffered: never waited for when the exchange fails
+}
+
+// tableRead is the ban table, and the wall clock (ms) when it was read.
+type tableRead struct {
+	bans  []maps.Ban
+	nowMs int64
+	err   error
+}
+
+// start reads the limits and starts reading the table; nil-safe (no
+// bans).
+func (p *banPrefetch) start(e *Engine) {
+	if p == nil {
+		return
+	}
+	lim, err := p.bt.BanLimits()
+	if err != nil {
+		p.err = fmt.Errorf("%w: reading the ban limits: %v", errDatapath, err)
+		return
+	}
+	p.lim = banfeed.Limits(lim)
+	p.scan = &banScan{key: e.bansKey(), cursor: e.banCursor, max: maxBanRead(p.lim)}
+	p.table = make(chan tableRead, 1)
+	wall, bt := e.opts.Wall, p.bt
+	go func() {
+		nowMs := wall() / 1e6
+		// With no ban in force here (the datapath does not look bans
+		// up: no ban rule, and none in its tries when the policy was
+		// applied or since the fleet's), there is nothing to share:
+		// the table, whose every slot a read copies, is not read.
+		on, err := bt.BanLookupOn()
+		if err != nil || !on {
+			p.table <- tableRead{nil, nowMs, err}
+			return
+		}
+		bans, err := bt.Bans()
+		p.table <- tableRead{bans, nowMs, err}
+	}()
+}
+
+// started: start ran (the exchange was sent).
+func (p *banPrefetch) started() bool { return p != nil && (p.err != nil || p.scan != nil) }
+
+// scanOf is the hash's scan to send with the exchange, if any.
+func (p *banPrefetch) scanOf() *banScan {
+	if p == nil {
+		return nil
+	}
+	return p.scan
+}
+
 // syncBans merges the local ban table with the fleet's.
-func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
-	nowMs := e.opts.Wall() / 1e6
-	lim, err := bt.BanLimits()
-	if err != nil {
-		return fmt.Errorf("%w: reading the ban limits: %v", errDatapath, err)
+func (e *Engine) syncBans(ctx context.Context, pre *banPrefetch) error {
+	if pre.err != nil {
+		return pre.err
 	}
-	lim = banfeed.Limits(lim)
-	bans, err := bt.Bans()
-	if err != nil {
-		return fmt.Errorf("%w: reading the ban table: %v", errDatapath, err)
+	tr := <-pre.table
+	if tr.err != nil {
+		return fmt.Errorf("%w: reading the ban table: %v", errDatapath, tr.err)
 	}
+	bt, lim, bans, nowMs := pre.bt, pre.lim, tr.bans, tr.nowMs
 	local := map[netip.Prefix]fleetBan{}
 	hostOwn := map[netip.Prefix]bool{}
 	held := 0
@@ -127,7 +190,7 @@ func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
 			held++
 		}
 	}
-	remote, refused, gone, err := e.readRemote(ctx, local, nowMs, lim)
+	remote, refused, gone, err := e.readRemote(ctx, pre.scan, local, nowMs, lim)
 	if err != nil {
 		return err
 	}
@@ -203,7 +266,7 @@ func (e *Engine) syncBans(ctx context.Context, bt BanTable) error {
 // passes each entry through the gate. It returns the bans let through by
 // prefix; the prefixes of entries refused but left in the hash (they are
 // there: not unbanned); and the fields to delete, malformed or ended.
-func (e *Engine) readRemote(ctx context.Context, local map[netip.Prefix]fleetBan, nowMs int64, lim maps.BanLimits) (
+func (e *Engine) readRemote(ctx context.Context, scan *banScan, local map[netip.Prefix]fleetBan, nowMs int64, lim maps.BanLimits) (
 	remote map[netip.Prefix]remoteBan, refused map[netip.Prefix]bool, gone []string, err error) {
 	var want []string
 	for p := range local {
@@ -215,7 +278,7 @@ func (e *Engine) readRemote(ctx context.Context, local map[netip.Prefix]fleetBan
 		}
 	}
 	limit := maxBanRead(lim)
-	read, next, err := readBans(ctx, e.client, e.bansKey(), e.banCursor, limit, want)
+	read, next, err := readBans(ctx, e.client, scan, want)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -268,10 +268,14 @@ func (e *Engine) Sync(ctx context.Context) SyncResult {
 	start := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	res, err := e.sync(ctx)
-	if bt, ok := e.dp.(BanTable); ok && err == nil && !res.Skipped {
+	var bans *banPrefetch
+	if bt, ok := e.dp.(BanTable); ok {
+		bans = &banPrefetch{bt: bt}
+	}
+	res, err := e.sync(ctx, bans)
+	if bans.started() && err == nil && !res.Skipped {
 		xctx, cancel := context.WithTimeout(ctx, syncDeadline(e.opts.Fleet.Sync, 0))
-		err = e.syncBans(xctx, bt)
+		err = e.syncBans(xctx, bans)
 		cancel()
 	}
 	if err != nil && ctx.Err() != nil {
@@ -304,7 +308,9 @@ type SyncResult struct {
 
 var errDatapath = errors.New("datapath")
 
-func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
+// sync exchanges the limits' keys. With bans (a datapath with a ban table)
+// it starts their merge as it sends the exchange; Sync finishes it.
+func (e *Engine) sync(ctx context.Context, bans *banPrefetch) (SyncResult, error) {
 	var res SyncResult
 	// A new epoch first: every key that admits from now on reports again.
 	e.epoch = nextEpoch(e.epoch)
@@ -376,8 +382,9 @@ func (e *Engine) sync(ctx context.Context) (SyncResult, error) {
 	}
 	hb := &heartbeat{key: "xdpl:" + e.opts.Fleet.Namespace + ":hosts", member: e.opts.HostID,
 		nowMs: e.opts.Wall() / 1e6, ttlMs: max(3*e.opts.Fleet.Sync, 2*time.Second).Milliseconds()}
+	bans.start(e)
 	xctx, cancel := context.WithTimeout(ctx, syncDeadline(e.opts.Fleet.Sync, len(tbx)+len(fwx)))
-	err = exchange(xctx, e.client, hb, tbx, fwx)
+	err = exchange(xctx, e.client, hb, tbx, fwx, bans.scanOf())
 	cancel()
 	if err != nil {
 		// A canceled ctx is the engine stopping (exit, or a reload that

@@ -98,13 +98,15 @@ type heartbeat struct {
 	live   int64 // out
 }
 
-// exchange sends a sync's keys and the heartbeat in one pipeline: one round
-// trip per server (go-redis splits a cluster pipeline by node and sends to
-// all at once). The scripts go by their hash; on a NOSCRIPT reply (a server
-// new or restarted empty) the pipeline is sent again with the scripts' text,
-// which the server caches: two round trips, where loading each script first
-// took four, more than the deadline on a link of a quarter of it.
-func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []tbExchange, fw []fwExchange) error {
+// exchange sends a sync's keys, the heartbeat and the read of the ban hash
+// (scan, when not nil) in one pipeline: one round trip per server (go-redis
+// splits a cluster pipeline by node and sends to all at once). The scripts
+// go by their hash; on a NOSCRIPT reply (a server new or restarted empty)
+// the pipeline is sent again with the scripts' text, which the server
+// caches: two round trips, where loading each script first took four, more
+// than the deadline on a link of a quarter of it. An error of the ban read
+// is the scan's, for the merge of the bans to report; the keys are synced.
+func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []tbExchange, fw []fwExchange, scan *banScan) error {
 	member := hb.member
 	run := func(text bool) ([]redis.Cmder, error) {
 		pipe := c.Pipeline()
@@ -129,6 +131,9 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 		pipe.ZRemRangeByScore(ctx, hb.key, "-inf", "("+strconv.FormatInt(hb.nowMs-hb.ttlMs, 10))
 		pipe.ZCard(ctx, hb.key)
 		pipe.PExpire(ctx, hb.key, msDuration(10*hb.ttlMs))
+		if scan != nil {
+			scan.queue(ctx, pipe, text)
+		}
 		return pipe.Exec(ctx)
 	}
 	cmds, err := run(false)
@@ -141,7 +146,7 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 	// The heartbeat decides whether Redis answers: an error there (a
 	// refused AUTH comes back on every command) fails the sync. An error
 	// on one key's command is that key's alone.
-	hbCmds := cmds[len(tb)+len(fw):]
+	hbCmds := cmds[len(tb)+len(fw) : len(tb)+len(fw)+4]
 	for _, c := range hbCmds {
 		if err := c.Err(); err != nil {
 			return err
@@ -157,6 +162,9 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 	}
 	for i := range fw {
 		fw[i].total, fw[i].reporters, fw[i].held, fw[i].err = readFW(cmds[len(tb)+i])
+	}
+	if scan != nil {
+		scan.vals, scan.err = cmds[len(cmds)-1].(*redis.Cmd).Slice()
 	}
 	return nil
 }
