@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
@@ -79,6 +80,8 @@ func controlBench(e *env, quick bool) (*controlResults, error) {
 	return res, errors.Join(errs...)
 }
 
+// attachReload times attach and detach through the loader on a veth, then
+// reloads of large policies into the attached program.
 func attachReload(e *env, res *controlResults, reps int) error {
 	// The loader pins under the interface's name in the host's bpffs, and
 	// locks it in /run/xdplimit: the name is unique to this process.
@@ -86,62 +89,86 @@ func attachReload(e *env, res *controlResults, reps int) error {
 	if err != nil {
 		return err
 	}
-	compile := func(yaml string, files map[string][]byte) (loader.Policy, error) {
-		img, p, err := compilePolicy(yaml, files)
-		if err != nil {
-			return loader.Policy{}, err
-		}
-		return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256}, nil
-	}
-	one, err := compile(oneRule(tbDrop), nil)
+	one, err := loaderPolicy(oneRule(tbDrop), nil)
 	if err != nil {
 		return err
 	}
-	cfg := loader.Config{Interface: v.PeerName, Mode: loader.ModeNative, Clock: maps.ClockCoarse, Policy: one}
+	at := &attached{v: v, cfg: loader.Config{Interface: v.PeerName, Mode: loader.ModeNative, Clock: maps.ClockCoarse, Policy: one}}
+	defer at.detach()
+	if err := at.timeAttachDetach(res, reps); err != nil {
+		return err
+	}
+	if err := at.attach(); err != nil {
+		return err
+	}
+	at.timeReloads(e, res, reps)
+	return at.detach()
+}
 
-	var a *loader.Attachment
-	// Detach returns before the program is off the interface: the last
-	// reference to the link is the pin, and bpffs frees a removed inode
-	// after an RCU grace period. What an operator waits for is the
-	// interface free again, so the timing includes that.
-	detach := func() error {
-		if a == nil {
-			return nil
-		}
-		err := a.Detach()
-		a = nil
-		if err != nil {
-			return err
-		}
-		return v.PeerNS.Do(func() error {
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-				l, err := netlink.LinkByName(v.PeerName)
-				if err != nil {
-					return err
-				}
-				if x := l.Attrs().Xdp; x == nil || !x.Attached {
-					return nil
-				}
+// loaderPolicy compiles yaml into the policy the loader takes.
+func loaderPolicy(yaml string, files map[string][]byte) (loader.Policy, error) {
+	img, p, err := compilePolicy(yaml, files)
+	if err != nil {
+		return loader.Policy{}, err
+	}
+	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256}, nil
+}
+
+// attached is xdplimit as the loader attaches it to the receiving end of
+// v, a while it is on.
+type attached struct {
+	v   *netns.Veth
+	cfg loader.Config
+	a   *loader.Attachment
+}
+
+func (at *attached) attach() error {
+	return at.v.PeerNS.Do(func() error {
+		var err error
+		at.a, err = loader.Attach(at.cfg)
+		return err
+	})
+}
+
+// detach returns once the interface is free again. Detach returns before
+// the program is off the interface: the last reference to the link is the
+// pin, and bpffs frees a removed inode after an RCU grace period. What an
+// operator waits for is the interface free again, so the timing includes
+// that.
+func (at *attached) detach() error {
+	if at.a == nil {
+		return nil
+	}
+	err := at.a.Detach()
+	at.a = nil
+	if err != nil {
+		return err
+	}
+	v := at.v
+	return v.PeerNS.Do(func() error {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			l, err := netlink.LinkByName(v.PeerName)
+			if err != nil {
+				return err
 			}
-			return fmt.Errorf("%s still has an XDP program 10 s after detach", v.PeerName)
-		})
-	}
-	defer detach()
-	attach := func() error {
-		return v.PeerNS.Do(func() error {
-			var err error
-			a, err = loader.Attach(cfg)
-			return err
-		})
-	}
+			if x := l.Attrs().Xdp; x == nil || !x.Attached {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s still has an XDP program 10 s after detach", v.PeerName)
+	})
+}
+
+// timeAttachDetach times reps attaches, each followed by a timed detach.
+func (at *attached) timeAttachDetach(res *controlResults, reps int) error {
 	ta := res.add("attach (load, verify, create the state tables, policy, attach, pin)", "loader.Attach on a veth, native mode, default --max-sources (1M), 1 rule")
 	td := res.add("detach", "loader.Detach, until the interface has no XDP program")
 	for range reps {
-		ta.timed(1, attach)
+		ta.timed(1, at.attach)
 		if ta.err != "" {
 			break
 		}
-		td.timed(1, detach)
+		td.timed(1, at.detach)
 		if td.err != "" {
 			break
 		}
@@ -149,12 +176,13 @@ func attachReload(e *env, res *controlResults, reps int) error {
 	if ta.err != "" || td.err != "" {
 		return fmt.Errorf("attach: %s%s", ta.err, td.err)
 	}
-	if err := attach(); err != nil {
-		return err
-	}
+	return nil
+}
 
-	// Reloads alternate between two policies that differ, so that every
-	// reload writes a whole generation and clears the older one.
+// timeReloads times the compile and the apply of large policies. Reloads
+// alternate between two policies that differ, so that every reload writes
+// a whole generation and clears the older one.
+func (at *attached) timeReloads(e *env, res *controlResults, reps int) {
 	for _, r := range []struct {
 		name, note string
 		yaml       func(variant int) (string, map[string][]byte)
@@ -175,7 +203,7 @@ func attachReload(e *env, res *controlResults, reps int) error {
 			yaml, files := r.yaml(i)
 			tp.timed(1, func() error {
 				var err error
-				pols[i], err = compile(yaml, files)
+				pols[i], err = loaderPolicy(yaml, files)
 				return err
 			})
 		}
@@ -184,11 +212,10 @@ func attachReload(e *env, res *controlResults, reps int) error {
 		}
 		tr := res.add(r.name+": apply", "Attachment.Reload: write the inactive generation, switch")
 		n := 0
-		tr.timed(1, func() error { n++; return a.Reload(pols[n%2]) }) // warm: both generations in use
+		tr.timed(1, func() error { n++; return at.a.Reload(pols[n%2]) }) // warm: both generations in use
 		tr.d = nil
-		tr.timed(reps, func() error { n++; return a.Reload(pols[n%2]) })
+		tr.timed(reps, func() error { n++; return at.a.Reload(pols[n%2]) })
 	}
-	return detach()
 }
 
 // scrapeMemory fills a 1M-entry table through the program itself (the
