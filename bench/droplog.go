@@ -165,62 +165,93 @@ func dropLogRun(e *env, g *pktgen.Generator, p *vethPair, img *maps.Image, res *
 	if err != nil {
 		return err
 	}
-
-	// The readers, as production runs them.
-	m := droplog.NewMetrics(iface)
-	out := &lineCounter{}
-	logger, err := droplog.New(iface, l, droplog.Settings{Keep: res.Keep, MaxPerSecond: res.Cap}, out, nil, m, nil, nil)
+	rd, err := startDropReaders(e.ctx, iface, l, res)
 	if err != nil {
 		return err
 	}
-	closeLog := sync.OnceValue(logger.Close)
-	defer closeLog()
-	top, err := metrics.NewDropReader(l)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	floodOver := make(chan struct{})
-	var logErr, topErr error
-	var topSamples, topWritten uint64
-	var logDone, topDone sync.WaitGroup
-	logDone.Go(func() { logErr = logger.Run(ctx, droplog.PollInterval) })
-	topDone.Go(func() { topSamples, topWritten, topErr = readLikeTop(ctx, top, floodOver) })
-	defer func() { // on every path: stop both readers
-		cancel()
-		logDone.Wait()
-		topDone.Wait()
-	}()
+	defer rd.stop()
 
 	r, received, softirqd, err := p.floodFor(e, g, count, res.Flood)
 	if err != nil {
 		return err
 	}
-	// top's reader ends at its first redraw after the flood, then the
-	// log takes what it has not read yet, as its next poll would.
-	close(floodOver)
-	topDone.Wait()
-	cancel()
-	logDone.Wait()
-	if err := errors.Join(logErr, topErr, logger.Poll(), closeLog()); err != nil {
+	if err := rd.afterFlood(); err != nil {
 		return err
 	}
 	after, err := metrics.Read(iface, l)
 	if err != nil {
 		return err
 	}
-	suppressed, err := suppressedBy(m)
+	suppressed, err := suppressedBy(rd.m)
 	if err != nil {
 		return err
 	}
-
 	drops := metrics.TotalDrops(before, after)
 	cpu := r.CPUTime + softirqd
 	if received == 0 || drops == 0 || r.Elapsed <= 0 || cpu <= 0 {
 		return fmt.Errorf("nothing dropped (sent %d, received %d, dropped %d)", r.Sent, received, drops)
 	}
+	res.record(e, r, received, cpu, drops, suppressed, rd)
+	return nil
+}
+
+// dropReaders are the drop ring's two readers, as production runs them:
+// the log, and top's.
+type dropReaders struct {
+	m        *droplog.Metrics
+	out      *lineCounter
+	logger   *droplog.Logger
+	closeLog func() error
+
+	cancel                 context.CancelFunc
+	floodOver              chan struct{}
+	logErr, topErr         error
+	topSamples, topWritten uint64
+	logDone, topDone       sync.WaitGroup
+}
+
+func startDropReaders(ctx context.Context, iface string, l *maps.Limiter, res *dropLogResults) (*dropReaders, error) {
+	rd := &dropReaders{m: droplog.NewMetrics(iface), out: &lineCounter{}, floodOver: make(chan struct{})}
+	logger, err := droplog.New(iface, l, droplog.Settings{Keep: res.Keep, MaxPerSecond: res.Cap}, rd.out, nil, rd.m, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	rd.logger, rd.closeLog = logger, sync.OnceValue(logger.Close)
+	top, err := metrics.NewDropReader(l)
+	if err != nil {
+		rd.closeLog()
+		return nil, err
+	}
+	ctx, rd.cancel = context.WithCancel(ctx)
+	rd.logDone.Go(func() { rd.logErr = logger.Run(ctx, droplog.PollInterval) })
+	rd.topDone.Go(func() { rd.topSamples, rd.topWritten, rd.topErr = readLikeTop(ctx, top, rd.floodOver) })
+	return rd, nil
+}
+
+// stop ends both readers, then the log; on every path.
+func (rd *dropReaders) stop() {
+	rd.cancel()
+	rd.logDone.Wait()
+	rd.topDone.Wait()
+	rd.closeLog()
+}
+
+// afterFlood lets the readers finish: top's reader ends at its first
+// redraw after the flood, then the log takes what it has not read yet, as
+// its next poll would.
+func (rd *dropReaders) afterFlood() error {
+	close(rd.floodOver)
+	rd.topDone.Wait()
+	rd.cancel()
+	rd.logDone.Wait()
+	return errors.Join(rd.logErr, rd.topErr, rd.logger.Poll(), rd.closeLog())
+}
+
+// record adds one flood's figures to the results.
+func (res *dropLogResults) record(e *env, r pktgen.Result, received uint64, cpu time.Duration, drops uint64, suppressed map[string]float64, rd *dropReaders) {
 	want := asked(drops, res.Datapath, res.Keep)
-	lines, summaries, peak := out.counts()
+	lines, summaries, peak := rd.out.counts()
+	topSamples, topWritten := rd.topSamples, rd.topWritten
 	// Every sample the log read is a line or a suppression; only the
 	// ring's overwrites never reached it.
 	logReached := float64(lines) + suppressed[droplog.ReasonRate] + suppressed[droplog.ReasonBacklog] + suppressed[droplog.ReasonError]
@@ -242,7 +273,6 @@ func dropLogRun(e *env, g *pktgen.Generator, p *vethPair, img *maps.Image, res *
 		"top %d (%s)", float64(received)/r.Elapsed.Seconds()/1e6, float64(received)/cpu.Seconds()/1e6, r.Sent,
 		r.Elapsed.Round(time.Millisecond), received, drops, want, topWritten, logReached, pct(coverage(logReached, want)),
 		lines, suppressed[droplog.ReasonRate], suppressed[droplog.ReasonRing], peak, topSamples, pct(coverage(float64(topSamples), want)))
-	return nil
 }
 
 func (d *dropLogReader) add(reached, asked, lost float64) {
