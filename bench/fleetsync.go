@@ -104,109 +104,154 @@ type snapshot struct {
 
 func (c *syncCost) measure(e *env, srv *redisproc.Server, runs int) error {
 	c.ring = ringReports()
-	rot := nextPow2(c.keys)
-	yaml := fleetPolicy(srv.Addr(), c.interval,
-		"{algorithm: token_bucket, rate: 1000/s, burst: 1000, scope: fleet}")
-	base := netip.MustParseAddr("10.0.0.0")
-	// TrackAfter 1: every source gets its entry at its first packet.
-	img, p, err := compilePolicy(yaml, nil)
+	rig, err := newSyncRig(e, srv, c.keys, c.interval)
 	if err != nil {
 		return err
 	}
-	l, err := loadImage(maps.Options{Clock: maps.ClockCoarse, MaxSources: uint32(2 * rot),
-		BenchRotate: uint32(rot), BenchBase: base, TrackAfter: 1}, img)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	var bytes byteCounter
-	eng, err := fleet.New(fleet.Options{Fleet: p.Fleet, Interface: "bench", Logf: e.Logf,
-		Dialer: bytes.wrap(redisproc.DialIn(srv.NS()))}, l)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	info := redis.NewClient(redisproc.FastFailOptions(srv.NS(), "", srv.Addr()).Simple())
-	defer info.Close()
-
-	// Each call walks the same c.keys sources from the frame's: every key
-	// admits one packet per round.
-	frame := pktgen.UDP4(base, netip.MustParseAddr("192.0.2.1"), 4000, 53, 18)
-	round := func(keys int) error {
-		_, _, err := l.Program().Benchmark(frame, keys, nil)
-		return err
-	}
-	take := func() (snapshot, error) {
-		var s snapshot
-		var ru unix.Rusage
-		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-			return s, err
-		}
-		s.cpu = tvSec(ru.Utime) + tvSec(ru.Stime)
-		s.redisCPU = procCPU(srv.PID())
-		s.tx, s.rx = bytes.tx.Load(), bytes.rx.Load()
-		ops, err := commandsProcessed(e.ctx, info)
-		if err != nil {
-			return s, err
-		}
-		s.ops = ops
-		cs, err := l.Counters()
-		if err != nil {
-			return s, err
-		}
-		s.lost = cs[maps.CounterFleetLost].Packets
-		return s, nil
-	}
+	defer rig.close()
 	// A sync of one key loads the script (a sync that finds Redis without
 	// it sends its pipeline twice), a first round creates the keys and a
 	// first sync exchanges them.
 	for _, k := range []int{1, c.keys} {
-		if err := round(k); err != nil {
+		if err := rig.round(k); err != nil {
 			return err
 		}
-		if r := eng.Sync(e.ctx); r.Err != nil {
+		if r := rig.eng.Sync(e.ctx); r.Err != nil {
 			return fmt.Errorf("first sync of %d keys: %w", k, r.Err)
 		}
 	}
 	for range runs {
-		// Reports are lost while the packets run: count from before.
-		pre, err := take()
-		if err != nil {
+		if err := c.once(rig); err != nil {
 			return err
 		}
-		if err := round(c.keys); err != nil {
-			return err
-		}
-		before, err := take()
-		if err != nil {
-			return err
-		}
-		start := time.Now()
-		r := eng.Sync(e.ctx)
-		wall := time.Since(start)
-		if r.Err != nil {
-			return fmt.Errorf("sync of %d keys after %v: %w", r.Reported, wall.Round(time.Millisecond), r.Err)
-		}
-		after, err := take()
-		if err != nil {
-			return err
-		}
-		c.wall = append(c.wall, wall.Seconds())
-		c.cpu = append(c.cpu, after.cpu-before.cpu)
-		c.redisCPU = append(c.redisCPU, after.redisCPU-before.redisCPU)
-		c.tx = append(c.tx, float64(after.tx-before.tx))
-		c.rx = append(c.rx, float64(after.rx-before.rx))
-		// The second INFO counts the first.
-		c.ops = append(c.ops, float64(after.ops-before.ops-1))
-		c.reported = append(c.reported, float64(r.Reported))
-		c.exchanged = append(c.exchanged, float64(r.Exchanged))
-		c.unsynced = append(c.unsynced, float64(r.Unsynced))
-		c.lost = append(c.lost, float64(after.lost-pre.lost))
 		if err := e.ctx.Err(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// once admits a packet of every key and times the sync that follows.
+func (c *syncCost) once(rig *syncRig) error {
+	// Reports are lost while the packets run: count from before.
+	pre, err := rig.take()
+	if err != nil {
+		return err
+	}
+	if err := rig.round(c.keys); err != nil {
+		return err
+	}
+	before, err := rig.take()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	r := rig.eng.Sync(rig.e.ctx)
+	wall := time.Since(start)
+	if r.Err != nil {
+		return fmt.Errorf("sync of %d keys after %v: %w", r.Reported, wall.Round(time.Millisecond), r.Err)
+	}
+	after, err := rig.take()
+	if err != nil {
+		return err
+	}
+	c.wall = append(c.wall, wall.Seconds())
+	c.cpu = append(c.cpu, after.cpu-before.cpu)
+	c.redisCPU = append(c.redisCPU, after.redisCPU-before.redisCPU)
+	c.tx = append(c.tx, float64(after.tx-before.tx))
+	c.rx = append(c.rx, float64(after.rx-before.rx))
+	// The second INFO counts the first.
+	c.ops = append(c.ops, float64(after.ops-before.ops-1))
+	c.reported = append(c.reported, float64(r.Reported))
+	c.exchanged = append(c.exchanged, float64(r.Exchanged))
+	c.unsynced = append(c.unsynced, float64(r.Unsynced))
+	c.lost = append(c.lost, float64(after.lost-pre.lost))
+	return nil
+}
+
+// syncRig is one host of a fleet: the program walking keys sources at
+// fleet scope, its engine syncing with srv through a dialer that counts
+// bytes, and a client of its own to read Redis's counters.
+type syncRig struct {
+	e     *env
+	srv   *redisproc.Server
+	l     *maps.Limiter
+	eng   *fleet.Engine
+	info  *redis.Client
+	bytes byteCounter
+	frame []byte
+}
+
+func newSyncRig(e *env, srv *redisproc.Server, keys int, interval time.Duration) (rig *syncRig, err error) {
+	rot := nextPow2(keys)
+	yaml := fleetPolicy(srv.Addr(), interval,
+		"{algorithm: token_bucket, rate: 1000/s, burst: 1000, scope: fleet}")
+	base := netip.MustParseAddr("10.0.0.0")
+	img, p, err := compilePolicy(yaml, nil)
+	if err != nil {
+		return nil, err
+	}
+	// Each call walks the same keys sources from the frame's: every key
+	// admits one packet per round.
+	rig = &syncRig{e: e, srv: srv, frame: pktgen.UDP4(base, netip.MustParseAddr("192.0.2.1"), 4000, 53, 18)}
+	defer func() {
+		if err != nil {
+			rig.close()
+		}
+	}()
+	// TrackAfter 1: every source gets its entry at its first packet.
+	if rig.l, err = loadImage(maps.Options{Clock: maps.ClockCoarse, MaxSources: uint32(2 * rot),
+		BenchRotate: uint32(rot), BenchBase: base, TrackAfter: 1}, img); err != nil {
+		return nil, err
+	}
+	if rig.eng, err = fleet.New(fleet.Options{Fleet: p.Fleet, Interface: "bench", Logf: e.Logf,
+		Dialer: rig.bytes.wrap(redisproc.DialIn(srv.NS()))}, rig.l); err != nil {
+		return nil, err
+	}
+	rig.info = redis.NewClient(redisproc.FastFailOptions(srv.NS(), "", srv.Addr()).Simple())
+	return rig, nil
+}
+
+// close closes what newSyncRig opened, the client first and the limiter last.
+func (rig *syncRig) close() {
+	if rig.info != nil {
+		rig.info.Close()
+	}
+	if rig.eng != nil {
+		rig.eng.Close()
+	}
+	if rig.l != nil {
+		rig.l.Close()
+	}
+}
+
+// round runs keys packets, one for each of the first keys sources.
+func (rig *syncRig) round(keys int) error {
+	_, _, err := rig.l.Program().Benchmark(rig.frame, keys, nil)
+	return err
+}
+
+// take reads the counters a sync moves.
+func (rig *syncRig) take() (snapshot, error) {
+	var s snapshot
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return s, err
+	}
+	s.cpu = tvSec(ru.Utime) + tvSec(ru.Stime)
+	s.redisCPU = procCPU(rig.srv.PID())
+	s.tx, s.rx = rig.bytes.tx.Load(), rig.bytes.rx.Load()
+	ops, err := commandsProcessed(rig.e.ctx, rig.info)
+	if err != nil {
+		return s, err
+	}
+	s.ops = ops
+	cs, err := rig.l.Counters()
+	if err != nil {
+		return s, err
+	}
+	s.lost = cs[maps.CounterFleetLost].Packets
+	return s, nil
 }
 
 func tvSec(tv unix.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
