@@ -36,96 +36,8 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 		rs.Shadow = rs.Shadow || img.Shadow
 		img.Rules = append(img.Rules, rs)
 	}
-	rules := p.Rules
-
-	// A dimension is looked up only when some rule constrains it.
-	for _, r := range rules {
-		m := r.Match
-		if m.Protocol != policy.ProtoAny {
-			img.Dims |= maps.DimProto
-		}
-		if len(m.DstPorts) > 0 {
-			img.Dims |= maps.DimDport
-		}
-		if len(m.SrcPorts) > 0 {
-			img.Dims |= maps.DimSport
-		}
-		if _, constrained := m.Sources(); constrained {
-			img.Dims |= maps.DimSrc
-		}
-		if len(m.DstCIDRs) > 0 {
-			img.Dims |= maps.DimDst
-		}
-		if m.TCPFlags != nil {
-			img.Dims |= maps.DimTCPFlags
-		}
-		if len(m.VLANs) > 0 {
-			img.Dims |= maps.DimVLAN
-		}
-	}
-	if img.Dims&maps.DimProto != 0 {
-		img.Proto = make([]maps.Bitmap, maps.ProtoSlots)
-		for i, r := range rules {
-			for fam := 0; fam < 2; fam++ {
-				for proto := 0; proto < 256; proto++ {
-					if protoMatches(r.Match.Protocol, fam, proto) {
-						maps.SetBit(&img.Proto[fam*256+proto], i)
-					}
-				}
-			}
-		}
-	}
-	if img.Dims&maps.DimDport != 0 {
-		img.DPort = portBitmaps(rules, func(m *policy.Match) []policy.PortRange { return m.DstPorts })
-	}
-	if img.Dims&maps.DimSport != 0 {
-		img.SPort = portBitmaps(rules, func(m *policy.Match) []policy.PortRange { return m.SrcPorts })
-	}
-	if img.Dims&maps.DimTCPFlags != 0 {
-		img.TCPFlags = make([]maps.Bitmap, maps.TCPFlagSlots)
-		for i, r := range rules {
-			f := r.Match.TCPFlags
-			for v := uint32(0); v < maps.TCPFlagSlots; v++ {
-				var ok bool
-				switch {
-				case f == nil:
-					ok = true
-				case v == maps.TCPFlagIdxFrag:
-					// Non-first fragments carry no flags: judged as if
-					// they matched, so fragmenting does not evade a rule.
-					ok = true
-				case v == maps.TCPFlagIdxNone:
-					ok = false
-				default:
-					ok = uint8(v)&f.Set == f.Set && uint8(v)&f.Clear == 0
-				}
-				if ok {
-					maps.SetBit(&img.TCPFlags[v], i)
-				}
-			}
-		}
-	}
-	if img.Dims&maps.DimVLAN != 0 {
-		img.VLAN = make([]maps.Bitmap, maps.VLANSlots)
-		for i, r := range rules {
-			if len(r.Match.VLANs) == 0 {
-				for v := range img.VLAN {
-					maps.SetBit(&img.VLAN[v], i)
-				}
-				continue
-			}
-			for _, v := range r.Match.VLANs {
-				maps.SetBit(&img.VLAN[v], i)
-			}
-		}
-	}
-	compileSignature(img, rules)
-	if img.Dims&maps.DimSrc != 0 {
-		img.Src = prefixBitmaps(rules, func(m *policy.Match) ([]netip.Prefix, bool) { return m.Sources() })
-	}
-	if img.Dims&maps.DimDst != 0 {
-		img.Dst = prefixBitmaps(rules, func(m *policy.Match) ([]netip.Prefix, bool) { return m.DstCIDRs, len(m.DstCIDRs) > 0 })
-	}
+	img.Dims = usedDims(p.Rules)
+	compileFields(img, p.Rules)
 	budget, err := compileLevel(policy.Level{Key: policy.Key{Kind: policy.KeyGlobal}, Limit: p.Reject.Budget})
 	if err != nil {
 		return nil, fmt.Errorf("%s: reject: %w", p.Path, err)
@@ -135,6 +47,125 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 		return nil, fmt.Errorf("%s: unparsed: %w", p.Path, err)
 	}
 	return img, nil
+}
+
+// usedDims are the dimensions some rule constrains: a dimension is looked
+// up only then.
+func usedDims(rules []policy.Rule) uint32 {
+	var dims uint32
+	for _, r := range rules {
+		m := r.Match
+		if m.Protocol != policy.ProtoAny {
+			dims |= maps.DimProto
+		}
+		if len(m.DstPorts) > 0 {
+			dims |= maps.DimDport
+		}
+		if len(m.SrcPorts) > 0 {
+			dims |= maps.DimSport
+		}
+		if _, constrained := m.Sources(); constrained {
+			dims |= maps.DimSrc
+		}
+		if len(m.DstCIDRs) > 0 {
+			dims |= maps.DimDst
+		}
+		if m.TCPFlags != nil {
+			dims |= maps.DimTCPFlags
+		}
+		if len(m.VLANs) > 0 {
+			dims |= maps.DimVLAN
+		}
+	}
+	return dims
+}
+
+// compileFields writes the bitmaps of every dimension img.Dims uses, and
+// the signature fields'.
+func compileFields(img *maps.Image, rules []policy.Rule) {
+	if img.Dims&maps.DimProto != 0 {
+		img.Proto = protoBitmaps(rules)
+	}
+	if img.Dims&maps.DimDport != 0 {
+		img.DPort = portBitmaps(rules, func(m *policy.Match) []policy.PortRange { return m.DstPorts })
+	}
+	if img.Dims&maps.DimSport != 0 {
+		img.SPort = portBitmaps(rules, func(m *policy.Match) []policy.PortRange { return m.SrcPorts })
+	}
+	if img.Dims&maps.DimTCPFlags != 0 {
+		img.TCPFlags = tcpFlagBitmaps(rules)
+	}
+	if img.Dims&maps.DimVLAN != 0 {
+		img.VLAN = vlanBitmaps(rules)
+	}
+	compileSignature(img, rules)
+	if img.Dims&maps.DimSrc != 0 {
+		img.Src = prefixBitmaps(rules, func(m *policy.Match) ([]netip.Prefix, bool) { return m.Sources() })
+	}
+	if img.Dims&maps.DimDst != 0 {
+		img.Dst = prefixBitmaps(rules, func(m *policy.Match) ([]netip.Prefix, bool) { return m.DstCIDRs, len(m.DstCIDRs) > 0 })
+	}
+}
+
+// protoBitmaps has a bitmap for each IP family and protocol number.
+func protoBitmaps(rules []policy.Rule) []maps.Bitmap {
+	bms := make([]maps.Bitmap, maps.ProtoSlots)
+	for i, r := range rules {
+		for fam := 0; fam < 2; fam++ {
+			for proto := 0; proto < 256; proto++ {
+				if protoMatches(r.Match.Protocol, fam, proto) {
+					maps.SetBit(&bms[fam*256+proto], i)
+				}
+			}
+		}
+	}
+	return bms
+}
+
+// tcpFlagBitmaps has a bitmap for each value of the TCP flags byte, and
+// for a non-first fragment and a packet without TCP flags.
+func tcpFlagBitmaps(rules []policy.Rule) []maps.Bitmap {
+	bms := make([]maps.Bitmap, maps.TCPFlagSlots)
+	for i, r := range rules {
+		f := r.Match.TCPFlags
+		for v := uint32(0); v < maps.TCPFlagSlots; v++ {
+			var ok bool
+			switch {
+			case f == nil:
+				ok = true
+			case v == maps.TCPFlagIdxFrag:
+				// Non-first fragments carry no flags: judged as if
+				// they matched, so fragmenting does not evade a rule.
+				ok = true
+			case v == maps.TCPFlagIdxNone:
+				ok = false
+			default:
+				ok = uint8(v)&f.Set == f.Set && uint8(v)&f.Clear == 0
+			}
+			if ok {
+				maps.SetBit(&bms[v], i)
+			}
+		}
+	}
+	return bms
+}
+
+// vlanBitmaps has a bitmap for each VLAN ID; a rule that names none
+// matches every one.
+func vlanBitmaps(rules []policy.Rule) []maps.Bitmap {
+	bms := make([]maps.Bitmap, maps.VLANSlots)
+	for i, r := range rules {
+		if len(r.Match.VLANs) == 0 {
+			for v := range bms {
+				maps.SetBit(&bms[v], i)
+			}
+			continue
+		}
+		for _, v := range r.Match.VLANs {
+			maps.SetBit(&bms[v], i)
+		}
+	}
+	return bms
 }
 
 func protoMatches(p policy.Protocol, fam, proto int) bool {
