@@ -92,16 +92,37 @@ func (c *Config) query(startup bool) url.Values {
 
 // withDefaults fills in defaults and refuses what cannot work.
 func (c Config) withDefaults() (Config, *rules, error) {
+	if err := c.checkEndpoint(); err != nil {
+		return c, nil, err
+	}
+	c.fillDefaults()
+	if err := c.normaliseLists(); err != nil {
+		return c, nil, err
+	}
+	r, err := c.keepRules()
+	if err != nil {
+		return c, nil, err
+	}
+	return c, r, nil
+}
+
+// checkEndpoint refuses a URL or an API key no LAPI could take.
+func (c *Config) checkEndpoint() error {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return c, nil, fmt.Errorf("crowdsec: URL %q: want http(s)://host:port", c.URL)
+		return fmt.Errorf("crowdsec: URL %q: want http(s)://host:port", c.URL)
 	}
 	if c.APIKey == "" {
-		return c, nil, errors.New("crowdsec: no API key")
+		return errors.New("crowdsec: no API key")
 	}
 	if strings.ContainsFunc(c.APIKey, func(r rune) bool { return r <= ' ' || r > '~' }) {
-		return c, nil, errors.New("crowdsec: the API key has spaces or control characters")
+		return errors.New("crowdsec: the API key has spaces or control characters")
 	}
+	return nil
+}
+
+// fillDefaults sets what is left zero to its default.
+func (c *Config) fillDefaults() {
 	dur := func(d *time.Duration, def time.Duration) {
 		if *d <= 0 {
 			*d = def
@@ -117,7 +138,7 @@ func (c Config) withDefaults() (Config, *rules, error) {
 	if c.MaxDecisions <= 0 {
 		c.MaxDecisions = DefaultMaxDecisions
 	}
-	// Copies: the lists are normalised below, and the caller's are not
+	// Copies: the lists are normalised next, and the caller's are not
 	// ours to change.
 	c.Types, c.Scopes = slices.Clone(c.Types), slices.Clone(c.Scopes)
 	if len(c.Types) == 0 {
@@ -135,7 +156,11 @@ func (c Config) withDefaults() (Config, *rules, error) {
 	if c.UserAgent == "" {
 		c.UserAgent = "xdplimit-crowdsec-bouncer/unknown"
 	}
-	r := &rules{types: map[string]bool{}, scopes: map[string]bool{}}
+}
+
+// normaliseLists refuses a filter value the LAPI would misread and lowers
+// the case of types and scopes.
+func (c *Config) normaliseLists() error {
 	// The LAPI splits its filters on commas: a comma inside one value
 	// would silently become two.
 	lists := []struct {
@@ -146,7 +171,7 @@ func (c Config) withDefaults() (Config, *rules, error) {
 	for _, l := range lists {
 		for i, s := range *l.v {
 			if s == "" || strings.ContainsAny(s, ",") || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' }) {
-				return c, nil, fmt.Errorf("crowdsec: %s %q: empty, or has a comma or a control character", l.name, s)
+				return fmt.Errorf("crowdsec: %s %q: empty, or has a comma or a control character", l.name, s)
 			}
 			// The LAPI compares types exactly, and its own are lower
 			// case (ban, captcha, throttle).
@@ -155,12 +180,18 @@ func (c Config) withDefaults() (Config, *rules, error) {
 			}
 		}
 	}
+	return nil
+}
+
+// keepRules is what a decision must be to be kept, from the normalised lists.
+func (c *Config) keepRules() (*rules, error) {
+	r := &rules{types: map[string]bool{}, scopes: map[string]bool{}}
 	for _, t := range c.Types {
 		r.types[t] = true
 	}
 	for _, s := range c.Scopes {
 		if s != "ip" && s != "range" {
-			return c, nil, fmt.Errorf("crowdsec: scope %q: only ip and range can be banned", s)
+			return nil, fmt.Errorf("crowdsec: scope %q: only ip and range can be banned", s)
 		}
 		r.scopes[s] = true
 	}
@@ -176,7 +207,7 @@ func (c Config) withDefaults() (Config, *rules, error) {
 	for _, s := range c.ScenariosNotContaining {
 		r.without = append(r.without, strings.ToLower(s))
 	}
-	return c, r, nil
+	return r, nil
 }
 
 // maxKeyFile bounds a key file: a key is 32 characters.

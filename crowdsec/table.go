@@ -186,12 +186,35 @@ func (t *Table) reconcile(now time.Time, lim maps.BanLimits, deleted map[netip.P
 	if len(t.dirty) == 0 {
 		return res, nil
 	}
+	table, held, err := t.enforced()
+	if err != nil {
+		return res, err
+	}
+	dirty := make([]netip.Prefix, 0, len(t.dirty))
+	for p := range t.dirty {
+		dirty = append(dirty, p)
+	}
+	slices.SortFunc(dirty, func(a, b netip.Prefix) int { return a.Compare(b) })
+	// Prefixes left without a decision first: the bans they end make room
+	// for this round's.
+	ended, err := t.unbanEnded(dirty, table, deleted, &res)
+	if err != nil {
+		return res, err
+	}
+	round := t.gate.Begin(held-ended, lim, t.bt.BansCapacity())
+	defer round.End()
+	reqs, reqOf, added := t.admit(dirty, table, now, deleted, round, &res)
+	return res, t.ban(reqs, reqOf, added, round, &res)
+}
+
+// enforced is the ban table's enforced bans by prefix, and how many of
+// them are ours.
+func (t *Table) enforced() (table map[netip.Prefix]maps.Ban, held int, err error) {
 	bans, err := t.bt.Bans()
 	if err != nil {
-		return res, fmt.Errorf("reading the ban table: %w", err)
+		return nil, 0, fmt.Errorf("reading the ban table: %w", err)
 	}
-	table := make(map[netip.Prefix]maps.Ban, len(bans))
-	held := 0
+	table = make(map[netip.Prefix]maps.Ban, len(bans))
 	for _, b := range bans {
 		if b.Shadow {
 			continue // never enforced: any ban may take its place
@@ -201,13 +224,12 @@ func (t *Table) reconcile(now time.Time, lim maps.BanLimits, deleted map[netip.P
 			held++
 		}
 	}
-	dirty := make([]netip.Prefix, 0, len(t.dirty))
-	for p := range t.dirty {
-		dirty = append(dirty, p)
-	}
-	slices.SortFunc(dirty, func(a, b netip.Prefix) int { return a.Compare(b) })
-	// Prefixes left without a decision first: the bans they end make room
-	// for this round's.
+	return table, held, nil
+}
+
+// unbanEnded ends our bans on the dirty prefixes left without a decision,
+// takes them out of table, and returns how many it ended.
+func (t *Table) unbanEnded(dirty []netip.Prefix, table map[netip.Prefix]maps.Ban, deleted map[netip.Prefix]bool, res *Applied) (int, error) {
 	var unban []netip.Prefix
 	for _, p := range dirty {
 		if t.last(p) != nil {
@@ -220,27 +242,32 @@ func (t *Table) reconcile(now time.Time, lim maps.BanLimits, deleted map[netip.P
 			res.NotHeld++
 		}
 	}
-	if len(unban) > 0 {
-		ended, err := t.bt.UnbanAll(unban)
-		for i, p := range unban {
-			delete(table, p)
-			switch {
-			case i < len(ended) && ended[i]:
-				res.Unbanned++
-				held--
-			case deleted[p]:
-				res.NotHeld++
-			}
-		}
-		if err != nil {
-			return res, fmt.Errorf("unbanning: %w", err)
+	if len(unban) == 0 {
+		return 0, nil
+	}
+	n := 0
+	ended, err := t.bt.UnbanAll(unban)
+	for i, p := range unban {
+		delete(table, p)
+		switch {
+		case i < len(ended) && ended[i]:
+			res.Unbanned++
+			n++
+		case deleted[p]:
+			res.NotHeld++
 		}
 	}
-	round := t.gate.Begin(held, lim, t.bt.BansCapacity())
-	defer round.End()
-	var reqs []maps.BanRequest
-	var reqOf []*decision
-	var added []bool
+	if err != nil {
+		return n, fmt.Errorf("unbanning: %w", err)
+	}
+	return n, nil
+}
+
+// admit is the bans the dirty prefixes still under a decision need, as far
+// as round admits them: with each, its decision and whether it adds an
+// entry to the table.
+func (t *Table) admit(dirty []netip.Prefix, table map[netip.Prefix]maps.Ban, now time.Time, deleted map[netip.Prefix]bool,
+	round *banfeed.Round, res *Applied) (reqs []maps.BanRequest, reqOf []*decision, added []bool) {
 	for _, p := range dirty {
 		best := t.last(p)
 		if best == nil {
@@ -265,7 +292,7 @@ func (t *Table) reconcile(now time.Time, lim maps.BanLimits, deleted map[netip.P
 		reqs = append(reqs, maps.BanRequest{Prefix: p, For: min(max(left, maps.MinBan), maps.MaxBan), Reason: best.reason})
 		reqOf, added = append(reqOf, best), append(added, !inTable)
 	}
-	return res, t.ban(reqs, reqOf, added, round, &res)
+	return reqs, reqOf, added
 }
 
 // ban writes the admitted bans in one batch and makes sure the datapath
