@@ -11,6 +11,7 @@ package fleet
 // flood of the same length.
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -121,11 +122,17 @@ func TestFleetFaultRedisKilledMidFlood(t *testing.T) {
 		statusHas(t, l, i, "up since")
 	}
 
-	// The flood outlasts the outage and the agents' reconnection: Redis
-	// restarts 5-7 s in, and an agent retries with a backoff of up to 5 s,
-	// so keys are exchanged under the flood once Redis is back.
+	// The flood outlasts the outage and the agents' reconnection, however
+	// long they take on this machine: Redis restarts 5-7 s in on an idle
+	// one, later on a loaded one (the scrapes and status reads between
+	// take longer), and an agent retries with a backoff of up to 5 s; a
+	// flood of a fixed 14 s ended before some host was back, which then
+	// had no keys to exchange. It runs until every host has exchanged
+	// keys again (40 s at the most).
 	c0 := readCounts(t, l)
-	wait := spreadAsync(l, spread{Hosts: hosts, Rate: floodRate, Dur: 14 * time.Second, Src: src(1)})
+	floodCtx, stopFlood := context.WithCancel(t.Context())
+	defer stopFlood()
+	wait := spreadUntil(floodCtx, l, spread{Hosts: hosts, Rate: floodRate, Dur: 40 * time.Second, Src: src(1)})
 	time.Sleep(2 * time.Second)
 	m1 := samples(t, l)
 	c1, t1 := readCounts(t, l), time.Now()
@@ -155,6 +162,8 @@ func TestFleetFaultRedisKilledMidFlood(t *testing.T) {
 	for _, i := range hosts {
 		f.waitLines(t, i, 1, upLine+" again", 7*time.Second)
 	}
+	waitExchanged(t, l, m3, 5*time.Second)
+	stopFlood()
 	res := wait(t)
 	c4 := settledCounts(t, l)
 	checkJudged(t, c0, c4, res)
@@ -228,6 +237,31 @@ func TestFleetFaultRedisKilledMidFlood(t *testing.T) {
 		if u.rssKB > use0[i].rssKB+32<<10 || u.threads > use0[i].threads+8 || m5[i].goroutines > m0[i].goroutines+10 {
 			t.Errorf("host %d grew across the outage: VmRSS %d -> %d kB, threads %d -> %d, goroutines %v -> %v",
 				i, use0[i].rssKB, u.rssKB, use0[i].threads, u.threads, m0[i].goroutines, m5[i].goroutines)
+		}
+	}
+}
+
+// waitExchanged waits until every host has exchanged keys since the
+// samples before: the flood goes on, so a host whose link is back reports
+// keys at its next sync (the one that logs it back, or the next).
+func waitExchanged(t *testing.T, l *fleetlab.Lab, before []sample, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		now, all := samples(t, l), true
+		for i := range now {
+			all = all && now[i].keys > before[i].keys
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			for i := range now {
+				if now[i].keys <= before[i].keys {
+					t.Errorf("host %d: keys exchanged %v -> %v in %v of the flood since Redis was back",
+						i, before[i].keys, now[i].keys, timeout)
+				}
+			}
+			return
 		}
 	}
 }
