@@ -15,19 +15,38 @@ import (
 // under emulation), and a test binary asks for the same few builds hundreds
 // of times. XDPLTEST_FRESH=1 loads every time, to rule the reuse out when a
 // test fails.
-var pool = struct {
+var pool struct {
 	sync.Mutex
-	free map[string][]*maps.Limiter
-}{free: make(map[string][]*maps.Limiter)}
+	idle []idle // oldest first
+}
+
+// idle is a limiter no test is using, and what it was loaded with.
+type idle struct {
+	key string
+	l   *maps.Limiter
+}
+
+// maxIdle bounds the limiters kept between tests: each holds its maps'
+// memory (tens of MiB at the tests' sizes), and the 6.1 VM's 2 GiB ran out
+// when every build a test binary used stayed loaded. A binary mostly
+// alternates between two or three builds; the least recently released goes
+// first.
+const maxIdle = 3
 
 // freshEnv names the variable that turns the reuse off.
 const freshEnv = "XDPLTEST_FRESH"
 
+// maxPooledSources is the largest state table a pooled limiter has: one of
+// the program's default size (1M sources) holds hundreds of MiB, too much
+// to keep idle in a VM, and few tests ask for it.
+const maxPooledSources = 1 << 16
+
 // poolKey is what decides the program a load verifies and the maps it
-// creates, as one comparable string; "" for a limiter that must not be
-// shared (adopted pinned maps are another process's state).
+// creates, as one comparable string; "" for a limiter that is not shared:
+// adopted pinned maps (another process's state), or large tables.
 func poolKey(opts maps.Options) string {
-	if opts.Pinned != nil || os.Getenv(freshEnv) == "1" {
+	if opts.Pinned != nil || os.Getenv(freshEnv) == "1" ||
+		opts.MaxSources == 0 || opts.MaxSources > maxPooledSources {
 		return ""
 	}
 	if opts.TrackAfter == 0 {
@@ -46,15 +65,9 @@ func poolKey(opts maps.Options) string {
 func take(opts maps.Options) (l *maps.Limiter, key string, err error) {
 	key = poolKey(opts)
 	for key != "" {
-		pool.Lock()
-		free := pool.free[key]
-		if len(free) == 0 {
-			pool.Unlock()
+		if l = takeIdle(key); l == nil {
 			break
 		}
-		l = free[len(free)-1]
-		pool.free[key] = free[:len(free)-1]
-		pool.Unlock()
 		// A test may have closed its limiter itself: the reset fails on
 		// the closed descriptors, and a new one is loaded.
 		if err := l.Reset(); err == nil {
@@ -66,6 +79,21 @@ func take(opts maps.Options) (l *maps.Limiter, key string, err error) {
 	return l, key, err
 }
 
+// takeIdle removes the most recently released idle limiter loaded as key
+// from the pool; nil when there is none.
+func takeIdle(key string) *maps.Limiter {
+	pool.Lock()
+	defer pool.Unlock()
+	for i := len(pool.idle) - 1; i >= 0; i-- {
+		if pool.idle[i].key == key {
+			l := pool.idle[i].l
+			pool.idle = append(pool.idle[:i], pool.idle[i+1:]...)
+			return l
+		}
+	}
+	return nil
+}
+
 // release returns l to the pool, or closes it when it cannot be shared.
 func release(l *maps.Limiter, key string) {
 	if key == "" {
@@ -73,6 +101,14 @@ func release(l *maps.Limiter, key string) {
 		return
 	}
 	pool.Lock()
-	pool.free[key] = append(pool.free[key], l)
+	pool.idle = append(pool.idle, idle{key, l})
+	var evicted []idle
+	if n := len(pool.idle) - maxIdle; n > 0 {
+		evicted = append(evicted, pool.idle[:n]...)
+		pool.idle = append(pool.idle[:0], pool.idle[n:]...)
+	}
 	pool.Unlock()
+	for _, e := range evicted {
+		e.l.Close()
+	}
 }
