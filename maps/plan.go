@@ -60,91 +60,129 @@ type newSlot struct {
 // level in force uses.
 func planGeneration(in planInput) (plan, error) {
 	p := plan{nextStateID: in.nextStateID}
-	old := map[string]installed{}
-	for _, r := range in.inForce {
-		old[r.name] = r
-	}
-	used := make([]bool, CounterSlots)
-	gused := make([]bool, globalSlots)
-	for _, o := range old {
-		used[o.slot] = true
-		for _, ol := range o.levels {
-			if ol.KeyKind == KeyGlobal && int(ol.Slot) < globalSlots {
-				gused[ol.Slot] = true
-			}
-		}
-	}
-	gnext, nextFree := 0, 0
+	sl := slotsInForce(in.inForce)
 	p.rules = make([]gen.XdplimitXdplRule, len(in.img.Rules))
 	for i, rs := range in.img.Rules {
 		r := &p.rules[i]
-		o, had := old[rs.Name]
+		o, had := sl.old[rs.Name]
 		if had {
 			r.CounterSlot = o.slot
-		} else {
-			for nextFree < CounterSlots && used[nextFree] {
-				nextFree++
-			}
-			if nextFree == CounterSlots {
-				return p, fmt.Errorf("no free counter slot for rule %q", rs.Name)
-			}
-			used[nextFree] = true
-			r.CounterSlot = uint32(nextFree)
-			if len(rs.Name) >= NameLen {
-				return p, fmt.Errorf("rule name %q longer than %d bytes", rs.Name, NameLen-1)
-			}
-			p.newSlots = append(p.newSlots, newSlot{r.CounterSlot, rs.Name})
+		} else if err := p.newCounterSlot(sl, r, rs.Name); err != nil {
+			return p, err
 		}
-		if rs.Shadow {
-			r.Flags |= rfShadow
+		p.ruleFlags(r, rs)
+		if err := p.planLevels(in, sl, r, rs, o.levels); err != nil {
+			return p, err
 		}
-		if rs.SynCookie {
-			r.Flags |= rfSynCookie
-			p.cfg.Flags |= gfSynCookie
-		}
-		if rs.Reject {
-			r.Flags |= rfReject
-		}
-		if b := rs.Ban; b != nil {
-			r.Flags |= rfBan
-			r.BanBits4, r.BanBits6 = uint8(b.V4Bits), uint8(b.V6Bits)
-			r.BanNs = uint64(b.For)
-			p.cfg.Flags |= gfBans
-		}
-		r.Nlevels = uint8(len(rs.Levels))
-		for k, ls := range rs.Levels {
-			lv := &r.Levels[k]
-			in.levelFields(lv, ls)
-			if lv.Flags&lfFleet != 0 && lv.Algorithm != AlgTokenBucket {
-				// A sync may lower its count: cached refusals of it
-				// hold only under the ban epoch (bpf/refused.h).
-				p.cfg.Flags |= gfFleetWin
-			}
-			for _, ol := range o.levels {
-				if ol.Origin == lv.Origin && sameLimit(ol, *lv) {
-					lv.StateId = ol.StateId
-					if lv.Flags&lfFleet != 0 && ol.Flags&lfFleet != 0 {
-						lv.P3 = ol.P3 // kept windows keep their alignment
-					}
-				}
-			}
-			kept := lv.StateId != 0
-			if !kept {
-				lv.StateId = p.nextStateID
-				p.nextStateID++
-			}
-			if ls.KeyKind != KeyGlobal {
-				continue
-			}
-			fresh, err := globalSlot(lv, o.levels, kept, gused, &gnext)
-			if err != nil {
-				return p, fmt.Errorf("rule %q: %w", rs.Name, err)
-			}
-			if fresh {
-				p.newGlobals = append(p.newGlobals, lv.Slot)
+	}
+	return p, p.planConfig(in)
+}
+
+// slots are the counter and global-level slots the rules in force hold,
+// and where the search for a free one goes on from.
+type slots struct {
+	old             map[string]installed
+	used, gused     []bool
+	nextFree, gnext int
+}
+
+func slotsInForce(inForce []installed) *slots {
+	sl := &slots{old: map[string]installed{}, used: make([]bool, CounterSlots), gused: make([]bool, globalSlots)}
+	for _, r := range inForce {
+		sl.old[r.name] = r
+	}
+	for _, o := range sl.old {
+		sl.used[o.slot] = true
+		for _, ol := range o.levels {
+			if ol.KeyKind == KeyGlobal && int(ol.Slot) < globalSlots {
+				sl.gused[ol.Slot] = true
 			}
 		}
 	}
+	return sl
+}
+
+// newCounterSlot gives a rule new to the generation a counter slot no
+// rule in force uses.
+func (p *plan) newCounterSlot(sl *slots, r *gen.XdplimitXdplRule, name string) error {
+	for sl.nextFree < CounterSlots && sl.used[sl.nextFree] {
+		sl.nextFree++
+	}
+	if sl.nextFree == CounterSlots {
+		return fmt.Errorf("no free counter slot for rule %q", name)
+	}
+	sl.used[sl.nextFree] = true
+	r.CounterSlot = uint32(sl.nextFree)
+	if len(name) >= NameLen {
+		return fmt.Errorf("rule name %q longer than %d bytes", name, NameLen-1)
+	}
+	p.newSlots = append(p.newSlots, newSlot{r.CounterSlot, name})
+	return nil
+}
+
+// ruleFlags sets the rule's flags from its actions, and the flags of the
+// generation they need.
+func (p *plan) ruleFlags(r *gen.XdplimitXdplRule, rs RuleSpec) {
+	if rs.Shadow {
+		r.Flags |= rfShadow
+	}
+	if rs.SynCookie {
+		r.Flags |= rfSynCookie
+		p.cfg.Flags |= gfSynCookie
+	}
+	if rs.Reject {
+		r.Flags |= rfReject
+	}
+	if b := rs.Ban; b != nil {
+		r.Flags |= rfBan
+		r.BanBits4, r.BanBits6 = uint8(b.V4Bits), uint8(b.V6Bits)
+		r.BanNs = uint64(b.For)
+		p.cfg.Flags |= gfBans
+	}
+}
+
+// planLevels writes the rule's levels: a level keeps the state id (and a
+// global one its slot) of the level in force it matches, else takes new ones.
+func (p *plan) planLevels(in planInput, sl *slots, r *gen.XdplimitXdplRule, rs RuleSpec, inForce []gen.XdplimitXdplLevel) error {
+	r.Nlevels = uint8(len(rs.Levels))
+	for k, ls := range rs.Levels {
+		lv := &r.Levels[k]
+		in.levelFields(lv, ls)
+		if lv.Flags&lfFleet != 0 && lv.Algorithm != AlgTokenBucket {
+			// A sync may lower its count: cached refusals of it
+			// hold only under the ban epoch (bpf/refused.h).
+			p.cfg.Flags |= gfFleetWin
+		}
+		for _, ol := range inForce {
+			if ol.Origin == lv.Origin && sameLimit(ol, *lv) {
+				lv.StateId = ol.StateId
+				if lv.Flags&lfFleet != 0 && ol.Flags&lfFleet != 0 {
+					lv.P3 = ol.P3 // kept windows keep their alignment
+				}
+			}
+		}
+		kept := lv.StateId != 0
+		if !kept {
+			lv.StateId = p.nextStateID
+			p.nextStateID++
+		}
+		if ls.KeyKind != KeyGlobal {
+			continue
+		}
+		fresh, err := globalSlot(lv, inForce, kept, sl.gused, &sl.gnext)
+		if err != nil {
+			return fmt.Errorf("rule %q: %w", rs.Name, err)
+		}
+		if fresh {
+			p.newGlobals = append(p.newGlobals, lv.Slot)
+		}
+	}
+	return nil
+}
+
+// planConfig writes the generation's configuration from the image and the
+// rules planned.
+func (p *plan) planConfig(in planInput) error {
 	p.cfg.Dims, p.cfg.Nrules = in.img.Dims, uint32(len(p.rules))
 	p.cfg.SigMask = sigMask(in.img.Dims, p.rules)
 	if noSourceFlows(in.img.Dims, p.rules) {
@@ -155,7 +193,7 @@ func planGeneration(in planInput) (plan, error) {
 	if b := in.img.RejectBudget; b != nil {
 		in.levelFields(&p.cfg.Reject, *b)
 	} else if in.img.Rejects() {
-		return p, fmt.Errorf("reject rules without a budget for their answers")
+		return fmt.Errorf("reject rules without a budget for their answers")
 	}
 	if in.bansExist {
 		p.cfg.Flags |= gfBans
@@ -164,7 +202,7 @@ func planGeneration(in planInput) (plan, error) {
 		p.cfg.Flags |= gfShadow
 	}
 	p.cfg.Flags |= aclFlags(in.img)
-	return p, nil
+	return nil
 }
 
 // levelFields sets what a level is, from its compiled form and the clock
