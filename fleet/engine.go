@@ -82,7 +82,10 @@ type Engine struct {
 	link     linkState
 	reports  reports
 	lastSync uint64 // datapath clock at the previous sync's take
-	hosts    int    // live hosts Redis last reported (1 until it does)
+	// span is the time between the last two syncs' takes, at least the
+	// interval (4 intervals at most): how far apart syncs really are.
+	span     time.Duration
+	hosts    int // live hosts Redis last reported (1 until it does)
 	reserves map[uint32]uint64
 	tls      bool // the URLs are rediss://
 	// knownBans: the bans this host and Redis agreed on at the last
@@ -356,7 +359,7 @@ func (e *Engine) sync(ctx context.Context, bans *banPrefetch) (SyncResult, error
 	if e.lastSync != 0 && now > e.lastSync {
 		span = min(time.Duration(now-e.lastSync), 4*e.opts.Fleet.Sync)
 	}
-	e.lastSync = now
+	e.lastSync, e.span = now, span
 	if !e.link.due(time.Now()) {
 		// Redis is down and its retry is not due.
 		res.Skipped = true

@@ -244,9 +244,13 @@ func (e *Engine) fold(takes []take, tbx []tbExchange, fws []fwSync, fwx []fwExch
 	return folded, nil
 }
 
-// young: the window opened less than two sync intervals ago here, so a
-// host that admitted at its start may not have synced yet.
+// young: the window opened less than two syncs ago here, so a host that
+// admitted at its start may not have synced yet. Two syncs as they happen
+// (the span between this host's last two, from the interval up to four),
+// not two intervals: on a loaded machine syncs drift apart, and a young
+// part of two intervals ended before the hosts had reported their
+// shares, which the others then took as well (TestFleetFixedWindowStretchedSyncs).
 func (e *Engine) young(f *fwKey, now uint64) bool {
 	start := f.idx*f.lv.P1 - f.lv.P3
-	return now < start+uint64(2*e.opts.Fleet.Sync)
+	return now < start+uint64(2*max(e.span, e.opts.Fleet.Sync))
 }
