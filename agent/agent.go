@@ -190,18 +190,29 @@ func Start(ctx context.Context, cfg Config) (_ *Agent, err error) {
 	if err := a.attach(pol); err != nil {
 		return nil, err
 	}
-	a.fleet = newFleetRunner(a.att, a.log, a.exp.Registry(), cfg.FleetDialer)
+	a.startBeside(pol)
+	a.mu.Lock()
+	a.attached = true
+	a.mu.Unlock()
+	return a, nil
+}
+
+// startBeside starts what runs beside the limiter: the fleet sync, the drop
+// log and the CrowdSec bouncer, and the limiter's metrics. One that cannot
+// start is logged, and the limiter enforces without it.
+func (a *Agent) startBeside(pol loader.Policy) {
+	a.fleet = newFleetRunner(a.att, a.log, a.exp.Registry(), a.cfg.FleetDialer)
 	if err := a.fleet.apply(pol.Fleet); err != nil {
 		// Only a password file that vanished since the policy was read
 		// gets here: the limiter enforces locally.
 		a.log.Error("fleet sync not started; fleet levels enforce locally", "err", err)
 	}
-	a.dropLog = newDropLogRunner(a.att, cfg.LogDrops, a.log, a.exp.Registry())
+	a.dropLog = newDropLogRunner(a.att, a.cfg.LogDrops, a.log, a.exp.Registry())
 	if err := a.dropLog.apply(pol.Log); err != nil {
 		// A file that cannot be opened: enforcement goes on.
 		a.log.Error("drop log not started", "err", err)
 	}
-	a.crowdsec = newCrowdSecRunner(a.att, a.log, a.exp.Registry(), cfg.CrowdSecDialer)
+	a.crowdsec = newCrowdSecRunner(a.att, a.log, a.exp.Registry(), a.cfg.CrowdSecDialer)
 	if err := a.crowdsec.apply(pol.CrowdSec); err != nil {
 		// Only a key file that changed since the policy was read.
 		a.log.Error("crowdsec bouncer not started", "err", err)
@@ -209,10 +220,6 @@ func Start(ctx context.Context, cfg Config) (_ *Agent, err error) {
 	if err := a.exp.Add(a.att.Interface, a.att.Limiter, 0); err != nil {
 		a.log.Warn("metrics unavailable", "err", err)
 	}
-	a.mu.Lock()
-	a.attached = true
-	a.mu.Unlock()
-	return a, nil
 }
 
 // release undoes what Start did before it failed.
