@@ -91,16 +91,47 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 	}
 	fmt.Fprintf(w, "created namespaces %s and %s joined by %s <-> %s\n", tx, rx, lab.Name, lab.PeerName)
 
-	data, err := examples.FS.ReadFile(examples.Demo)
+	a, err := attachDemo(w, lab)
 	if err != nil {
 		return err
+	}
+	defer a.Detach()
+	// The exporter listens in this process's (the host's) namespace.
+	metricsURL := ""
+	if metricsAddr != "" {
+		var stopServing func()
+		if metricsURL, stopServing, err = serveDemoMetrics(w, a, metricsAddr); err != nil {
+			return err
+		}
+		// Runs before the detach above: no scrape reads closed maps.
+		defer stopServing()
+	}
+	if err := floodDemo(ctx, w, lab, duration, nsrc); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nfinal counters:")
+	if err := printTotals(w, a.Limiter); err != nil {
+		return err
+	}
+	if metricsURL != "" {
+		return printScrape(w, metricsURL)
+	}
+	return nil
+}
+
+// attachDemo attaches xdplimit with the example policy to the receiving
+// end of lab, and describes the policy.
+func attachDemo(w io.Writer, lab *netns.Veth) (*loader.Attachment, error) {
+	data, err := examples.FS.ReadFile(examples.Demo)
+	if err != nil {
+		return nil, err
 	}
 	img, pol, err := compiler.CompileYAML("examples/"+examples.Demo, data)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var a *loader.Attachment
-	err = rx.Do(func() error {
+	err = lab.PeerNS.Do(func() error {
 		var err error
 		a, err = loader.Attach(loader.Config{Interface: lab.PeerName, Clock: maps.ClockCoarse, MaxSources: 1 << 16,
 			Policy: loader.Policy{Image: img, Path: pol.Path, SHA256: pol.SHA256},
@@ -108,34 +139,36 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer a.Detach()
 	fmt.Fprintf(w, "attached xdplimit to %s (%s mode) with %s:\n\n", lab.PeerName, a.Mode, pol.Path)
 	pol.Describe(w)
 	fmt.Fprintln(w)
+	return a, nil
+}
 
-	// The exporter listens in this process's (the host's) namespace.
-	metricsURL := ""
-	if metricsAddr != "" {
-		ln, err := net.Listen("tcp", metricsAddr)
-		if err != nil {
-			return fmt.Errorf("--metrics-addr: %w", err)
-		}
-		exp := metrics.New(nil)
-		if err := exp.Add(a.Interface, a.Limiter, 0); err != nil {
-			ln.Close()
-			return err
-		}
-		srvCtx, stopServing := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- exp.ServeListener(srvCtx, ln) }()
-		// Runs before the detach above: no scrape reads closed maps.
-		defer func() { stopServing(); <-served }()
-		metricsURL = "http://" + ln.Addr().String() + "/metrics"
-		fmt.Fprintf(w, "Prometheus metrics: %s (try: curl -s %s | grep ^xdplimit_packets)\n", metricsURL, metricsURL)
+// serveDemoMetrics serves a's metrics on addr until stop is called.
+func serveDemoMetrics(w io.Writer, a *loader.Attachment, addr string) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
+	exp := metrics.New(nil)
+	if err := exp.Add(a.Interface, a.Limiter, 0); err != nil {
+		ln.Close()
+		return "", nil, err
+	}
+	srvCtx, stopServing := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- exp.ServeListener(srvCtx, ln) }()
+	url = "http://" + ln.Addr().String() + "/metrics"
+	fmt.Fprintf(w, "Prometheus metrics: %s (try: curl -s %s | grep ^xdplimit_packets)\n", url, url)
+	return url, func() { stopServing(); <-served }, nil
+}
 
+// floodDemo floods lab from nsrc sources for duration, showing the live
+// rates as `xdplimit top` does, until the flood ends.
+func floodDemo(ctx context.Context, w io.Writer, lab *netns.Veth, duration time.Duration, nsrc uint32) error {
 	g, err := pktgen.Open(pktgen.Config{Timeout: duration + 30*time.Second, Sources: pktgen.Sources{
 		Mode: pktgen.Sequential, First: netip.MustParseAddr("198.18.0.100"), Count: nsrc}})
 	if err != nil {
@@ -159,7 +192,7 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 	done := make(chan sent, 1)
 	go func() {
 		// Bounded by count as well as by time: at most 50 Mpps for the duration.
-		res, err := g.Send(floodCtx, tx.Path(), lab.Name, frame, uint64(duration.Seconds()*50e6), cpus...)
+		res, err := g.Send(floodCtx, lab.NS.Path(), lab.Name, frame, uint64(duration.Seconds()*50e6), cpus...)
 		done <- sent{res, err}
 	}()
 
@@ -178,13 +211,6 @@ func runDemo(ctx context.Context, w io.Writer, duration time.Duration, nsrc uint
 		return s.err
 	}
 	fmt.Fprintf(w, "\ngenerator: %v\n", s.res)
-	fmt.Fprintln(w, "\nfinal counters:")
-	if err := printTotals(w, a.Limiter); err != nil {
-		return err
-	}
-	if metricsURL != "" {
-		return printScrape(w, metricsURL)
-	}
 	return nil
 }
 
