@@ -15,15 +15,7 @@ import (
 // newPolicyTestCmd replays a capture through the real program with a policy,
 // so that a policy can be tried on recorded traffic before it is enforced.
 func newPolicyTestCmd() *cobra.Command {
-	var (
-		pcap       string
-		explain    []int
-		top        int
-		maxSources uint32
-		trackAfter uint32
-		sources    []string
-		port       uint16
-	)
+	var o policyTestFlags
 	cmd := &cobra.Command{
 		Use:   "test FILE --pcap CAPTURE",
 		Short: "Replay a packet capture through the XDP program with a policy",
@@ -51,74 +43,91 @@ the report as JSON (docs/json.md).`,
 	}
 	output := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if pcap == "" {
-			return errors.New("--pcap is required")
-		}
-		if top < 0 {
-			return fmt.Errorf("--top %d: give 0 or more", top)
-		}
-		var addrs []netip.Addr
-		for _, a := range sources {
-			addr, err := netip.ParseAddr(a)
-			if err != nil {
-				return fmt.Errorf("--source %q: not an IP address", a)
-			}
-			addrs = append(addrs, addr)
-		}
-		p, err := policy.Load(args[0])
-		if err != nil {
-			var list policy.ErrorList
-			if errors.As(err, &list) {
-				for _, e := range list {
-					fmt.Fprintln(cmd.ErrOrStderr(), e)
-				}
-				return fmt.Errorf("%s: the policy has errors; see `xdplimit policy check`", args[0])
-			}
-			return err
-		}
-		for _, w := range p.Warnings {
-			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
-		}
-		r, err := replay.RunFile(p, pcap, replay.Options{
-			MaxSources: maxSources, TrackAfter: trackAfter, Explain: explain, Top: top,
-			Sources: addrs, SourcePort: port,
-		})
-		if err != nil {
-			return err
-		}
-		// A capture cut short is replayed up to the cut: a warning,
-		// not a failure, as a killed tcpdump leaves every capture.
-		for _, w := range r.Warnings() {
-			fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
-		}
-		out := cmd.OutOrStdout()
-		if *output == outputJSON {
-			j := policyTestJSON{ReportJSON: r.JSON(), Sources: []metrics.SourceReport{}}
-			for _, s := range r.Sources {
-				j.Sources = append(j.Sources, metrics.SourceJSON(captureName, s))
-			}
-			return printJSON(out, j)
-		}
-		if err := r.Write(out); err != nil {
-			return err
-		}
-		for _, s := range r.Sources {
-			fmt.Fprintln(out)
-			printSource(out, metrics.SourceJSON(captureName, s), s.Address)
-		}
-		return nil
+		return runPolicyTest(cmd, args[0], o, *output)
 	}
-	cmd.Flags().StringVar(&pcap, "pcap", "", "capture to replay: pcap or pcapng, optionally gzipped")
-	cmd.Flags().IntSliceVar(&explain, "explain", nil, "explain what decided frame `N` (1-based; repeatable, or a comma-separated list)")
-	cmd.Flags().IntVar(&top, "top", 10, "list the `K` (source, rule) pairs with the most dropped packets")
-	cmd.Flags().Uint32Var(&maxSources, "max-sources", replay.DefaultMaxSources,
+	cmd.Flags().StringVar(&o.pcap, "pcap", "", "capture to replay: pcap or pcapng, optionally gzipped")
+	cmd.Flags().IntSliceVar(&o.explain, "explain", nil, "explain what decided frame `N` (1-based; repeatable, or a comma-separated list)")
+	cmd.Flags().IntVar(&o.top, "top", 10, "list the `K` (source, rule) pairs with the most dropped packets")
+	cmd.Flags().Uint32Var(&o.maxSources, "max-sources", replay.DefaultMaxSources,
 		"size of the state table (entries), as given to attach: eviction under a many-source flood depends on it")
-	cmd.Flags().Uint32Var(&trackAfter, "track-after", 1,
+	cmd.Flags().Uint32Var(&o.trackAfter, "track-after", 1,
 		"track a source from its Nth packet in a sketch epoch, as the running datapath does with 2 (1: from the first, exact)")
-	cmd.Flags().StringSliceVar(&sources, "source", nil,
+	cmd.Flags().StringSliceVar(&o.sources, "source", nil,
 		"report what the limiter holds for `ADDR` at the end of the capture (repeatable, or a comma-separated list)")
-	cmd.Flags().Uint16Var(&port, "port", 0, "with --source: read the levels keyed by address and port for `PORT`")
+	cmd.Flags().Uint16Var(&o.port, "port", 0, "with --source: read the levels keyed by address and port for `PORT`")
 	return cmd
+}
+
+// policyTestFlags are the flags of `policy test`.
+type policyTestFlags struct {
+	pcap       string
+	explain    []int
+	top        int
+	maxSources uint32
+	trackAfter uint32
+	sources    []string
+	port       uint16
+}
+
+// runPolicyTest replays the capture through the policy at path and prints
+// the report as output says.
+func runPolicyTest(cmd *cobra.Command, path string, o policyTestFlags, output string) error {
+	if o.pcap == "" {
+		return errors.New("--pcap is required")
+	}
+	if o.top < 0 {
+		return fmt.Errorf("--top %d: give 0 or more", o.top)
+	}
+	var addrs []netip.Addr
+	for _, a := range o.sources {
+		addr, err := netip.ParseAddr(a)
+		if err != nil {
+			return fmt.Errorf("--source %q: not an IP address", a)
+		}
+		addrs = append(addrs, addr)
+	}
+	p, err := policy.Load(path)
+	if err != nil {
+		var list policy.ErrorList
+		if errors.As(err, &list) {
+			for _, e := range list {
+				fmt.Fprintln(cmd.ErrOrStderr(), e)
+			}
+			return fmt.Errorf("%s: the policy has errors; see `xdplimit policy check`", path)
+		}
+		return err
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+	}
+	r, err := replay.RunFile(p, o.pcap, replay.Options{
+		MaxSources: o.maxSources, TrackAfter: o.trackAfter, Explain: o.explain, Top: o.top,
+		Sources: addrs, SourcePort: o.port,
+	})
+	if err != nil {
+		return err
+	}
+	// A capture cut short is replayed up to the cut: a warning,
+	// not a failure, as a killed tcpdump leaves every capture.
+	for _, w := range r.Warnings() {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+	}
+	out := cmd.OutOrStdout()
+	if output == outputJSON {
+		j := policyTestJSON{ReportJSON: r.JSON(), Sources: []metrics.SourceReport{}}
+		for _, s := range r.Sources {
+			j.Sources = append(j.Sources, metrics.SourceJSON(captureName, s))
+		}
+		return printJSON(out, j)
+	}
+	if err := r.Write(out); err != nil {
+		return err
+	}
+	for _, s := range r.Sources {
+		fmt.Fprintln(out)
+		printSource(out, metrics.SourceJSON(captureName, s), s.Address)
+	}
+	return nil
 }
 
 // captureName stands for the interface in the source reports of a replay.

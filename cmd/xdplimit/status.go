@@ -19,11 +19,7 @@ import (
 )
 
 func newStatusCmd() *cobra.Command {
-	var (
-		sources bool
-		source  string
-		port    uint16
-	)
+	var o statusFlags
 	cmd := &cobra.Command{
 		Use:   "status [IFACE]",
 		Short: "Show where the limiter is attached, its policy and per-rule counters, or what it holds for one source",
@@ -43,18 +39,12 @@ GET /v1/sources/ADDR on the metrics address.
 	}
 	output := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		var addr netip.Addr
-		if source != "" {
-			var err error
-			if addr, err = netip.ParseAddr(source); err != nil {
-				return fmt.Errorf("--source %q: not an IP address", source)
-			}
-		} else if cmd.Flags().Changed("port") {
-			return errors.New("--port goes with --source")
+		var err error
+		if o.addr, err = o.parse(cmd); err != nil {
+			return err
 		}
 		ifaces := args
 		if len(ifaces) == 0 {
-			var err error
 			if ifaces, err = loader.List(); err != nil {
 				return err
 			}
@@ -64,48 +54,77 @@ GET /v1/sources/ADDR on the metrics address.
 			fmt.Fprintln(w, "xdplimit is not attached anywhere")
 			return nil
 		}
-		all := statusesJSON{Interfaces: []statusJSON{}}
-		found := metrics.Sources{Address: addr.Unmap().String(), Interfaces: []metrics.SourceReport{}}
-		for _, iface := range ifaces {
-			s, err := loader.Open(iface)
-			if err != nil {
-				return err
-			}
-			switch {
-			case source != "":
-				r := metrics.ReportSource(iface, s.Limiter, addr, port)
-				if r.Error == "" && *output == outputText {
-					printSource(w, r, addr.Unmap())
-				}
-				found.Interfaces = append(found.Interfaces, r)
-				if r.Error != "" {
-					err = fmt.Errorf("%s: %s", iface, r.Error)
-				}
-			case *output == outputJSON:
-				var st statusJSON
-				if st, err = statusOf(s, sources); err == nil {
-					all.Interfaces = append(all.Interfaces, st)
-				}
-			default:
-				err = printStatus(w, s, sources)
-			}
-			s.Close()
-			if err != nil {
-				return err
-			}
+		return o.report(w, ifaces, *output)
+	}
+	cmd.Flags().BoolVar(&o.sources, "count-sources", false, "count the tracked sources (walks the whole table)")
+	cmd.Flags().StringVar(&o.source, "source", "", "report what the limiter holds for the source address `ADDR`")
+	cmd.Flags().Uint16Var(&o.port, "port", 0, "with --source: read the levels keyed by address and port for `PORT`")
+	return cmd
+}
+
+// statusFlags are the flags of `status`, and the address --source gave.
+type statusFlags struct {
+	sources bool
+	source  string
+	port    uint16
+	addr    netip.Addr
+}
+
+// parse reads the address of --source; --port alone is refused.
+func (o *statusFlags) parse(cmd *cobra.Command) (netip.Addr, error) {
+	if o.source == "" {
+		if cmd.Flags().Changed("port") {
+			return netip.Addr{}, errors.New("--port goes with --source")
+		}
+		return netip.Addr{}, nil
+	}
+	addr, err := netip.ParseAddr(o.source)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("--source %q: not an IP address", o.source)
+	}
+	return addr, nil
+}
+
+// report prints each interface's status, or what it holds for the
+// source, as output says: text as it goes, JSON once all are read.
+func (o *statusFlags) report(w io.Writer, ifaces []string, output string) error {
+	all := statusesJSON{Interfaces: []statusJSON{}}
+	found := metrics.Sources{Address: o.addr.Unmap().String(), Interfaces: []metrics.SourceReport{}}
+	for _, iface := range ifaces {
+		s, err := loader.Open(iface)
+		if err != nil {
+			return err
 		}
 		switch {
-		case *output == outputText:
-			return nil
-		case source != "":
-			return printJSON(w, found)
+		case o.source != "":
+			r := metrics.ReportSource(iface, s.Limiter, o.addr, o.port)
+			if r.Error == "" && output == outputText {
+				printSource(w, r, o.addr.Unmap())
+			}
+			found.Interfaces = append(found.Interfaces, r)
+			if r.Error != "" {
+				err = fmt.Errorf("%s: %s", iface, r.Error)
+			}
+		case output == outputJSON:
+			var st statusJSON
+			if st, err = statusOf(s, o.sources); err == nil {
+				all.Interfaces = append(all.Interfaces, st)
+			}
+		default:
+			err = printStatus(w, s, o.sources)
 		}
-		return printJSON(w, all)
+		s.Close()
+		if err != nil {
+			return err
+		}
 	}
-	cmd.Flags().BoolVar(&sources, "count-sources", false, "count the tracked sources (walks the whole table)")
-	cmd.Flags().StringVar(&source, "source", "", "report what the limiter holds for the source address `ADDR`")
-	cmd.Flags().Uint16Var(&port, "port", 0, "with --source: read the levels keyed by address and port for `PORT`")
-	return cmd
+	switch {
+	case output == outputText:
+		return nil
+	case o.source != "":
+		return printJSON(w, found)
+	}
+	return printJSON(w, all)
 }
 
 func printStatus(w io.Writer, s *loader.State, countSources bool) error {
