@@ -113,13 +113,35 @@ func (g *Generator) Send(ctx context.Context, netnsPath, ifname string, frame []
 
 	ctx, cancel := context.WithTimeoutCause(ctx, g.cfg.Timeout, ErrTimeout)
 	defer cancel()
+	run, err := g.runWorkers(ctx, netnsPath, ifname, template, count, cpus)
+	if err != nil {
+		return Result{}, err
+	}
+	after, err := g.readStats()
+	if err != nil {
+		return Result{}, err
+	}
+	return run.result(before, after), g.stopErr(ctx, run.errs)
+}
 
+// workersRun is what the workers of one Send did: each one's error and CPU
+// time, and the wall time they took together.
+type workersRun struct {
+	errs     []error
+	cpuTimes []time.Duration
+	elapsed  time.Duration
+}
+
+// runWorkers sends count copies of template from one thread a CPU of cpus
+// (one unpinned thread without), each locked into the namespace at
+// netnsPath, and waits for them all.
+func (g *Generator) runWorkers(ctx context.Context, netnsPath, ifname string, template []byte, count uint64, cpus []int) (workersRun, error) {
 	// Every worker runs on a thread of its own, in the namespace.
 	onThread := cpupin.Locked
 	if netnsPath != "" {
 		ns, err := netns.Open(netnsPath)
 		if err != nil {
-			return Result{}, fmt.Errorf("pktgen: %w", err)
+			return workersRun{}, fmt.Errorf("pktgen: %w", err)
 		}
 		defer ns.Close()
 		onThread = ns.Do
@@ -129,8 +151,7 @@ func (g *Generator) Send(ctx context.Context, netnsPath, ifname string, frame []
 	if len(workers) == 0 {
 		workers = []int{-1}
 	}
-	errs := make([]error, len(workers))
-	cpuTimes := make([]time.Duration, len(workers))
+	run := workersRun{errs: make([]error, len(workers)), cpuTimes: make([]time.Duration, len(workers))}
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i, cpu := range workers {
@@ -141,21 +162,21 @@ func (g *Generator) Send(ctx context.Context, netnsPath, ifname string, frame []
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = onThread(func() (err error) {
-				cpuTimes[i], err = g.worker(ctx, ifname, template, share, cpu, g.rate/float64(len(workers)))
+			run.errs[i] = onThread(func() (err error) {
+				run.cpuTimes[i], err = g.worker(ctx, ifname, template, share, cpu, g.rate/float64(len(workers)))
 				return err
 			})
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	run.elapsed = time.Since(start)
+	return run, nil
+}
 
-	after, err := g.readStats()
-	if err != nil {
-		return Result{}, err
-	}
-	res := Result{PerCPU: map[int]uint64{}, Elapsed: elapsed}
-	for _, t := range cpuTimes {
+// result is what the counters moved between before and after.
+func (run workersRun) result(before, after stats) Result {
+	res := Result{PerCPU: map[int]uint64{}, Elapsed: run.elapsed}
+	for _, t := range run.cpuTimes {
 		res.CPUTime += t
 	}
 	for cpu := range after.tx {
@@ -165,9 +186,13 @@ func (g *Generator) Send(ctx context.Context, netnsPath, ifname string, frame []
 		}
 		res.Bad += after.bad[cpu] - before.bad[cpu]
 	}
-	// Every worker stops on a done context: report that once, and any
-	// other failure in full. A context that expired after the last call
-	// finished is no error.
+	return res
+}
+
+// stopErr is the error of a Send whose workers returned errs. Every worker
+// stops on a done context: report that once, and any other failure in
+// full. A context that expired after the last call finished is no error.
+func (g *Generator) stopErr(ctx context.Context, errs []error) error {
 	var failed []error
 	stopped := false
 	for _, err := range errs {
@@ -181,13 +206,13 @@ func (g *Generator) Send(ctx context.Context, netnsPath, ifname string, frame []
 	}
 	switch {
 	case len(failed) > 0:
-		return res, errors.Join(failed...)
+		return errors.Join(failed...)
 	case stopped && errors.Is(context.Cause(ctx), ErrTimeout):
-		return res, fmt.Errorf("%w (Config.Timeout %v)", ErrTimeout, g.cfg.Timeout)
+		return fmt.Errorf("%w (Config.Timeout %v)", ErrTimeout, g.cfg.Timeout)
 	case stopped:
-		return res, context.Cause(ctx)
+		return context.Cause(ctx)
 	}
-	return res, nil
+	return nil
 }
 
 // resetState zeroes every CPU's sequence number and staggers the
