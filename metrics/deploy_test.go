@@ -108,10 +108,20 @@ func TestAlertRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules %s: %v\n%s", rules, err, out)
 	}
+	tf := filepath.Join(t.TempDir(), "alerts_test.yml")
+	if err := os.WriteFile(tf, []byte(fmt.Sprintf(alertTests, rules)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(promtool, "test", "rules", tf).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}
 
-	// Unit tests of the alerts on synthetic series: each fires on the
-	// condition it is for, and only then.
-	test := fmt.Sprintf(`rule_files: [%q]
+// alertTests are promtool's unit tests of the alerts on synthetic series,
+// the rule file's path left to fill in: each alert fires on the condition
+// it is for, and only then.
+const alertTests = `rule_files: [%q]
 evaluation_interval: 1m
 tests:
   - interval: 1m
@@ -166,7 +176,7 @@ tests:
           - exp_labels: {severity: warning, instance: h1, interface: eth0, rule: _deny}
             exp_annotations:
               summary: "xdplimit drops 200 packets/s on eth0 (rule _deny)"
-              description: "Sustained drops for 10 minutes on h1. Check `+"`xdplimit top eth0`"+`: an attack, or a limit below legitimate traffic."
+              description: "Sustained drops for 10 minutes on h1. Check ` + "`xdplimit top eth0`" + `: an attack, or a limit below legitimate traffic."
       - eval_time: 5m
         alertname: XdplimitSustainedDrops
         exp_alerts: []
@@ -208,7 +218,7 @@ tests:
           - exp_labels: {severity: warning, instance: h1, interface: eth0, rule: web-syn}
             exp_annotations:
               summary: "xdplimit answers 2k SYNs/s with cookies on eth0 (rule web-syn)"
-              description: "`+synFloodRunbook+`"
+              description: "` + synFloodRunbook + `"
       - eval_time: 4m
         alertname: XdplimitInvalidCookieAcks
         exp_alerts: []
@@ -218,17 +228,8 @@ tests:
           - exp_labels: {severity: warning, instance: h1, interface: eth0, rule: web-syn}
             exp_annotations:
               summary: "99.01%% of the cookie ACKs on eth0 (rule web-syn) are invalid"
-              description: "`+ackFloodRunbook+`"
-`, rules)
-	tf := filepath.Join(t.TempDir(), "alerts_test.yml")
-	if err := os.WriteFile(tf, []byte(test), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err = exec.Command(promtool, "test", "rules", tf).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, out)
-	}
-}
+              description: "` + ackFloodRunbook + `"
+`
 
 // The SYN cookie alerts' descriptions as promtool renders them for h1 eth0,
 // escaped for a YAML double-quoted string.
@@ -251,40 +252,71 @@ const (
 // use, and has promtool parse every query (Grafana's variables substituted)
 // as a recording rule.
 func TestDashboard(t *testing.T) {
+	dash := readDashboard(t)
+	if dash.UID == "" || dash.Title == "" {
+		t.Error("dashboard without uid or title")
+	}
+	exprs := dashboardQueries(t, dash)
+	for _, v := range dash.Templating.List {
+		checkRefs(t, "dashboard variable "+v.Name, v.Definition)
+	}
+	for _, e := range exprs {
+		checkRefs(t, "dashboard", e)
+	}
+	for _, want := range []string{"xdplimit_packets_total", "xdplimit_tracked_sources", "xdplimit_source_table_capacity",
+		"xdplimit_source_inserts_total", "xdplimit_source_table_evictions_total",
+		"xdplimit_source_table_insert_failures_total", "xdplimit_policy_reloads_total",
+		"xdplimit_syncookie_acks_total", "xdplimit_syncookie_events_total"} {
+		if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, want) }) {
+			t.Errorf("the dashboard shows no %s", want)
+		}
+	}
+	checkQueriesParse(t, exprs)
+}
+
+// dashboard is what the tests read of the Grafana dashboard.
+type dashboard struct {
+	UID    string `json:"uid"`
+	Title  string `json:"title"`
+	Panels []struct {
+		ID      int    `json:"id"`
+		Type    string `json:"type"`
+		Title   string `json:"title"`
+		GridPos struct{ X, Y, W, H int }
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+	Annotations struct {
+		List []struct {
+			Expr string `json:"expr"`
+		} `json:"list"`
+	} `json:"annotations"`
+	Templating struct {
+		List []struct {
+			Name       string `json:"name"`
+			Definition string `json:"definition"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(deployDir, "grafana", "xdplimit.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dash struct {
-		UID    string `json:"uid"`
-		Title  string `json:"title"`
-		Panels []struct {
-			ID      int    `json:"id"`
-			Type    string `json:"type"`
-			Title   string `json:"title"`
-			GridPos struct{ X, Y, W, H int }
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Annotations struct {
-			List []struct {
-				Expr string `json:"expr"`
-			} `json:"list"`
-		} `json:"annotations"`
-		Templating struct {
-			List []struct {
-				Name       string `json:"name"`
-				Definition string `json:"definition"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
+	var dash dashboard
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("xdplimit.json: %v", err)
 	}
-	if dash.UID == "" || dash.Title == "" {
-		t.Error("dashboard without uid or title")
-	}
+	return dash
+}
+
+// dashboardQueries checks the panels' ids, places and queries, and
+// returns every query of the panels and annotations.
+func dashboardQueries(t *testing.T, dash dashboard) []string {
+	t.Helper()
 	var exprs []string
 	ids := map[int]bool{}
 	for _, p := range dash.Panels {
@@ -307,21 +339,13 @@ func TestDashboard(t *testing.T) {
 			exprs = append(exprs, a.Expr)
 		}
 	}
-	for _, v := range dash.Templating.List {
-		checkRefs(t, "dashboard variable "+v.Name, v.Definition)
-	}
-	for _, e := range exprs {
-		checkRefs(t, "dashboard", e)
-	}
-	for _, want := range []string{"xdplimit_packets_total", "xdplimit_tracked_sources", "xdplimit_source_table_capacity",
-		"xdplimit_source_inserts_total", "xdplimit_source_table_evictions_total",
-		"xdplimit_source_table_insert_failures_total", "xdplimit_policy_reloads_total",
-		"xdplimit_syncookie_acks_total", "xdplimit_syncookie_events_total"} {
-		if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, want) }) {
-			t.Errorf("the dashboard shows no %s", want)
-		}
-	}
+	return exprs
+}
 
+// checkQueriesParse has promtool parse each query, Grafana's variables
+// substituted, as a recording rule.
+func checkQueriesParse(t *testing.T, exprs []string) {
+	t.Helper()
 	promtool := tool(t, "promtool", "prometheus")
 	vars := strings.NewReplacer("$__rate_interval", "1m", "$__range", "1h", "$instance", ".*", "$interface", ".*")
 	var rules strings.Builder
