@@ -67,6 +67,51 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	}
 	e.ReloadResult(a.Interface, nil)
 
+	prom := startPrometheus(t, promBin, serveExporter(t, e))
+	prom.waitUp(t, 30*time.Second)
+
+	before := v.PeerNS.Snapshot(t)
+	rx := v.PeerNS.RxSeen(t, v.PeerName)
+	sent, reachedBatch := floodE2E(t, v)
+	reached := reachedBatch[0] + reachedBatch[1] + reachedBatch[2]
+	v.PeerNS.WaitRx(t, v.PeerName, rx, sent)
+	received := v.PeerNS.Settle(t).Delta(before).IPInReceives
+	dropped := reached - min(received, reached)
+	t.Logf("sent %d, %d reached the limiter, the receiving stack counted %d IPv4 packets: %d dropped by the limiter",
+		sent, reached, received, dropped)
+	if received == 0 || dropped == 0 {
+		t.Fatalf("the flood should be partly passed and partly dropped")
+	}
+
+	sel := fmt.Sprintf(`interface=%q`, a.Interface)
+	checks := []promCheck{
+		// The receiver sees IPv4 traffic only from the two rules.
+		{fmt.Sprintf(`sum(xdplimit_packets_total{%s,rule=~"flood|other",verdict="pass"})`, sel), float64(received)},
+		{fmt.Sprintf(`sum(xdplimit_packets_total{%s,verdict="drop"})`, sel), float64(dropped)},
+		{fmt.Sprintf(`xdplimit_packets_total{%s,rule="_deny",verdict="drop"}`, sel), float64(reachedBatch[2])},
+		{fmt.Sprintf(`xdplimit_packets_total{%s,rule="other",verdict="pass"}`, sel), float64(reachedBatch[1])},
+		{fmt.Sprintf(`sum(xdplimit_bytes_total{%s,verdict=~"pass|drop",rule=~"flood|other|_deny"})`, sel),
+			float64(reached * uint64(len(pktgen.UDP4(v.Addr, v.PeerAddr, 1, 9, 18))))},
+		{fmt.Sprintf(`xdplimit_level_drops_total{%s,rule="flood",level="0"}`, sel), float64(dropped - reachedBatch[2])},
+		// 64 flood sources and the one "other" source; denied packets
+		// create no entry.
+		{fmt.Sprintf(`xdplimit_tracked_sources{%s}`, sel), 65},
+		{fmt.Sprintf(`xdplimit_source_table_capacity{%s}`, sel), 1<<16 + 1<<14}, // the IPv4 table and the other keys' (a quarter)
+		{fmt.Sprintf(`xdplimit_policy_reloads_total{%s,result="success"}`, sel), 1},
+		{fmt.Sprintf(`xdplimit_policy_info{%s,sha256=%q}`, sel, hex.EncodeToString(p.SHA256[:])), 1},
+		{fmt.Sprintf(`xdplimit_program_info{%s,mode="native",prog_id="%d"}`, sel, progID(t, a)), 1},
+		{fmt.Sprintf(`xdplimit_up{%s}`, sel), 1},
+	}
+	// Scrapes run every second: wait for one after the flood settled.
+	prom.expect(t, checks, time.Now().Add(20*time.Second))
+	if t.Failed() {
+		t.Logf("exporter now:\n%s", dump(t, e))
+	}
+}
+
+// serveExporter serves e on a port of the loopback until the test ends,
+// and returns its address.
+func serveExporter(t *testing.T, e *metrics.Exporter) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,20 +125,18 @@ func TestPrometheusEndToEnd(t *testing.T) {
 			t.Errorf("exporter: %v", err)
 		}
 	})
+	return ln.Addr().String()
+}
 
-	prom := startPrometheus(t, promBin, ln.Addr().String())
-	prom.waitUp(t, 30*time.Second)
-
+// floodE2E sends the test's three batches into v, and returns what the
+// generator sent and, by batch, what reached the limiter.
+func floodE2E(t *testing.T, v *testutil.Veth) (sent uint64, reachedBatch [3]uint64) {
 	// The flood: 64 sources over the per-source limit, one source within a
 	// generous rule, one on the deny list. One sending thread, so that the
 	// receiver's NAPI runs in the sender's softirq and the veth's ring
 	// seldom overflows; what it turns away (rx_dropped, counted as each
 	// frame is refused) never reached the limiter, and each batch is
 	// counted as the frames that did.
-	before := v.PeerNS.Snapshot(t)
-	rx := v.PeerNS.RxSeen(t, v.PeerName)
-	var sent, reached uint64
-	var reachedBatch [3]uint64
 	for i, f := range []struct {
 		dport uint16
 		src   pktgen.Sources
@@ -118,46 +161,23 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		t.Logf("port %d from %v: %v; the ring turned away %d", f.dport, f.src.First, res, lost)
 		sent += res.Sent
 		reachedBatch[i] = res.Sent - min(lost, res.Sent)
-		reached += reachedBatch[i]
 	}
-	v.PeerNS.WaitRx(t, v.PeerName, rx, sent)
-	received := v.PeerNS.Settle(t).Delta(before).IPInReceives
-	dropped := reached - min(received, reached)
-	t.Logf("sent %d, %d reached the limiter, the receiving stack counted %d IPv4 packets: %d dropped by the limiter",
-		sent, reached, received, dropped)
-	if received == 0 || dropped == 0 {
-		t.Fatalf("the flood should be partly passed and partly dropped")
-	}
+	return sent, reachedBatch
+}
 
-	sel := fmt.Sprintf(`interface=%q`, a.Interface)
-	checks := []struct {
-		query string
-		want  float64
-	}{
-		// The receiver sees IPv4 traffic only from the two rules.
-		{fmt.Sprintf(`sum(xdplimit_packets_total{%s,rule=~"flood|other",verdict="pass"})`, sel), float64(received)},
-		{fmt.Sprintf(`sum(xdplimit_packets_total{%s,verdict="drop"})`, sel), float64(dropped)},
-		{fmt.Sprintf(`xdplimit_packets_total{%s,rule="_deny",verdict="drop"}`, sel), float64(reachedBatch[2])},
-		{fmt.Sprintf(`xdplimit_packets_total{%s,rule="other",verdict="pass"}`, sel), float64(reachedBatch[1])},
-		{fmt.Sprintf(`sum(xdplimit_bytes_total{%s,verdict=~"pass|drop",rule=~"flood|other|_deny"})`, sel),
-			float64(reached * uint64(len(pktgen.UDP4(v.Addr, v.PeerAddr, 1, 9, 18))))},
-		{fmt.Sprintf(`xdplimit_level_drops_total{%s,rule="flood",level="0"}`, sel), float64(dropped - reachedBatch[2])},
-		// 64 flood sources and the one "other" source; denied packets
-		// create no entry.
-		{fmt.Sprintf(`xdplimit_tracked_sources{%s}`, sel), 65},
-		{fmt.Sprintf(`xdplimit_source_table_capacity{%s}`, sel), 1<<16 + 1<<14}, // the IPv4 table and the other keys' (a quarter)
-		{fmt.Sprintf(`xdplimit_policy_reloads_total{%s,result="success"}`, sel), 1},
-		{fmt.Sprintf(`xdplimit_policy_info{%s,sha256=%q}`, sel, hex.EncodeToString(p.SHA256[:])), 1},
-		{fmt.Sprintf(`xdplimit_program_info{%s,mode="native",prog_id="%d"}`, sel, progID(t, a)), 1},
-		{fmt.Sprintf(`xdplimit_up{%s}`, sel), 1},
-	}
-	// Scrapes run every second: wait for one after the flood settled.
-	deadline := time.Now().Add(20 * time.Second)
+// promCheck is a PromQL query and the value it must come to.
+type promCheck struct {
+	query string
+	want  float64
+}
+
+// expect queries each check until it holds or the deadline passes.
+func (p *promServer) expect(t *testing.T, checks []promCheck, deadline time.Time) {
 	for _, c := range checks {
 		var got float64
 		var ok bool
 		for {
-			got, ok = prom.query(t, c.query)
+			got, ok = p.query(t, c.query)
 			if (ok && got == c.want) || time.Now().After(deadline) {
 				break
 			}
@@ -168,9 +188,6 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		} else {
 			t.Logf("Prometheus: %s = %v", c.query, got)
 		}
-	}
-	if t.Failed() {
-		t.Logf("exporter now:\n%s", dump(t, e))
 	}
 }
 
