@@ -43,97 +43,107 @@ func TestSendLive(t *testing.T) {
 		{"IPv4", UDP4(v.Addr, v.PeerAddr, 40000, 9, 18), netip.MustParseAddr("198.19.0.0")},
 		{"IPv6", UDP6(v.Addr6, v.PeerAddr6, 40000, 9, 18), netip.MustParseAddr("2001:2::1:0")},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			const (
-				count   = 200_000
-				sources = 1000
-			)
-			g, err := Open(Config{
-				Sources: Sources{Mode: Sequential, First: tc.first, Count: sources},
-				Timeout: 30 * time.Second,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-
-			seenBefore, err := sink.Sources()
-			if err != nil {
-				t.Fatal(err)
-			}
-			before := v.PeerNS.Snapshot(t)
-			dropped0 := v.PeerNS.RxDropped(t, v.PeerName)
-			rx := v.PeerNS.RxSeen(t, v.PeerName)
-			frame := SetMACs(tc.frame, v.MAC, v.PeerMAC)
-			res, err := g.Send(context.Background(), v.NS.Path(), v.Name, frame, count, cpus...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("sent %v on CPUs %v (per CPU %v)", res, cpus, res.PerCPU)
-			if !v.PeerNS.WaitRx(t, v.PeerName, rx, res.Sent) {
-				t.Logf("the receiver had not taken in or dropped every frame sent after 10 s")
-			}
-			d := v.PeerNS.Settle(t).Delta(before)
-			lost := v.PeerNS.RxDropped(t, v.PeerName) - dropped0
-
-			if res.Sent < count || res.Sent > count+count/10 {
-				t.Errorf("generator sent %d, want %d", res.Sent, count)
-			}
-			if res.Bad != 0 {
-				t.Errorf("%d frames refused as malformed", res.Bad)
-			}
-			received, noPorts, csumErr := d.IPInReceives, d.UDPNoPorts, d.UDPInCsumErrors
-			if tc.first.Is6() {
-				received, noPorts, csumErr = d.IP6InReceives, d.UDP6NoPorts, d.UDP6InCsumErrors
-			}
-			t.Logf("receiver stack: %d IP receives, %d UDP no-port, %d checksum errors; veth dropped %d before the receiver", received, noPorts, csumErr, lost)
-			// Every frame sent reached the receiver's UDP layer or was
-			// dropped by veth when the receiver's ring was full, which it
-			// counts in rx_dropped: under emulation, or when the receiver's
-			// NAPI is deferred to ksoftirqd, that is up to two thirds of a
-			// flood (the sender's stack's own frames, IPv6 MLD, lost the same
-			// way loosen this by as many). A frame that arrived and was not
-			// taken by UDP as valid is the generator's fault.
-			if received+lost < res.Sent {
-				t.Errorf("receiver stack saw %d of %d frames, and veth dropped %d", received, res.Sent, lost)
-			}
-			if noPorts+lost < res.Sent {
-				t.Errorf("UDP accepted %d of %d datagrams (checksum errors %d), and veth dropped %d", noPorts, res.Sent, csumErr, lost)
-			}
-			if csumErr != 0 {
-				t.Errorf("%d UDP checksum errors", csumErr)
-			}
-
-			seen, err := sink.Sources()
-			if err != nil {
-				t.Fatal(err)
-			}
-			distinct, frames := 0, uint64(0)
-			for a, n := range seen {
-				if seenBefore[a] == n {
-					continue // not from this subtest
-				}
-				n -= seenBefore[a]
-				if a.Is4() != tc.first.Is4() || a.IsUnspecified() {
-					continue // background: MLD reports from ::
-				}
-				off := int64(low32(a)) - int64(low32(tc.first))
-				if off < 0 || off >= sources {
-					t.Errorf("unexpected source %v (%d frames)", a, n)
-					continue
-				}
-				distinct++
-				frames += n
-			}
-			t.Logf("XDP sink: %d distinct sources, %d frames", distinct, frames)
-			if noPorts < frames {
-				t.Errorf("the receiver's XDP program passed %d frames of the flood, its UDP layer accepted %d", frames, noPorts)
-			}
-			if distinct < sources*95/100 {
-				t.Errorf("%d distinct sources arrived, want about %d", distinct, sources)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkSendLive(t, v, sink, cpus, tc.frame, tc.first) })
 	}
+}
+
+// checkSendLive sends 200k copies of template from 1000 sequential sources
+// starting at first, and checks what the receiving stack and its XDP sink saw.
+func checkSendLive(t *testing.T, v *testutil.Veth, sink *Sink, cpus []int, template []byte, first netip.Addr) {
+	const (
+		count   = 200_000
+		sources = 1000
+	)
+	g, err := Open(Config{
+		Sources: Sources{Mode: Sequential, First: first, Count: sources},
+		Timeout: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+
+	seenBefore, err := sink.Sources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := v.PeerNS.Snapshot(t)
+	dropped0 := v.PeerNS.RxDropped(t, v.PeerName)
+	rx := v.PeerNS.RxSeen(t, v.PeerName)
+	frame := SetMACs(template, v.MAC, v.PeerMAC)
+	res, err := g.Send(context.Background(), v.NS.Path(), v.Name, frame, count, cpus...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent %v on CPUs %v (per CPU %v)", res, cpus, res.PerCPU)
+	if !v.PeerNS.WaitRx(t, v.PeerName, rx, res.Sent) {
+		t.Logf("the receiver had not taken in or dropped every frame sent after 10 s")
+	}
+	d := v.PeerNS.Settle(t).Delta(before)
+	lost := v.PeerNS.RxDropped(t, v.PeerName) - dropped0
+
+	if res.Sent < count || res.Sent > count+count/10 {
+		t.Errorf("generator sent %d, want %d", res.Sent, count)
+	}
+	if res.Bad != 0 {
+		t.Errorf("%d frames refused as malformed", res.Bad)
+	}
+	received, noPorts, csumErr := d.IPInReceives, d.UDPNoPorts, d.UDPInCsumErrors
+	if first.Is6() {
+		received, noPorts, csumErr = d.IP6InReceives, d.UDP6NoPorts, d.UDP6InCsumErrors
+	}
+	t.Logf("receiver stack: %d IP receives, %d UDP no-port, %d checksum errors; veth dropped %d before the receiver", received, noPorts, csumErr, lost)
+	// Every frame sent reached the receiver's UDP layer or was
+	// dropped by veth when the receiver's ring was full, which it
+	// counts in rx_dropped: under emulation, or when the receiver's
+	// NAPI is deferred to ksoftirqd, that is up to two thirds of a
+	// flood (the sender's stack's own frames, IPv6 MLD, lost the same
+	// way loosen this by as many). A frame that arrived and was not
+	// taken by UDP as valid is the generator's fault.
+	if received+lost < res.Sent {
+		t.Errorf("receiver stack saw %d of %d frames, and veth dropped %d", received, res.Sent, lost)
+	}
+	if noPorts+lost < res.Sent {
+		t.Errorf("UDP accepted %d of %d datagrams (checksum errors %d), and veth dropped %d", noPorts, res.Sent, csumErr, lost)
+	}
+	if csumErr != 0 {
+		t.Errorf("%d UDP checksum errors", csumErr)
+	}
+
+	seen, err := sink.Sources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinct, frames := sinkSources(t, seenBefore, seen, first, sources)
+	t.Logf("XDP sink: %d distinct sources, %d frames", distinct, frames)
+	if noPorts < frames {
+		t.Errorf("the receiver's XDP program passed %d frames of the flood, its UDP layer accepted %d", frames, noPorts)
+	}
+	if distinct < sources*95/100 {
+		t.Errorf("%d distinct sources arrived, want about %d", distinct, sources)
+	}
+}
+
+// sinkSources counts the distinct sources the sink saw since seenBefore,
+// and their frames; a source outside the sources from first is an error.
+func sinkSources(t *testing.T, seenBefore, seen map[netip.Addr]uint64, first netip.Addr, sources int64) (distinct int, frames uint64) {
+	for a, n := range seen {
+		if seenBefore[a] == n {
+			continue // not from this subtest
+		}
+		n -= seenBefore[a]
+		if a.Is4() != first.Is4() || a.IsUnspecified() {
+			continue // background: MLD reports from ::
+		}
+		off := int64(low32(a)) - int64(low32(first))
+		if off < 0 || off >= sources {
+			t.Errorf("unexpected source %v (%d frames)", a, n)
+			continue
+		}
+		distinct++
+		frames += n
+	}
+	return distinct, frames
 }
 
 // TestSendBounded checks that Send honours context cancellation and its

@@ -71,74 +71,84 @@ func TestProgramRewrite(t *testing.T) {
 			{Mode: Random, First: first, Mask: 0x00ff00ff},
 			{Mode: Random},
 		} {
-			t.Run(name+"/"+s.Mode.String(), func(t *testing.T) {
-				if err := g.SetSources(s); err != nil {
-					t.Fatal(err)
-				}
-				tmpl, cfg, err := g.prepare(frame)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := g.objs.Config.Set(cfg); err != nil {
-					t.Fatal(err)
-				}
-				if err := g.resetState([]int{cpu}); err != nil {
-					t.Fatal(err)
-				}
-				base := l.src(frame)
-				if s.First.IsValid() {
-					base = s.First
-				}
-				if got := l.src(tmpl); got != base {
-					t.Fatalf("template source %v, want %v", got, base)
-				}
-				checkChecksums(t, tmpl)
-
-				err = cpupin.OnCPU(cpu, func() error {
-					for i := 0; i < 9; i++ {
-						out := make([]byte, len(tmpl)+256)
-						opts := ebpf.RunOptions{Data: tmpl, DataOut: out, Repeat: 1}
-						verdict, err := g.objs.Prog.Run(&opts)
-						if err != nil {
-							return err
-						}
-						if verdict != 3 { // XDP_TX
-							return fmt.Errorf("verdict %d, want XDP_TX", verdict)
-						}
-						out = opts.DataOut
-						var low uint32
-						switch s.Mode {
-						case Fixed:
-							low = low32(base)
-						case Sequential:
-							low = low32(base) + uint32(i%4)
-						case Random:
-							mask := g.sources.Mask
-							low = low32(base)&^mask | mix64(uint64(i)^uint64(cpu)<<48)&mask
-						}
-						b := base.As16()
-						binary.BigEndian.PutUint32(b[12:], low)
-						want := netip.AddrFrom16(b)
-						if base.Is4() {
-							want = want.Unmap()
-						}
-						if got := l.src(out); got != want {
-							return fmt.Errorf("frame %d: source %v, want %v", i, got, want)
-						}
-						checkChecksums(t, out)
-						// Everything else is the template with that source.
-						if exp := withSource(l, tmpl, want); !bytes.Equal(out, exp) {
-							return fmt.Errorf("frame %d:\n got % x\nwant % x", i, out, exp)
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-			})
+			t.Run(name+"/"+s.Mode.String(), func(t *testing.T) { checkRewrite(t, g, l, frame, s, cpu) })
 		}
 	}
+}
+
+// checkRewrite prepares frame as the template for sources s, then runs
+// the program nine times on cpu and checks each frame it sends.
+func checkRewrite(t *testing.T, g *Generator, l layout, frame []byte, s Sources, cpu int) {
+	if err := g.SetSources(s); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, cfg, err := g.prepare(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.objs.Config.Set(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.resetState([]int{cpu}); err != nil {
+		t.Fatal(err)
+	}
+	base := l.src(frame)
+	if s.First.IsValid() {
+		base = s.First
+	}
+	if got := l.src(tmpl); got != base {
+		t.Fatalf("template source %v, want %v", got, base)
+	}
+	checkChecksums(t, tmpl)
+
+	err = cpupin.OnCPU(cpu, func() error {
+		for i := 0; i < 9; i++ {
+			out := make([]byte, len(tmpl)+256)
+			opts := ebpf.RunOptions{Data: tmpl, DataOut: out, Repeat: 1}
+			verdict, err := g.objs.Prog.Run(&opts)
+			if err != nil {
+				return err
+			}
+			if verdict != 3 { // XDP_TX
+				return fmt.Errorf("verdict %d, want XDP_TX", verdict)
+			}
+			out = opts.DataOut
+			want := nthSource(base, s.Mode, g.sources.Mask, i, cpu)
+			if got := l.src(out); got != want {
+				return fmt.Errorf("frame %d: source %v, want %v", i, got, want)
+			}
+			checkChecksums(t, out)
+			// Everything else is the template with that source.
+			if exp := withSource(l, tmpl, want); !bytes.Equal(out, exp) {
+				return fmt.Errorf("frame %d:\n got % x\nwant % x", i, out, exp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nthSource is the source the program gives frame i on cpu, from base
+// as mode varies it.
+func nthSource(base netip.Addr, mode Mode, mask uint32, i, cpu int) netip.Addr {
+	var low uint32
+	switch mode {
+	case Fixed:
+		low = low32(base)
+	case Sequential:
+		low = low32(base) + uint32(i%4)
+	case Random:
+		low = low32(base)&^mask | mix64(uint64(i)^uint64(cpu)<<48)&mask
+	}
+	b := base.As16()
+	binary.BigEndian.PutUint32(b[12:], low)
+	want := netip.AddrFrom16(b)
+	if base.Is4() {
+		want = want.Unmap()
+	}
+	return want
 }
 
 func TestPrepareErrors(t *testing.T) {
