@@ -33,27 +33,23 @@ func refusedHits(t *testing.T, l *maps.Limiter) uint64 {
 // some, with it off none. Each algorithm is tried as a rule's only level and
 // behind a global aggregate (two phases, the global level first).
 func TestRefusedCacheAgreement(t *testing.T) {
-	type limit struct {
-		yaml   string
-		params model.Params
-	}
-	tb := func(rate, burst uint64) limit {
+	tb := func(rate, burst uint64) refusedLimit {
 		p, err := model.TokenBucketParams(rate, time.Second, burst, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return limit{fmt.Sprintf("{algorithm: token_bucket, rate: %d/s, burst: %d}", rate, burst), p}
+		return refusedLimit{fmt.Sprintf("{algorithm: token_bucket, rate: %d/s, burst: %d}", rate, burst), p}
 	}
-	win := func(alg uint8, name string, n uint64, w time.Duration) limit {
+	win := func(alg uint8, name string, n uint64, w time.Duration) refusedLimit {
 		p, err := model.WindowParams(alg, n, w)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return limit{fmt.Sprintf("{algorithm: %s, packets: %d, window: %v}", name, n, w), p}
+		return refusedLimit{fmt.Sprintf("{algorithm: %s, packets: %d, window: %v}", name, n, w), p}
 	}
 	for _, c := range []struct {
 		name string
-		own  limit
+		own  refusedLimit
 		// mean gap between packets; a tenth of the limit's pace or less
 		gap time.Duration
 	}{
@@ -63,74 +59,105 @@ func TestRefusedCacheAgreement(t *testing.T) {
 		{"sliding_window_1", win(model.AlgSlidingWindow, "sliding_window", 1, 3*time.Millisecond), 100 * time.Microsecond},
 	} {
 		for _, global := range []bool{false, true} {
-			name := c.name
-			agg := ""
-			gl := tb(1500, 40)
+			f := refusedFlood{name: c.name, own: c.own, gap: c.gap}
 			if global {
-				name += "+global"
-				agg = "    aggregate:\n      - key: global\n        limit: " + gl.yaml + "\n"
+				f.name += "+global"
+				gl := tb(1500, 40)
+				f.global = &gl
 			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(f.name, func(t *testing.T) {
 				testutil.PinCPU(t, 0) // the cache is per CPU
-				yaml := "rules:\n  - name: r\n    limit: " + c.own.yaml + "\n" + agg
 				for _, off := range []bool{false, true} {
-					l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1, NoRefusedCache: off}, yaml)
-					srcs := []pktgen.Frame{udp4("192.0.2.1"), udp4("192.0.2.2"), udp6("2001:db8::1"), udp4("192.0.2.3")}
-					own := make([]model.State, len(srcs))
-					var gs model.State
-					r := rand.New(rand.NewPCG(7, uint64(len(name))))
-					now := uint64(t0)
-					for i := 0; i < 4000; i++ {
-						s := r.IntN(len(srcs))
-						switch k := r.IntN(200); {
-						case k == 0:
-							now += r.Uint64N(uint64(time.Second))
-						case k < 16:
-							// Right at the edge of a refusal: the
-							// cache's until must be exact to the ns.
-							at := firstAdmit(own[s], c.own.params, now)
-							if global {
-								at = max(at, firstAdmit(gs, gl.params, now))
-							}
-							now = max(now, at-uint64(r.IntN(2)))
-						default:
-							now += r.Uint64N(2 * uint64(c.gap) / 4) // floods: many packets per tick
-						}
-						// Two phases: each level decides on its own
-						// state, then both are charged.
-						o, g := own[s], gs
-						ok := o.Admit(c.own.params, now, 1)
-						if global {
-							ok = ok && g.Admit(gl.params, now, 1)
-						}
-						want := uint32(xdpDrop)
-						if ok {
-							want = xdpPass
-							own[s], gs = o, g
-						}
-						if got := xdpltest.Run(t, l, srcs[s].MustBuild(), time.Duration(now)); got != want {
-							t.Fatalf("cache off %v: packet %d (source %d, t=%d): program %s, model %s",
-								off, i, s, now, letters([]uint32{got}), letters([]uint32{want}))
-						}
-					}
-					hits := refusedHits(t, l)
-					if off && hits != 0 {
-						t.Errorf("cache off: %d packets refused from it", hits)
-					}
-					if !off && hits < 400 {
-						t.Errorf("cache on: only %d of 4000 packets refused from it", hits)
-					}
-					if !off {
-						flows := flowHits(t, l)
-						t.Logf("%d of 4000 refused from the caches, %d of them from the flow cache", hits, flows)
-						// The flow cache copies refusals of a rule's own
-						// level, alone or behind the global one.
-						if flows == 0 {
-							t.Error("cache on: no packet refused from the flow cache")
-						}
-					}
+					f.check(t, off)
 				}
 			})
+		}
+	}
+}
+
+// refusedLimit is a limit as the policy writes it and as the model runs it.
+type refusedLimit struct {
+	yaml   string
+	params model.Params
+}
+
+// refusedFlood is a case of TestRefusedCacheAgreement: a rule's own level,
+// behind a global aggregate when global is set, under a dense flood.
+type refusedFlood struct {
+	name   string
+	own    refusedLimit
+	global *refusedLimit
+	gap    time.Duration
+}
+
+// check replays the flood through the program, the refused-until cache
+// off or on, and through the models, packet by packet, then checks how
+// many packets the caches answered.
+func (f refusedFlood) check(t *testing.T, off bool) {
+	agg := ""
+	if f.global != nil {
+		agg = "    aggregate:\n      - key: global\n        limit: " + f.global.yaml + "\n"
+	}
+	yaml := "rules:\n  - name: r\n    limit: " + f.own.yaml + "\n" + agg
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, TrackAfter: 1, NoRefusedCache: off}, yaml)
+	srcs := []pktgen.Frame{udp4("192.0.2.1"), udp4("192.0.2.2"), udp6("2001:db8::1"), udp4("192.0.2.3")}
+	own := make([]model.State, len(srcs))
+	var gs model.State
+	r := rand.New(rand.NewPCG(7, uint64(len(f.name))))
+	now := uint64(t0)
+	for i := 0; i < 4000; i++ {
+		s := r.IntN(len(srcs))
+		switch k := r.IntN(200); {
+		case k == 0:
+			now += r.Uint64N(uint64(time.Second))
+		case k < 16:
+			// Right at the edge of a refusal: the
+			// cache's until must be exact to the ns.
+			at := firstAdmit(own[s], f.own.params, now)
+			if f.global != nil {
+				at = max(at, firstAdmit(gs, f.global.params, now))
+			}
+			now = max(now, at-uint64(r.IntN(2)))
+		default:
+			now += r.Uint64N(2 * uint64(f.gap) / 4) // floods: many packets per tick
+		}
+		// Two phases: each level decides on its own
+		// state, then both are charged.
+		o, g := own[s], gs
+		ok := o.Admit(f.own.params, now, 1)
+		if f.global != nil {
+			ok = ok && g.Admit(f.global.params, now, 1)
+		}
+		want := uint32(xdpDrop)
+		if ok {
+			want = xdpPass
+			own[s], gs = o, g
+		}
+		if got := xdpltest.Run(t, l, srcs[s].MustBuild(), time.Duration(now)); got != want {
+			t.Fatalf("cache off %v: packet %d (source %d, t=%d): program %s, model %s",
+				off, i, s, now, letters([]uint32{got}), letters([]uint32{want}))
+		}
+	}
+	checkRefusedHits(t, l, off)
+}
+
+// checkRefusedHits: with the cache off no packet is refused from it; with
+// it on, at least a tenth of the 4000, some of them from the flow cache.
+func checkRefusedHits(t *testing.T, l *maps.Limiter, off bool) {
+	hits := refusedHits(t, l)
+	if off && hits != 0 {
+		t.Errorf("cache off: %d packets refused from it", hits)
+	}
+	if !off && hits < 400 {
+		t.Errorf("cache on: only %d of 4000 packets refused from it", hits)
+	}
+	if !off {
+		flows := flowHits(t, l)
+		t.Logf("%d of 4000 refused from the caches, %d of them from the flow cache", hits, flows)
+		// The flow cache copies refusals of a rule's own
+		// level, alone or behind the global one.
+		if flows == 0 {
+			t.Error("cache on: no packet refused from the flow cache")
 		}
 	}
 }

@@ -36,45 +36,54 @@ rules:
 					t.Fatalf("verdict %d, want XDP_DROP", v)
 				}
 			}
-			// The levels count their own events (a new source, a
-			// refusal from the refused-until cache); the rest is the
-			// accounting's.
-			own := map[maps.Counter]bool{maps.CounterNewSource: s == maps.StopRule, maps.CounterRefusedCached: s == maps.StopRule}
-			cs, err := l.Counters()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for c, v := range cs {
-				if v.Packets != 0 && !own[c] {
-					t.Errorf("counter %s counted %d packets: the cut accounted", c, v.Packets)
-				}
-			}
-			stats, err := l.RuleStats()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range stats {
-				for v, c := range r.Verdicts {
-					if c.Packets != 0 {
-						t.Errorf("rule %s: verdict %d counted %d packets: the cut accounted", r.Name, v, c.Packets)
-					}
-				}
-			}
-			n, err := l.TrackedSources()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := map[bool]int{true: 1, false: 0}[s == maps.StopRule]; n != want {
-				t.Errorf("%d state entries after the cut, want %d", n, want)
-			}
+			checkCutAccounted(t, l, s)
 		})
 	}
+	checkCutOnWholeMaps(t, policy, frame)
+}
 
-	// On the maps of the whole program, after its refusals taught the
-	// flow cache (admitted, refused, refused from the refused-until cache
-	// and noted, then refused by the flow cache): a cut after the flow
-	// cache is answered by it too (the stage counts its hit) and accounts
-	// nothing.
+// checkCutAccounted: a cut after stage s accounted nothing, and only a cut
+// after the rule's levels charged the source.
+func checkCutAccounted(t *testing.T, l *maps.Limiter, s maps.Stage) {
+	// The levels count their own events (a new source, a
+	// refusal from the refused-until cache); the rest is the
+	// accounting's.
+	own := map[maps.Counter]bool{maps.CounterNewSource: s == maps.StopRule, maps.CounterRefusedCached: s == maps.StopRule}
+	cs, err := l.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, v := range cs {
+		if v.Packets != 0 && !own[c] {
+			t.Errorf("counter %s counted %d packets: the cut accounted", c, v.Packets)
+		}
+	}
+	stats, err := l.RuleStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range stats {
+		for v, c := range r.Verdicts {
+			if c.Packets != 0 {
+				t.Errorf("rule %s: verdict %d counted %d packets: the cut accounted", r.Name, v, c.Packets)
+			}
+		}
+	}
+	n, err := l.TrackedSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]int{true: 1, false: 0}[s == maps.StopRule]; n != want {
+		t.Errorf("%d state entries after the cut, want %d", n, want)
+	}
+}
+
+// checkCutOnWholeMaps: on the maps of the whole program, after its
+// refusals taught the flow cache (admitted, refused, refused from the
+// refused-until cache and noted, then refused by the flow cache), a cut
+// after the flow cache is answered by it too (the stage counts its hit)
+// and accounts nothing.
+func checkCutOnWholeMaps(t *testing.T, policy string, frame []byte) {
 	whole := loadWith(t, maps.Options{Clock: maps.ClockMap}, policy)
 	for range 4 {
 		if _, err := whole.Program().Run(&ebpf.RunOptions{Data: frame, Repeat: 1}); err != nil {
