@@ -54,34 +54,7 @@ func TestBanRefuses(t *testing.T) {
 func TestBanPinnedState(t *testing.T) {
 	testutil.Require(t, os.Geteuid() == 0, "needs root to attach")
 	v := testutil.NewUniqueVethPair(t, "xbs", "xbr")
-	p, err := policy.Parse("p.yaml", []byte(goodPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := compiler.Compile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a *loader.Attachment
-	err = v.PeerNS.Do(func() error {
-		a, err = loader.Attach(loader.Config{Interface: v.PeerName, Mode: loader.ModeGeneric, Clock: maps.ClockKtime,
-			MaxSources: 1 << 12, MaxBans: 64, Policy: loader.Policy{Image: img, Path: "p.yaml"}})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { loader.Detach(v.PeerName) })
-	// As if attach had exited with --keep-on-exit: no owner to signal.
-	m, err := a.Limiter.Meta()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Pid = 0
-	if err := a.Limiter.SetMeta(m); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
+	attachOrphaned(t, v)
 	iface := v.PeerName
 	runCases(t, []cliCase{
 		{name: "ban", args: []string{"ban", iface, "198.51.100.0/24", "--for", "1h", "--reason", "scanner"},
@@ -141,6 +114,39 @@ func TestBanPinnedState(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 || got[0].Reason != `\x1b]0;pwned\x07` {
 		t.Fatalf("bans --json: %v %+v", err, got)
 	}
+}
+
+// attachOrphaned attaches goodPolicy to v's receiving end with a ban
+// table of 64 and leaves it pinned as if attach had exited with
+// --keep-on-exit: no owner to signal.
+func attachOrphaned(t *testing.T, v *testutil.Veth) {
+	p, err := policy.Parse("p.yaml", []byte(goodPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := compiler.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *loader.Attachment
+	err = v.PeerNS.Do(func() error {
+		a, err = loader.Attach(loader.Config{Interface: v.PeerName, Mode: loader.ModeGeneric, Clock: maps.ClockKtime,
+			MaxSources: 1 << 12, MaxBans: 64, Policy: loader.Policy{Image: img, Path: "p.yaml"}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { loader.Detach(v.PeerName) })
+	m, err := a.Limiter.Meta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Pid = 0
+	if err := a.Limiter.SetMeta(m); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
 }
 
 // ban with an attach process running: the control word is the process's,

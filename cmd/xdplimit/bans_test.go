@@ -60,49 +60,14 @@ func TestBansHostileText(t *testing.T) {
 		}
 	})
 
-	host, port, _ := strings.Cut(r.Addr(), ":")
-	end := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
-	for _, e := range [][2]string{
-		{"0.0.0.0/0", end + "|evil|the world"},
-		{"::ffff:0.0.0.0/96", end + "|evil|the world"},
-		{"198.51.100.66/32", end + "|evil\u202ehost|\x1b]0;pwned\x07\x1b[2J\u009b31m"},
-		{"\x1b[2J", end + "|evil|"},
-	} {
-		out, err := command.Run(10*time.Second, "nsenter", "--net="+v.PeerNS.Path(), "redis-cli", "-h", host, "-p", port,
-			"HSET", "xdpl:"+namespace+":bans", e[0], e[1])
-		if err != nil || strings.Contains(string(out), "ERR") {
-			t.Fatalf("redis-cli HSET: %v: %s", err, out)
-		}
-	}
 	const stored = `fleet: evil\u202ehost: \x1b]0;pwned\x07\x1b[2J\u009b31m`
-	var out string
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		out, _, _ = runCLI("bans", iface)
-		if strings.Contains(out, "198.51.100.66/32") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the fleet's ban never arrived; bans:\n%s", out)
-		}
-	}
+	hsetHostileBans(t, v, r.Addr(), namespace)
+	waitForBans(t, iface, "198.51.100.66/32")
 
 	// Another root process writes a ban straight into the pinned table,
 	// past every check on the way in.
-	s, err := loader.Open(iface)
-	if err != nil {
-		t.Fatal(err)
-	}
 	raw := "raw\x1b[31m\x7f\u0085\u2066"
-	b := gen.XdplimitXdplBan{ExpiresNs: 1 << 62, Family: 4, Prefixlen: 32, Origin: 0xffff, Addr: [16]byte{203, 0, 113, 77}}
-	for i := range len(raw) {
-		b.Reason[i] = int8(raw[i])
-	}
-	slot := s.Limiter.BansCapacity() - 1
-	err = s.Limiter.Map(gen.XdplimitMapXdplBans).Update(slot, &b, ebpf.UpdateAny)
-	s.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeRawBan(t, iface, raw)
 
 	out, errOut, code := runCLI("bans", iface)
 	if code != 0 || errOut != "" {
@@ -118,7 +83,67 @@ func TestBansHostileText(t *testing.T) {
 		t.Errorf("a ban of the world came through:\n%s", out)
 	}
 
-	out, _, _ = runCLI("bans", iface, "--json")
+	got := checkBansJSON(t, iface, stored, raw)
+	checkStatusEscaped(t, iface, len(got))
+	terminalSafe(t, "the agent's log", logs.String())
+}
+
+// hsetHostileBans writes bans with hostile prefixes and reasons into the
+// fleet's Redis at addr, as another member might.
+func hsetHostileBans(t *testing.T, v *testutil.Veth, addr, namespace string) {
+	host, port, _ := strings.Cut(addr, ":")
+	end := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	for _, e := range [][2]string{
+		{"0.0.0.0/0", end + "|evil|the world"},
+		{"::ffff:0.0.0.0/96", end + "|evil|the world"},
+		{"198.51.100.66/32", end + "|evil\u202ehost|\x1b]0;pwned\x07\x1b[2J\u009b31m"},
+		{"\x1b[2J", end + "|evil|"},
+	} {
+		out, err := command.Run(10*time.Second, "nsenter", "--net="+v.PeerNS.Path(), "redis-cli", "-h", host, "-p", port,
+			"HSET", "xdpl:"+namespace+":bans", e[0], e[1])
+		if err != nil || strings.Contains(string(out), "ERR") {
+			t.Fatalf("redis-cli HSET: %v: %s", err, out)
+		}
+	}
+}
+
+// waitForBans waits until `bans` lists prefix.
+func waitForBans(t *testing.T, iface, prefix string) {
+	var out string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, _, _ = runCLI("bans", iface)
+		if strings.Contains(out, prefix) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet's ban never arrived; bans:\n%s", out)
+		}
+	}
+}
+
+// writeRawBan writes a ban with reason raw straight into iface's pinned
+// ban table, in its last slot.
+func writeRawBan(t *testing.T, iface, raw string) {
+	s, err := loader.Open(iface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := gen.XdplimitXdplBan{ExpiresNs: 1 << 62, Family: 4, Prefixlen: 32, Origin: 0xffff, Addr: [16]byte{203, 0, 113, 77}}
+	for i := range len(raw) {
+		b.Reason[i] = int8(raw[i])
+	}
+	slot := s.Limiter.BansCapacity() - 1
+	err = s.Limiter.Map(gen.XdplimitMapXdplBans).Update(slot, &b, ebpf.UpdateAny)
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkBansJSON: bans --json carries the reasons as they were stored and
+// each ban's origin, and -o json is the same JSON. It returns the bans.
+func checkBansJSON(t *testing.T, iface, stored, raw string) []metrics.BanJSON {
+	out, _, _ := runCLI("bans", iface, "--json")
 	terminalSafe(t, "bans --json", out)
 	var got []metrics.BanJSON
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
@@ -149,8 +174,13 @@ func TestBansHostileText(t *testing.T) {
 			t.Errorf("bans -o json and bans --json differ: %+v, %+v", got2[i], got[i])
 		}
 	}
+	return got
+}
 
-	out, _, _ = runCLI("status", iface, "-o", "json")
+// checkStatusEscaped: status -o json is valid JSON with the policy's path
+// and bans in force, and status prints the path escaped.
+func checkStatusEscaped(t *testing.T, iface string, bans int) {
+	out, _, _ := runCLI("status", iface, "-o", "json")
 	terminalSafe(t, "status -o json", out)
 	var st struct {
 		Interfaces []struct {
@@ -163,7 +193,7 @@ func TestBansHostileText(t *testing.T) {
 		} `json:"interfaces"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Interfaces) != 1 ||
-		!strings.HasSuffix(st.Interfaces[0].Policy.Path, "p\x1b[2J\u202e.yaml") || st.Interfaces[0].Bans.InForce != len(got) {
+		!strings.HasSuffix(st.Interfaces[0].Policy.Path, "p\x1b[2J\u202e.yaml") || st.Interfaces[0].Bans.InForce != bans {
 		t.Errorf("status -o json decodes to %+v (%v):\n%s", st, err, out)
 	}
 
@@ -172,5 +202,4 @@ func TestBansHostileText(t *testing.T) {
 	if !strings.Contains(out, `p\x1b[2J\u202e.yaml`) {
 		t.Errorf("status does not show the policy path escaped:\n%s", out)
 	}
-	terminalSafe(t, "the agent's log", logs.String())
 }

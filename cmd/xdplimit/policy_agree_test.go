@@ -28,30 +28,7 @@ func TestPolicyCheckAgreesWithAttach(t *testing.T) {
 	if err != nil || len(broken) == 0 {
 		t.Fatalf("broken policies: %v, %v", broken, err)
 	}
-	// The fleet and CrowdSec examples, with their secret files where they
-	// say.
-	dir := t.TempDir()
-	secrets := map[string]string{"/etc/xdplimit/redis.pw": "secret\n", "/etc/xdplimit/crowdsec.key": "0123456789abcdef\n"}
-	for i, e := range examples {
-		b, err := os.ReadFile(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, content := range secrets {
-			if !strings.Contains(string(b), name) {
-				continue
-			}
-			local := filepath.Join(dir, filepath.Base(name))
-			if err := os.WriteFile(local, []byte(content), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			examples[i] = filepath.Join(dir, filepath.Base(e))
-			b = []byte(strings.ReplaceAll(string(b), name, local))
-			if err := os.WriteFile(examples[i], b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	withLocalSecrets(t, examples)
 	v := testutil.NewUniqueVethPair(t, "xpas", "xpar")
 	// A host set up for every example: the syncookie one needs these, and
 	// attach checks them (a host check, which policy check cannot make).
@@ -103,5 +80,33 @@ func TestPolicyCheckAgreesWithAttach(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(loader.PinRoot, v.PeerName)); !os.IsNotExist(err) {
 		t.Errorf("pins left: %v", err)
+	}
+}
+
+// withLocalSecrets points the fleet and CrowdSec examples at their secret
+// files, written where a test may write: each such example is replaced by
+// a copy that names them.
+func withLocalSecrets(t *testing.T, examples []string) {
+	dir := t.TempDir()
+	secrets := map[string]string{"/etc/xdplimit/redis.pw": "secret\n", "/etc/xdplimit/crowdsec.key": "0123456789abcdef\n"}
+	for i, e := range examples {
+		b, err := os.ReadFile(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, content := range secrets {
+			if !strings.Contains(string(b), name) {
+				continue
+			}
+			local := filepath.Join(dir, filepath.Base(name))
+			if err := os.WriteFile(local, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			examples[i] = filepath.Join(dir, filepath.Base(e))
+			b = []byte(strings.ReplaceAll(string(b), name, local))
+			if err := os.WriteFile(examples[i], b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -87,7 +87,29 @@ func TestPolicyTestCommand(t *testing.T) {
 		"whole again in 2.991s\n"; code != 0 || !strings.Contains(out, "capture: source 192.0.2.1\n") || !strings.Contains(out, want) {
 		t.Errorf("--source: exit %d, stderr %q, stdout:\n%s\nwant %q", code, errOut, out, want)
 	}
-	out, errOut, code = runCLI("policy", "test", pol, "--pcap", capture, "-o", "json", "--source", "192.0.2.1", "--explain", "10")
+	checkPolicyTestJSON(t, pol, capture)
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"policy", "test", pol}, "--pcap is required"},
+		{[]string{"policy", "test", pol, "--pcap", capture, "--explain", "11"}, "--explain 11: the capture has 10 frames"},
+		{[]string{"policy", "test", pol, "--pcap", capture, "--explain", "0"}, "frames are numbered from 1"},
+		{[]string{"policy", "test", pol, "--pcap", pol}, "not a pcap or pcapng capture"},
+		{[]string{"policy", "test", capture, "--pcap", capture}, "the policy has errors"},
+	} {
+		_, errOut, code := runCLI(c.args...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want an error with %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// checkPolicyTestJSON: policy test -o json with --source and --explain
+// decodes to the report the text shows.
+func checkPolicyTestJSON(t *testing.T, pol, capture string) {
+	out, errOut, code := runCLI("policy", "test", pol, "--pcap", capture, "-o", "json", "--source", "192.0.2.1", "--explain", "10")
 	if code != 0 {
 		t.Fatalf("-o json: exit %d\n%s", code, errOut)
 	}
@@ -125,22 +147,6 @@ func TestPolicyTestCommand(t *testing.T) {
 		len(j.Sources) != 1 || j.Sources[0].Interface != "capture" || *j.Sources[0].Rules[0].Levels[0].Remaining != 0 ||
 		j.Sources[0].Rules[0].Levels[0].Limit != 3 {
 		t.Errorf("-o json decodes to %+v:\n%s", j, out)
-	}
-
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"policy", "test", pol}, "--pcap is required"},
-		{[]string{"policy", "test", pol, "--pcap", capture, "--explain", "11"}, "--explain 11: the capture has 10 frames"},
-		{[]string{"policy", "test", pol, "--pcap", capture, "--explain", "0"}, "frames are numbered from 1"},
-		{[]string{"policy", "test", pol, "--pcap", pol}, "not a pcap or pcapng capture"},
-		{[]string{"policy", "test", capture, "--pcap", capture}, "the policy has errors"},
-	} {
-		_, errOut, code := runCLI(c.args...)
-		if code != 1 || !strings.Contains(errOut, c.want) {
-			t.Errorf("%v: exit %d, stderr %q, want an error with %q", c.args, code, errOut, c.want)
-		}
 	}
 }
 
