@@ -257,48 +257,8 @@ func TestVeth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check := func(ns *netns.Netns, name string, addrs ...netip.Addr) {
-			t.Helper()
-			err := ns.Do(func() error {
-				h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
-				if err != nil {
-					return err
-				}
-				defer h.Close()
-				l, err := h.LinkByName(name)
-				if err != nil {
-					return err
-				}
-				la := l.Attrs()
-				if la.Flags&net.FlagUp == 0 {
-					t.Errorf("%s is down", name)
-				}
-				if la.NumRxQueues != 2 || la.NumTxQueues != 2 {
-					t.Errorf("%s has %d rx / %d tx queues, want 2", name, la.NumRxQueues, la.NumTxQueues)
-				}
-				have, err := h.AddrList(l, netlink.FAMILY_ALL)
-				if err != nil {
-					return err
-				}
-				for _, want := range addrs {
-					ok := false
-					for _, ad := range have {
-						if ip, _ := netip.AddrFromSlice(ad.IP); ip.Unmap() == want {
-							ok = true
-						}
-					}
-					if !ok {
-						t.Errorf("%s lacks %s (has %v)", name, want, have)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		check(v.NS, v.Name, v.Addr, v.Addr6)
-		check(v.PeerNS, v.PeerName, v.PeerAddr, v.PeerAddr6)
+		checkLinkUp(t, v.NS, v.Name, v.Addr, v.Addr6)
+		checkLinkUp(t, v.PeerNS, v.PeerName, v.PeerAddr, v.PeerAddr6)
 		if len(v.PeerMAC) != 6 || v.PeerIndex == 0 {
 			t.Errorf("peer MAC %v index %d", v.PeerMAC, v.PeerIndex)
 		}
@@ -336,5 +296,48 @@ func TestVeth(t *testing.T) {
 			t.Fatalf("%s still exists in %s: the peer namespace was not destroyed", v.Name, a)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkLinkUp: the link name in ns is up, has two queues each way and
+// holds addrs.
+func checkLinkUp(t *testing.T, ns *netns.Netns, name string, addrs ...netip.Addr) {
+	t.Helper()
+	err := ns.Do(func() error {
+		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		la := l.Attrs()
+		if la.Flags&net.FlagUp == 0 {
+			t.Errorf("%s is down", name)
+		}
+		if la.NumRxQueues != 2 || la.NumTxQueues != 2 {
+			t.Errorf("%s has %d rx / %d tx queues, want 2", name, la.NumRxQueues, la.NumTxQueues)
+		}
+		have, err := h.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return err
+		}
+		for _, want := range addrs {
+			ok := false
+			for _, ad := range have {
+				if ip, _ := netip.AddrFromSlice(ad.IP); ip.Unmap() == want {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("%s lacks %s (has %v)", name, want, have)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
