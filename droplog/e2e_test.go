@@ -77,17 +77,7 @@ func TestDropLogFlood(t *testing.T) {
 	}()
 
 	src, dst := netip.MustParseAddr("198.18.5.7"), v.PeerAddr
-	g, err := pktgen.Open(pktgen.Config{Sources: pktgen.Sources{Mode: pktgen.Fixed, First: src}, Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	frame := pktgen.SetMACs(pktgen.Frame{Src: src, Dst: dst, TTL: 250, SrcPort: 53, DstPort: 40000, Payload: 512}.MustBuild(),
-		v.MAC, v.PeerMAC)
-	res, err := g.Send(context.Background(), v.NS.Path(), v.Name, frame, floodFrames)
-	g.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := floodFrom(t, v, src, dst)
 	time.Sleep(20 * time.Millisecond)
 	cancel()
 	wg.Wait()
@@ -119,6 +109,29 @@ func TestDropLogFlood(t *testing.T) {
 	if uint64(sampled) != topWritten {
 		t.Errorf("the log accounts for %v samples, top's reader for %d: both must see every sample written", sampled, topWritten)
 	}
+	checkFloodLines(t, lines, begin, end, a.Interface, src, dst)
+}
+
+// floodFrom sends floodFrames UDP frames from src (port 53, TTL 250, 512
+// bytes of payload) to dst over v.
+func floodFrom(t *testing.T, v *testutil.Veth, src, dst netip.Addr) pktgen.Result {
+	g, err := pktgen.Open(pktgen.Config{Sources: pktgen.Sources{Mode: pktgen.Fixed, First: src}, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := pktgen.SetMACs(pktgen.Frame{Src: src, Dst: dst, TTL: 250, SrcPort: 53, DstPort: 40000, Payload: 512}.MustBuild(),
+		v.MAC, v.PeerMAC)
+	res, err := g.Send(context.Background(), v.NS.Path(), v.Name, frame, floodFrames)
+	g.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// checkFloodLines: every line was taken between begin and end, in order,
+// in UTC, and describes the flood from src to dst on iface.
+func checkFloodLines(t *testing.T, lines []droplog.Line, begin, end time.Time, iface string, src, dst netip.Addr) {
 	var prev time.Time
 	for i, ln := range lines {
 		if ln.Time.Before(begin) || ln.Time.After(end) || ln.Time.Before(prev) || ln.Time.Location() != time.UTC {
@@ -126,7 +139,7 @@ func TestDropLogFlood(t *testing.T) {
 				i, ln.Time, begin.UTC(), end.UTC(), prev)
 		}
 		prev = ln.Time
-		want := droplog.Line{Event: "drop", Time: ln.Time, Interface: a.Interface, Rule: "dns-amp", Level: ln.Level,
+		want := droplog.Line{Event: "drop", Time: ln.Time, Interface: iface, Rule: "dns-amp", Level: ln.Level,
 			Action: "drop", Src: src.String(), Dst: dst.String(), Proto: "udp", SrcPort: ln.SrcPort, DstPort: ln.DstPort,
 			Length: 20 + 8 + 512, TTL: 250}
 		if ln.Level == nil || *ln.Level != 0 || ln.SrcPort == nil || *ln.SrcPort != 53 || ln.DstPort == nil ||
