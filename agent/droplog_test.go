@@ -41,90 +41,101 @@ func TestDropLogOutput(t *testing.T) {
 // BPF_PROG_TEST_RUN: no traffic.
 func TestDropLogReload(t *testing.T) {
 	testutil.RequireRoot(t)
-	dir := t.TempDir()
-	pol := func(log string) (*maps.Image, policy.Log) {
-		img, p, err := compiler.CompileYAML(dir+"/p.yaml", []byte("rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}\n"+log))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return img, p.Log
-	}
 	l, err := maps.Load(maps.Options{Clock: maps.ClockMap, MaxSources: 1 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	r := newDropLogRunner(&loader.Attachment{Interface: "test0", Limiter: l}, "", slog.New(slog.DiscardHandler), nil)
-	defer r.stop()
-	frame := pktgen.UDP4(netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("10.0.0.1"), 53, 4000, 10)
-	lines := func(name string) (drops, summaries int) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-		for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			switch {
-			case strings.Contains(ln, `"event":"drop"`):
-				drops++
-			case strings.Contains(ln, `"event":"suppressed"`):
-				summaries++
-			}
-		}
-		return drops, summaries
-	}
-	// Each phase waits until its lines are in its file before the next
-	// reload switches the file: a fixed sleep decided, on a loaded
-	// machine, which file the reader wrote them to.
-	phase := func(log string, drops int, file string, want int) {
-		t.Helper()
-		img, lg := pol(log)
-		if err := l.Apply(img); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.apply(lg); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Program().Run(&ebpf.RunOptions{Data: frame, Repeat: uint32(drops)}); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if d, _ := lines(file); d >= want {
-				return
-			}
-			if time.Now().After(deadline) {
-				d, _ := lines(file)
-				t.Fatalf("%s: %d drop lines 30 s after the drops, want %d", file, d, want)
-			}
-		}
-	}
-	phase("log: {sample: 1, file: a.jsonl}\n", 50, "a.jsonl", 49)
+	d := &dropLogReload{t: t, dir: t.TempDir(), l: l,
+		r:     newDropLogRunner(&loader.Attachment{Interface: "test0", Limiter: l}, "", slog.New(slog.DiscardHandler), nil),
+		frame: pktgen.UDP4(netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("10.0.0.1"), 53, 4000, 10)}
+	defer d.r.stop()
+	d.phase("log: {sample: 1, file: a.jsonl}\n", 50, "a.jsonl", 49)
 	// The cap counts lines per wall-clock second: phase one's 49 lines,
 	// all written by now, would leave nothing of the second's 10.
 	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
-	phase("log: {sample: 1, max_per_second: 10, file: b.jsonl}\n", 50, "b.jsonl", 10)
+	d.phase("log: {sample: 1, max_per_second: 10, file: b.jsonl}\n", 50, "b.jsonl", 10)
 	// The section removed, no --log-drops: the log stops at the reload,
 	// before these drops, so neither file gets another line.
-	img, lg := pol("")
-	if err := l.Apply(img); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.apply(lg); err != nil {
-		t.Fatal(err)
-	}
-	r.mu.Lock()
-	stopped := r.l == nil
-	r.mu.Unlock()
+	d.reload("")
+	d.r.mu.Lock()
+	stopped := d.r.l == nil
+	d.r.mu.Unlock()
 	if !stopped {
 		t.Fatal("the drop log still runs after its section was removed")
 	}
-	if _, err := l.Program().Run(&ebpf.RunOptions{Data: frame, Repeat: 50}); err != nil {
+	if _, err := l.Program().Run(&ebpf.RunOptions{Data: d.frame, Repeat: 50}); err != nil {
 		t.Fatal(err)
 	}
 	// The first packet of the first phase passed (the burst).
-	if d, s := lines("a.jsonl"); d != 49 || s != 0 {
-		t.Errorf("a.jsonl: %d drop lines, %d summaries; want 49, 0", d, s)
+	if dr, s := d.lines("a.jsonl"); dr != 49 || s != 0 {
+		t.Errorf("a.jsonl: %d drop lines, %d summaries; want 49, 0", dr, s)
 	}
-	if d, s := lines("b.jsonl"); d != 10 || s != 1 {
-		t.Errorf("b.jsonl: %d drop lines, %d summaries; want the cap's 10 and the summary of 40 written at the stop", d, s)
+	if dr, s := d.lines("b.jsonl"); dr != 10 || s != 1 {
+		t.Errorf("b.jsonl: %d drop lines, %d summaries; want the cap's 10 and the summary of 40 written at the stop", dr, s)
+	}
+}
+
+// dropLogReload is TestDropLogReload's limiter and drop log, the log's
+// files in dir.
+type dropLogReload struct {
+	t     *testing.T
+	dir   string
+	l     *maps.Limiter
+	r     *dropLogRunner
+	frame []byte
+}
+
+// reload applies a one-rule policy with the log: section log, to the
+// limiter and to the drop log, as a reload does.
+func (d *dropLogReload) reload(log string) {
+	d.t.Helper()
+	img, p, err := compiler.CompileYAML(d.dir+"/p.yaml", []byte("rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}\n"+log))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if err := d.l.Apply(img); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := d.r.apply(p.Log); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// lines counts the drop lines and the summaries in the file name.
+func (d *dropLogReload) lines(name string) (drops, summaries int) {
+	b, err := os.ReadFile(filepath.Join(d.dir, name))
+	if err != nil && !os.IsNotExist(err) {
+		d.t.Fatal(err)
+	}
+	for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		switch {
+		case strings.Contains(ln, `"event":"drop"`):
+			drops++
+		case strings.Contains(ln, `"event":"suppressed"`):
+			summaries++
+		}
+	}
+	return drops, summaries
+}
+
+// phase reloads with log, runs drops packets, and waits until file holds
+// want drop lines. Each phase waits until its lines are in its file before
+// the next reload switches the file: a fixed sleep decided, on a loaded
+// machine, which file the reader wrote them to.
+func (d *dropLogReload) phase(log string, drops int, file string, want int) {
+	d.t.Helper()
+	d.reload(log)
+	if _, err := d.l.Program().Run(&ebpf.RunOptions{Data: d.frame, Repeat: uint32(drops)}); err != nil {
+		d.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := d.lines(file); n >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			n, _ := d.lines(file)
+			d.t.Fatalf("%s: %d drop lines 30 s after the drops, want %d", file, n, want)
+		}
 	}
 }
