@@ -80,32 +80,12 @@ func noEvasion(t *testing.T, policy string, maxTags, total int) {
 	target := Target{SrcMAC: v.MAC, DstMAC: v.PeerMAC, Dst4: v.PeerAddr, Dst6: v.PeerAddr6, Port: port, MaxTags: maxTags}
 	controlRun(t, v, tx, target)
 
-	err := v.PeerNS.Do(func() error {
-		lk, err := link.AttachXDP(link.XDPOptions{Program: l.Program(), Interface: v.PeerIndex})
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { lk.Close() })
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	attachXDP(t, v, l)
 	g := NewGen(s, target)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admitted := func() uint64 {
-		st, err := l.RuleStats()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for _, r := range st {
-			n += r.Verdicts[maps.VerdictPass].Packets + r.Verdicts[maps.VerdictShadow].Packets
-		}
-		return n
-	}
+	admitted := func() uint64 { return admittedBy(t, l) }
 	base := v.PeerNS.Snapshot(t)
 	excess := func() int64 {
 		u, c := delivered(v.PeerNS.Snapshot(t).Delta(base))
@@ -150,6 +130,34 @@ func noEvasion(t *testing.T, policy string, maxTags, total int) {
 	if u+c == 0 && admitted() == 0 {
 		t.Fatal("nothing was judged or delivered: the generator or the lab is broken")
 	}
+}
+
+// attachXDP attaches l's program to v's receiving end until the test ends.
+func attachXDP(t *testing.T, v *testutil.Veth, l *maps.Limiter) {
+	err := v.PeerNS.Do(func() error {
+		lk, err := link.AttachXDP(link.XDPOptions{Program: l.Program(), Interface: v.PeerIndex})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { lk.Close() })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// admittedBy is how many packets l's rules admitted, shadow included.
+func admittedBy(t *testing.T, l *maps.Limiter) uint64 {
+	st, err := l.RuleStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, r := range st {
+		n += r.Verdicts[maps.VerdictPass].Packets + r.Verdicts[maps.VerdictShadow].Packets
+	}
+	return n
 }
 
 // bisect replays a batch one datagram at a time and lists those that
