@@ -44,15 +44,7 @@ func TestUnitInstances(t *testing.T) {
 		procs[iface].waitFor(t, "msg=attached", time.Minute)
 	}
 	const addr = "http://" + metrics.DefaultAddr
-	scraped := func(want ...string) bool {
-		code, body := get(t, a.PeerNS, addr+"/metrics")
-		for _, iface := range want {
-			if code != 200 || !strings.Contains(body, fmt.Sprintf(`xdplimit_up{interface=%q} 1`, iface)) {
-				return false
-			}
-		}
-		return true
-	}
+	scraped := func(want ...string) bool { return scrapedUp(t, a.PeerNS, addr, want...) }
 	if !eventually(10*time.Second, func() bool { return scraped(ifaces[:2]...) }) {
 		_, body := get(t, a.PeerNS, addr+"/metrics")
 		t.Fatalf("one scrape does not show both interfaces:\n%s", body)
@@ -63,25 +55,7 @@ func TestUnitInstances(t *testing.T) {
 	}
 
 	// ExecReload: a broken policy fails, with its position; the old one stays.
-	reload := unitLine(t, "ExecReload", a.PeerName, bin, etc)
-	path := writePolicy(t, etc, a.PeerName, "rules:\n  - name: udp\n    limit: {rate: 1000/sec}\n")
-	out, err := run(t, reload...)
-	want := path + ":3:12: rules[0].limit: algorithm is required"
-	if err == nil || !strings.Contains(out, want) {
-		t.Errorf("ExecReload of a broken policy: %v, output %q; want a failure with %q", err, out, want)
-	}
-	s, err := loader.Open(a.PeerName)
-	must(t, err)
-	stats, err := s.Limiter.RuleStats()
-	s.Close()
-	must(t, err)
-	if len(stats) != 1 || stats[0].Name != "udp" {
-		t.Errorf("after a refused reload: rules %+v, want the previous policy's", stats)
-	}
-	writePolicy(t, etc, a.PeerName, strings.ReplaceAll(policy, "1000/s", "2000/s"))
-	if out, err := run(t, reload...); err != nil || !strings.Contains(out, "reloaded") {
-		t.Errorf("ExecReload of a good policy: %v\n%s", err, out)
-	}
+	checkExecReload(t, unitLine(t, "ExecReload", a.PeerName, bin, etc), etc, a.PeerName, policy)
 
 	// An interface that appears after its instance started.
 	procs[late] = start(t, a.PeerNS, unitLine(t, "ExecStart", late, bin, etc))
@@ -99,6 +73,48 @@ func TestUnitInstances(t *testing.T) {
 
 	// The holder stops: another instance serves the address, and the
 	// stopped one's limiter goes on enforcing (not scraped: no process).
+	checkHandover(t, procs, ifaces, scraped)
+}
+
+// scrapedUp: one scrape of addr from ns shows each interface of want up.
+func scrapedUp(t *testing.T, ns *testutil.Netns, addr string, want ...string) bool {
+	code, body := get(t, ns, addr+"/metrics")
+	for _, iface := range want {
+		if code != 200 || !strings.Contains(body, fmt.Sprintf(`xdplimit_up{interface=%q} 1`, iface)) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkExecReload runs the unit's ExecReload for iface, whose policy in
+// etc is policy: on a broken policy it fails with the error's position
+// and the old policy stays; on a good one it reloads.
+func checkExecReload(t *testing.T, reload []string, etc, iface, policy string) {
+	path := writePolicy(t, etc, iface, "rules:\n  - name: udp\n    limit: {rate: 1000/sec}\n")
+	out, err := run(t, reload...)
+	want := path + ":3:12: rules[0].limit: algorithm is required"
+	if err == nil || !strings.Contains(out, want) {
+		t.Errorf("ExecReload of a broken policy: %v, output %q; want a failure with %q", err, out, want)
+	}
+	s, err := loader.Open(iface)
+	must(t, err)
+	stats, err := s.Limiter.RuleStats()
+	s.Close()
+	must(t, err)
+	if len(stats) != 1 || stats[0].Name != "udp" {
+		t.Errorf("after a refused reload: rules %+v, want the previous policy's", stats)
+	}
+	writePolicy(t, etc, iface, strings.ReplaceAll(policy, "1000/s", "2000/s"))
+	if out, err := run(t, reload...); err != nil || !strings.Contains(out, "reloaded") {
+		t.Errorf("ExecReload of a good policy: %v\n%s", err, out)
+	}
+}
+
+// checkHandover stops the instance that serves the metrics address: one of
+// the others must take the address over, and the stopped one's limiter
+// stays attached.
+func checkHandover(t *testing.T, procs map[string]*instance, ifaces []string, scraped func(...string) bool) {
 	holder := ""
 	for _, iface := range ifaces {
 		if strings.Contains(procs[iface].out.String(), "serving metrics for every attach process") {
