@@ -83,6 +83,12 @@ rules:
 	checkAdmitted(t, "heavy source admitted", float64(hp), 500+1000*float64(heavyEnd-heavyStart)/1e9,
 		pktgen.Result{Elapsed: time.Duration(heavyEnd - heavyStart), CPUTime: heavyRan, PerCPU: map[int]uint64{0: heavySent}}, 1)
 
+	checkTableBound(t, l, capacity)
+}
+
+// checkTableBound: the receiver's source table holds at most capacity
+// entries, --max-sources.
+func checkTableBound(t *testing.T, l *lab, capacity int) {
 	st, err := loader.Open(l.PeerName)
 	if err != nil {
 		t.Fatal(err)
