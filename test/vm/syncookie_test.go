@@ -227,53 +227,7 @@ func TestSynCookieForgedAndOddSegments(t *testing.T) {
 	cl := newCookieLab(t)
 	cl.attachPolicy(t, tightPolicy)
 	const n = 500
-	type before struct {
-		v         verdicts
-		x         tcpExt
-		drops     uint64
-		sink      uint64
-		others    uint64 // connections accepted from anyone
-		unmatched uint64
-		ip6       uint64 // IPv6 packets the listener's stack took in
-	}
-	snap := func() before {
-		var b before
-		stack := cl.PeerNS.Snapshot(t)
-		b.v, b.x, b.ip6, b.sink = cl.verdicts(t), tcpExtOf(stack), stack.IP6InReceives, cl.sink.dropped(t)
-		b.drops, _ = cl.ringDrops(t)
-		for _, k := range cl.srv.accepted() {
-			b.others += uint64(k)
-		}
-		_, cs := cl.cookieRule(t)
-		b.unmatched = cs[maps.CounterUnmatched].Packets
-		return b
-	}
-	// What a batch of frames did: those that reached the limiter (sent
-	// less those the listener's full ring dropped) and what changed.
-	type outcome struct {
-		arrived          uint64
-		v                verdicts
-		x                tcpExt
-		sink, accepted   uint64
-		unmatched, ip6In uint64
-	}
-	send := func(frame []byte, src pktgen.Sources) outcome {
-		b := snap()
-		// In calls of one live-frames batch (64): within a call the
-		// generator reuses pages its receiver sent back, and a page
-		// whose frame the limiter shrank into a SYN-ACK comes back
-		// that short, truncating a longer frame (a SYN with payload:
-		// 244 of 500 arrived truncated in one call).
-		var sent uint64
-		for sent < n {
-			sent += cl.send(t, frame, src, min(64, n-sent)).Sent
-		}
-		cl.settle(t)
-		a := snap()
-		return outcome{arrived: sent - (a.drops - b.drops), v: a.v.minus(b.v), x: a.x.minus(b.x),
-			sink: a.sink - b.sink, accepted: a.others - b.others,
-			unmatched: a.unmatched - b.unmatched, ip6In: a.ip6 - b.ip6}
-	}
+	send := func(frame []byte, src pktgen.Sources) oddOutcome { return cl.sendOdd(t, frame, src, n) }
 
 	t.Run("forged ACKs", func(t *testing.T) {
 		r := send(cl.segment(cookiePort, pktgen.TCPAck, 0), forgedSources)
@@ -329,4 +283,59 @@ func TestSynCookieForgedAndOddSegments(t *testing.T) {
 			t.Errorf("%d SYNs to port %d arrived, the listener's stack took in %d segments", r.arrived, closedPort, r.x.inSegs)
 		}
 	})
+}
+
+// oddCounts is what TestSynCookieForgedAndOddSegments reads before and
+// after a batch of frames.
+type oddCounts struct {
+	v         verdicts
+	x         tcpExt
+	drops     uint64
+	sink      uint64
+	others    uint64 // connections accepted from anyone
+	unmatched uint64
+	ip6       uint64 // IPv6 packets the listener's stack took in
+}
+
+func (cl *cookieLab) readOddCounts(t *testing.T) oddCounts {
+	var b oddCounts
+	stack := cl.PeerNS.Snapshot(t)
+	b.v, b.x, b.ip6, b.sink = cl.verdicts(t), tcpExtOf(stack), stack.IP6InReceives, cl.sink.dropped(t)
+	b.drops, _ = cl.ringDrops(t)
+	for _, k := range cl.srv.accepted() {
+		b.others += uint64(k)
+	}
+	_, cs := cl.cookieRule(t)
+	b.unmatched = cs[maps.CounterUnmatched].Packets
+	return b
+}
+
+// oddOutcome is what a batch of frames did: those that reached the
+// limiter (sent less those the listener's full ring dropped) and what
+// changed.
+type oddOutcome struct {
+	arrived          uint64
+	v                verdicts
+	x                tcpExt
+	sink, accepted   uint64
+	unmatched, ip6In uint64
+}
+
+// sendOdd sends n copies of frame from src and returns what they did.
+func (cl *cookieLab) sendOdd(t *testing.T, frame []byte, src pktgen.Sources, n uint64) oddOutcome {
+	b := cl.readOddCounts(t)
+	// In calls of one live-frames batch (64): within a call the
+	// generator reuses pages its receiver sent back, and a page
+	// whose frame the limiter shrank into a SYN-ACK comes back
+	// that short, truncating a longer frame (a SYN with payload:
+	// 244 of 500 arrived truncated in one call).
+	var sent uint64
+	for sent < n {
+		sent += cl.send(t, frame, src, min(64, n-sent)).Sent
+	}
+	cl.settle(t)
+	a := cl.readOddCounts(t)
+	return oddOutcome{arrived: sent - (a.drops - b.drops), v: a.v.minus(b.v), x: a.x.minus(b.x),
+		sink: a.sink - b.sink, accepted: a.others - b.others,
+		unmatched: a.unmatched - b.unmatched, ip6In: a.ip6 - b.ip6}
 }
