@@ -31,24 +31,8 @@ func downloadKernel(cacheDir, dir, metaPkg, pkg, version string) (treeRoot strin
 	}
 	defer os.RemoveAll(tmp)
 
-	args := []string{"download"}
-	if os.Geteuid() == 0 {
-		// As root apt drops to the _apt user, which cannot write into a 0700
-		// temporary directory; it would fall back with a warning anyway.
-		args = append(args, "-o", "APT::Sandbox::User=root")
-	}
-	args = append(args, pkg+"="+version)
-	cmd := exec.Command("apt-get", args...)
-	cmd.Dir = tmp
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("apt-get download %s=%s: %w\n%s(stale package lists? try apt-get update)", pkg, version, err, out)
-	}
-	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
-	if len(debs) != 1 {
-		return "", fmt.Errorf("apt-get download %s: expected one .deb, found %d", pkg, len(debs))
-	}
-	deb := filepath.Join(tmp, "kernel.deb")
-	if err := os.Rename(debs[0], deb); err != nil {
+	deb, err := aptDownload(tmp, pkg, version)
+	if err != nil {
 		return "", err
 	}
 
@@ -101,6 +85,31 @@ func downloadKernel(cacheDir, dir, metaPkg, pkg, version string) (treeRoot strin
 		return "", nil // the tree is only an optimisation
 	}
 	return keep, nil
+}
+
+// aptDownload downloads pkg at version into dir as dir/kernel.deb.
+func aptDownload(dir, pkg, version string) (deb string, err error) {
+	args := []string{"download"}
+	if os.Geteuid() == 0 {
+		// As root apt drops to the _apt user, which cannot write into a 0700
+		// temporary directory; it would fall back with a warning anyway.
+		args = append(args, "-o", "APT::Sandbox::User=root")
+	}
+	args = append(args, pkg+"="+version)
+	cmd := exec.Command("apt-get", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("apt-get download %s=%s: %w\n%s(stale package lists? try apt-get update)", pkg, version, err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(dir, "*.deb"))
+	if len(debs) != 1 {
+		return "", fmt.Errorf("apt-get download %s: expected one .deb, found %d", pkg, len(debs))
+	}
+	deb = filepath.Join(dir, "kernel.deb")
+	if err := os.Rename(debs[0], deb); err != nil {
+		return "", err
+	}
+	return deb, nil
 }
 
 func copyFile(src, dst string) error {

@@ -116,26 +116,8 @@ func run() int {
 // runVM does one run and returns the process exit code. An error return is a
 // host-side problem (exit 2); test failures are reported on out.
 func runVM(ctx context.Context, o options) (code int, err error) {
-	if _, err := accelFromEnv(); err != nil {
-		return 2, err // before the download, not after it
-	}
-	tests, err := checkBinaries(o.binaries)
+	tests, files, err := checkOperands(o)
 	if err != nil {
-		return 2, err
-	}
-	if err := checkEnv(o.env); err != nil {
-		return 2, err
-	}
-	files, err := checkFiles(o.files)
-	if err != nil {
-		return 2, err
-	}
-	tools, err := checkTools(o.tools)
-	if err != nil {
-		return 2, err
-	}
-	files = append(tools, files...)
-	if err := checkTrees(o.trees); err != nil {
 		return 2, err
 	}
 	cacheDir, err := filepath.Abs(o.cacheDir)
@@ -159,13 +141,7 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(out, "vm: "+format+"\n", a...) }
 	wallStart := time.Now()
 
-	k, err := ensureKernel(cacheDir, o.kernelMeta, logf)
-	if err != nil {
-		return 2, err
-	}
-	logf("kernel %s %s (uname -r %s) from %s", k.Package, k.Version, k.Release, k.Dir)
-	modules, err := k.modules(append([]string{"veth"}, o.modules...))
-	k.close() // the unpacked package, if any; the modules are in the cache now
+	k, modules, err := kernelAndModules(cacheDir, o, logf)
 	if err != nil {
 		return 2, err
 	}
@@ -186,8 +162,7 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 	defer os.RemoveAll(tmp)
 	marker := newMarker()
 	initrd := filepath.Join(tmp, "initramfs.cpio.gz")
-	t0 := time.Now()
-	err = buildTestInitramfs(initrd, initramfsSpec{
+	err = buildInitrd(initrd, initramfsSpec{
 		Busybox:     busybox,
 		Applets:     applets,
 		Release:     k.Release,
@@ -199,26 +174,89 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 		Files:       files,
 		Trees:       o.trees,
 		Marker:      marker,
-	})
+	}, logf)
 	if err != nil {
-		return 2, fmt.Errorf("initramfs: %w", err)
-	}
-	if st, err := os.Stat(initrd); err == nil {
-		logf("initramfs %.1f MiB (%d test binaries, modules %s) built in %.1fs",
-			float64(st.Size())/(1<<20), len(tests), moduleNames(modules), time.Since(t0).Seconds())
+		return 2, err
 	}
 
 	vm := vmConfig{Kernel: k.Vmlinuz, Initrd: initrd, Accel: accel, MemoryMB: o.memoryMB, SMP: o.smp, Append: o.appendArgs}
-	// A boot that hangs before init runs is a flake of the emulator, not a
-	// test result, and nothing has run yet: boot again, within the overall
-	// deadline. Hangs after BOOT are never retried; they may be our bug.
+	res, boots, err := boot(ctx, &vm, o, out, marker, logf)
+	if err != nil {
+		return 2, err
+	}
+	rep := evaluate(tests, res, o.timeout)
+	logf("---- summary (%s %s, accel %s) ----", k.Package, k.Version, vm.Accel)
+	rep.log(logf, res)
+	logf("result %s: qemu ran %.1fs, %d boot(s), whole run %.1fs; log %s", rep.verdict(), res.Elapsed.Seconds(), boots, time.Since(wallStart).Seconds(), logPath)
+	return rep.exitCode(res), nil
+}
+
+// kernelAndModules makes sure the kernel is in the cache, with the
+// modules to load (veth and those asked for) and their dependencies.
+func kernelAndModules(cacheDir string, o options, logf func(string, ...any)) (*kernel, []string, error) {
+	k, err := ensureKernel(cacheDir, o.kernelMeta, logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	logf("kernel %s %s (uname -r %s) from %s", k.Package, k.Version, k.Release, k.Dir)
+	modules, err := k.modules(append([]string{"veth"}, o.modules...))
+	k.close() // the unpacked package, if any; the modules are in the cache now
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, modules, nil
+}
+
+// buildInitrd writes the initramfs of spec to path and logs its size.
+func buildInitrd(path string, spec initramfsSpec, logf func(string, ...any)) error {
+	t0 := time.Now()
+	if err := buildTestInitramfs(path, spec); err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	if st, err := os.Stat(path); err == nil {
+		logf("initramfs %.1f MiB (%d test binaries, modules %s) built in %.1fs",
+			float64(st.Size())/(1<<20), len(spec.Tests), moduleNames(spec.Modules), time.Since(t0).Seconds())
+	}
+	return nil
+}
+
+// checkOperands checks what the run is asked to copy into the VM and
+// run there, before anything is downloaded, and returns the test binaries
+// and the files (the tools first).
+func checkOperands(o options) ([]testBinary, []extraFile, error) {
+	if _, err := accelFromEnv(); err != nil {
+		return nil, nil, err // before the download, not after it
+	}
+	tests, err := checkBinaries(o.binaries)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkEnv(o.env); err != nil {
+		return nil, nil, err
+	}
+	files, err := checkFiles(o.files)
+	if err != nil {
+		return nil, nil, err
+	}
+	tools, err := checkTools(o.tools)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkTrees(o.trees); err != nil {
+		return nil, nil, err
+	}
+	return tests, append(tools, files...), nil
+}
+
+// boot runs the VM until its last sentinel, and returns what it reported
+// and how many boots that took. A boot that hangs before init runs is a
+// flake of the emulator, not a test result, and nothing has run yet: boot
+// again, within the overall deadline. Hangs after BOOT are never retried;
+// they may be our bug.
+func boot(ctx context.Context, vm *vmConfig, o options, out io.Writer, marker string, logf func(string, ...any)) (res *vmResult, boots int, err error) {
 	deadline := time.Now().Add(o.timeout)
-	var (
-		res   *vmResult
-		boots int
-	)
 	for boots = 1; ; boots++ {
-		args := qemuArgs(vm)
+		args := qemuArgs(*vm)
 		logf("%s", commandLine("qemu-system-x86_64", args))
 		res, err = runQEMU(ctx, runSpec{
 			Args:        args,
@@ -230,10 +268,10 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 			FinalKind:   "DONE",
 		})
 		if err != nil {
-			return 2, fmt.Errorf("qemu: %w", err)
+			return nil, boots, fmt.Errorf("qemu: %w", err)
 		}
 		if res.BootHung == "" || res.Interrupted || boots > o.bootRetries || time.Until(deadline) <= 0 {
-			break
+			return res, boots, nil
 		}
 		logf("boot %d hung (%s); booting again", boots, res.BootHung)
 		if vm.Accel == "kvm" && os.Getenv(accelEnv) == "" {
@@ -242,34 +280,4 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 			logf("switching to TCG for the next boot")
 		}
 	}
-
-	rep := evaluate(tests, res, o.timeout)
-	logf("---- summary (%s %s, accel %s) ----", k.Package, k.Version, vm.Accel)
-	if boot, ok := res.find("BOOT"); ok {
-		logf("boot: init started %.1fs after qemu start (guest uptime %ss)", boot.At.Seconds(), boot.Fields["uptime"])
-	}
-	for _, l := range rep.lines {
-		logf("%s", l)
-	}
-	for _, s := range res.KernelSplats {
-		logf("warning: kernel: %s", s)
-	}
-	for _, w := range rep.warnings {
-		logf("warning: %s", w)
-	}
-	for _, r := range rep.reasons {
-		logf("FAIL: %s", r)
-	}
-	verdict := "PASS"
-	if !rep.ok() {
-		verdict = "FAIL"
-	}
-	logf("result %s: qemu ran %.1fs, %d boot(s), whole run %.1fs; log %s", verdict, res.Elapsed.Seconds(), boots, time.Since(wallStart).Seconds(), logPath)
-	if res.Interrupted {
-		return 130, nil
-	}
-	if !rep.ok() {
-		return 1, nil
-	}
-	return 0, nil
 }

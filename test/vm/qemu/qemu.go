@@ -195,11 +195,25 @@ func runQEMU(ctx context.Context, spec runSpec) (*vmResult, error) {
 	}
 	pw.Close() // qemu holds the only write end now: EOF means qemu is gone
 
-	res := &vmResult{}
+	w := &consoleWatch{spec: spec, cmd: cmd, start: start, res: &vmResult{}}
+	w.watch(ctx, consoleLines(pr))
+	pr.Close()
+	res := w.res
+	res.WaitErr = cmd.Wait()
+	res.Elapsed = time.Since(start)
+	var ee *exec.ExitError
+	if res.WaitErr != nil && !errors.As(res.WaitErr, &ee) {
+		return res, res.WaitErr
+	}
+	return res, nil
+}
+
+// consoleLines sends the console's lines, sanitised, until r ends.
+func consoleLines(r io.Reader) <-chan string {
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
-		br := bufio.NewReaderSize(pr, 64<<10)
+		br := bufio.NewReaderSize(r, 64<<10)
 		for {
 			s, err := br.ReadString('\n')
 			if s != "" {
@@ -212,25 +226,42 @@ func runQEMU(ctx context.Context, spec runSpec) (*vmResult, error) {
 			}
 		}
 	}()
+	return lines
+}
 
+// consoleWatch follows one qemu run's console and its clocks, and kills
+// qemu when the run must end.
+type consoleWatch struct {
+	spec      runSpec
+	cmd       *exec.Cmd
+	start     time.Time
+	res       *vmResult
+	booting   bool
+	bootTimer <-chan time.Time
+	grace     <-chan time.Time
+	killed    bool
+}
+
+// kill kills only the process started here, by its PID; an error means it
+// has exited already.
+func (w *consoleWatch) kill() {
+	_ = w.cmd.Process.Kill()
+	w.killed = true
+}
+
+// watch copies the console to spec.Out until qemu closes it, acting on
+// each line and on the timeouts, the final sentinel's grace and ctx.
+func (w *consoleWatch) watch(ctx context.Context, lines <-chan string) {
+	spec, res := w.spec, w.res
 	timer := time.NewTimer(spec.Timeout)
 	defer timer.Stop()
-	var bootTimer <-chan time.Time
-	booting := spec.BootKind != ""
-	if booting && spec.BootTimeout > 0 {
+	w.booting = spec.BootKind != ""
+	if w.booting && spec.BootTimeout > 0 {
 		t := time.NewTimer(spec.BootTimeout)
 		defer t.Stop()
-		bootTimer = t.C
+		w.bootTimer = t.C
 	}
-	var grace <-chan time.Time
 	done := ctx.Done()
-	killed := false
-	kill := func() {
-		// Kill only the process started here, by its PID; an error means it
-		// has exited already.
-		_ = cmd.Process.Kill()
-		killed = true
-	}
 	for lines != nil {
 		select {
 		case line, ok := <-lines:
@@ -238,53 +269,52 @@ func runQEMU(ctx context.Context, spec runSpec) (*vmResult, error) {
 				lines = nil
 				break
 			}
-			io.WriteString(spec.Out, line+"\n")
-			if strings.Contains(line, "Kernel panic - not syncing") && res.PanicLine == "" {
-				res.PanicLine = strings.TrimSpace(line)
-			}
-			if booting && !killed && stallLine.MatchString(line) {
-				res.BootHung = "kernel stalled during boot: " + strings.TrimSpace(line)
-				kill()
-			}
-			if !booting && splatLine.MatchString(line) && len(res.KernelSplats) < maxSplats {
-				res.KernelSplats = append(res.KernelSplats, strings.TrimSpace(line))
-			}
-			if ev, ok := parseSentinel(line, spec.Marker); ok {
-				ev.At = time.Since(start)
-				res.Events = append(res.Events, ev)
-				if ev.Kind == spec.BootKind {
-					booting, bootTimer = false, nil
-				}
-				if ev.Kind == spec.FinalKind && grace == nil {
-					d := spec.PoweroffGrace
-					if d == 0 {
-						d = 15 * time.Second
-					}
-					grace = time.After(d)
-				}
-			}
-		case <-bootTimer:
-			bootTimer = nil
+			w.line(line)
+		case <-w.bootTimer:
+			w.bootTimer = nil
 			res.BootHung = fmt.Sprintf("no %s sentinel within %v", spec.BootKind, spec.BootTimeout)
-			kill()
+			w.kill()
 		case <-timer.C:
 			res.TimedOut = true
-			kill()
-		case <-grace:
+			w.kill()
+		case <-w.grace:
 			res.KilledAfterFinal = true
-			kill()
+			w.kill()
 		case <-done:
 			done = nil // closed channels stay ready; act once
 			res.Interrupted = true
-			kill()
+			w.kill()
 		}
 	}
-	pr.Close()
-	res.WaitErr = cmd.Wait()
-	res.Elapsed = time.Since(start)
-	var ee *exec.ExitError
-	if res.WaitErr != nil && !errors.As(res.WaitErr, &ee) {
-		return res, res.WaitErr
+}
+
+// line copies one console line and records what it says: a panic, a
+// stall during the boot, a kernel splat after it, a sentinel.
+func (w *consoleWatch) line(line string) {
+	spec, res := w.spec, w.res
+	io.WriteString(spec.Out, line+"\n")
+	if strings.Contains(line, "Kernel panic - not syncing") && res.PanicLine == "" {
+		res.PanicLine = strings.TrimSpace(line)
 	}
-	return res, nil
+	if w.booting && !w.killed && stallLine.MatchString(line) {
+		res.BootHung = "kernel stalled during boot: " + strings.TrimSpace(line)
+		w.kill()
+	}
+	if !w.booting && splatLine.MatchString(line) && len(res.KernelSplats) < maxSplats {
+		res.KernelSplats = append(res.KernelSplats, strings.TrimSpace(line))
+	}
+	if ev, ok := parseSentinel(line, spec.Marker); ok {
+		ev.At = time.Since(w.start)
+		res.Events = append(res.Events, ev)
+		if ev.Kind == spec.BootKind {
+			w.booting, w.bootTimer = false, nil
+		}
+		if ev.Kind == spec.FinalKind && w.grace == nil {
+			d := spec.PoweroffGrace
+			if d == 0 {
+				d = 15 * time.Second
+			}
+			w.grace = time.After(d)
+		}
+	}
 }

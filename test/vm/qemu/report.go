@@ -38,40 +38,61 @@ func (r *report) ok() bool { return len(r.reasons) == 0 }
 // must have ended by itself.
 func evaluate(tests []testBinary, res *vmResult, timeout time.Duration) *report {
 	rep := &report{}
-	fail := func(format string, a ...any) { rep.reasons = append(rep.reasons, fmt.Sprintf(format, a...)) }
+	rep.judgeRun(res, timeout)
+	starts, results := rep.sentinels(tests, res)
+	failed := rep.judgeTests(tests, starts, results)
+	rep.judgeDone(res, len(tests), failed)
+	if res.KilledAfterFinal {
+		rep.warnings = append(rep.warnings, "the VM did not power off after DONE and was killed")
+	}
+	if res.WaitErr != nil && !res.TimedOut && !res.KilledAfterFinal && !res.Interrupted && res.BootHung == "" {
+		rep.fail("qemu failed: %v", res.WaitErr)
+	}
+	return rep
+}
+
+func (r *report) fail(format string, a ...any) {
+	r.reasons = append(r.reasons, fmt.Sprintf(format, a...))
+}
+
+// judgeRun fails a run that did not end by itself or never reached init.
+func (r *report) judgeRun(res *vmResult, timeout time.Duration) {
 	if res.Interrupted {
-		fail("interrupted")
+		r.fail("interrupted")
 	}
 	if res.TimedOut {
-		fail("timed out after %v; qemu killed", timeout)
+		r.fail("timed out after %v; qemu killed", timeout)
 	}
 	if res.PanicLine != "" {
-		fail("kernel: %s", res.PanicLine)
+		r.fail("kernel: %s", res.PanicLine)
 	}
 	if res.BootHung != "" {
-		fail("VM boot hung: %s", res.BootHung)
+		r.fail("VM boot hung: %s", res.BootHung)
 	}
 	if _, ok := res.find("BOOT"); !ok {
-		fail("no BOOT sentinel: init did not start or died during setup")
+		r.fail("no BOOT sentinel: init did not start or died during setup")
 	}
 	for _, e := range res.Events {
 		if e.Kind == "SETUP-FAIL" {
-			fail("VM setup step failed: %s", e.Rest)
+			r.fail("VM setup step failed: %s", e.Rest)
 		}
 	}
+}
 
+// sentinels are each test's START and RESULT; one for a test not given,
+// or reported twice, fails the run.
+func (r *report) sentinels(tests []testBinary, res *vmResult) (starts, results map[string]event) {
 	known := map[string]bool{}
 	for _, t := range tests {
 		known[t.Name] = true
 	}
-	starts := map[string]event{}
-	results := map[string]event{}
+	starts, results = map[string]event{}, map[string]event{}
 	for _, e := range res.Events {
 		name := e.Fields["name"]
 		switch e.Kind {
 		case "START", "RESULT":
 			if !known[name] {
-				fail("sentinel %s for unknown test %q", e.Kind, name)
+				r.fail("sentinel %s for unknown test %q", e.Kind, name)
 				continue
 			}
 			target := starts
@@ -79,53 +100,96 @@ func evaluate(tests []testBinary, res *vmResult, timeout time.Duration) *report 
 				target = results
 			}
 			if _, dup := target[name]; dup {
-				fail("%s reported %s twice", name, e.Kind)
+				r.fail("%s reported %s twice", name, e.Kind)
 			}
 			target[name] = e
 		}
 	}
-	failed := 0
+	return starts, results
+}
+
+// judgeTests writes a line for each test and returns how many failed.
+func (r *report) judgeTests(tests []testBinary, starts, results map[string]event) (failed int) {
 	for _, t := range tests {
 		start, started := starts[t.Name]
 		result, done := results[t.Name]
 		switch {
 		case !started:
-			rep.lines = append(rep.lines, fmt.Sprintf("NOT RUN %s", t.Name))
-			fail("%s: never started", t.Name)
+			r.lines = append(r.lines, fmt.Sprintf("NOT RUN %s", t.Name))
+			r.fail("%s: never started", t.Name)
 			failed++
 		case !done:
-			rep.lines = append(rep.lines, fmt.Sprintf("NO RESULT %s (started, no exit status)", t.Name))
-			fail("%s: started but reported no exit status", t.Name)
+			r.lines = append(r.lines, fmt.Sprintf("NO RESULT %s (started, no exit status)", t.Name))
+			r.fail("%s: started but reported no exit status", t.Name)
 			failed++
 		case result.Fields["exit"] != "0":
-			rep.lines = append(rep.lines, fmt.Sprintf("FAIL %s (exit %s, %.1fs)", t.Name, result.Fields["exit"], (result.At-start.At).Seconds()))
-			fail("%s: exit status %s", t.Name, result.Fields["exit"])
+			r.lines = append(r.lines, fmt.Sprintf("FAIL %s (exit %s, %.1fs)", t.Name, result.Fields["exit"], (result.At-start.At).Seconds()))
+			r.fail("%s: exit status %s", t.Name, result.Fields["exit"])
 			failed++
 		default:
-			rep.lines = append(rep.lines, fmt.Sprintf("PASS %s (%.1fs)", t.Name, (result.At-start.At).Seconds()))
+			r.lines = append(r.lines, fmt.Sprintf("PASS %s (%.1fs)", t.Name, (result.At-start.At).Seconds()))
 		}
 	}
+	return failed
+}
 
-	if done, ok := res.find("DONE"); !ok {
-		fail("no DONE sentinel: the VM stopped before init finished")
-	} else {
-		if done.Fields["total"] != fmt.Sprint(len(tests)) {
-			fail("DONE reports %s tests, %d were given", done.Fields["total"], len(tests))
-		}
-		// The init script counts failures itself; a mismatch means sentinel
-		// lines were lost or garbled on the console, so nothing is trusted.
-		if done.Fields["failed"] != fmt.Sprint(failed) {
-			fail("DONE reports %s failed tests, the RESULT sentinels %d", done.Fields["failed"], failed)
-		}
-		if done.Fields["setup_failed"] != "0" {
-			fail("DONE reports setup_failed=%s", done.Fields["setup_failed"])
-		}
+// judgeDone checks init's DONE against the tests given and the failures
+// counted from their RESULTs.
+func (r *report) judgeDone(res *vmResult, total, failed int) {
+	done, ok := res.find("DONE")
+	if !ok {
+		r.fail("no DONE sentinel: the VM stopped before init finished")
+		return
 	}
-	if res.KilledAfterFinal {
-		rep.warnings = append(rep.warnings, "the VM did not power off after DONE and was killed")
+	if done.Fields["total"] != fmt.Sprint(total) {
+		r.fail("DONE reports %s tests, %d were given", done.Fields["total"], total)
 	}
-	if res.WaitErr != nil && !res.TimedOut && !res.KilledAfterFinal && !res.Interrupted && res.BootHung == "" {
-		fail("qemu failed: %v", res.WaitErr)
+	// The init script counts failures itself; a mismatch means sentinel
+	// lines were lost or garbled on the console, so nothing is trusted.
+	if done.Fields["failed"] != fmt.Sprint(failed) {
+		r.fail("DONE reports %s failed tests, the RESULT sentinels %d", done.Fields["failed"], failed)
 	}
-	return rep
+	if done.Fields["setup_failed"] != "0" {
+		r.fail("DONE reports setup_failed=%s", done.Fields["setup_failed"])
+	}
+}
+
+// log writes the summary's lines: the boot, each binary, the kernel's
+// warnings, the report's warnings and the failures.
+func (r *report) log(logf func(string, ...any), res *vmResult) {
+	if boot, ok := res.find("BOOT"); ok {
+		logf("boot: init started %.1fs after qemu start (guest uptime %ss)", boot.At.Seconds(), boot.Fields["uptime"])
+	}
+	for _, l := range r.lines {
+		logf("%s", l)
+	}
+	for _, s := range res.KernelSplats {
+		logf("warning: kernel: %s", s)
+	}
+	for _, w := range r.warnings {
+		logf("warning: %s", w)
+	}
+	for _, reason := range r.reasons {
+		logf("FAIL: %s", reason)
+	}
+}
+
+// verdict is the run's one word: PASS or FAIL.
+func (r *report) verdict() string {
+	if !r.ok() {
+		return "FAIL"
+	}
+	return "PASS"
+}
+
+// exitCode is the runner's exit status for the run: 130 when interrupted,
+// 1 on a failure, 0 when every binary passed.
+func (r *report) exitCode(res *vmResult) int {
+	if res.Interrupted {
+		return 130
+	}
+	if !r.ok() {
+		return 1
+	}
+	return 0
 }
