@@ -66,46 +66,15 @@ func vethNativeXDP(t *testing.T) error {
 	}
 	defer h.Close()
 
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xdpl0"}, PeerName: "xdpl1"}
-	if err := h.LinkAdd(veth); err != nil {
-		return fmt.Errorf("create veth pair over netlink: %w", err)
-	}
-	for _, name := range []string{"xdpl0", "xdpl1"} {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			return fmt.Errorf("set %s up: %w", name, err)
-		}
-	}
-	dev, err := h.LinkByName("xdpl0")
+	dev, err := vethUp(h)
 	if err != nil {
 		return err
 	}
-
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "xdp_pass",
-		Type: ebpf.XDP,
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R0, 2), // XDP_PASS
-			asm.Return(),
-		},
-		License: "GPL",
-	})
+	prog, err := passProgram()
 	if err != nil {
-		return fmt.Errorf("load XDP program: %+v", err)
+		return err
 	}
 	defer prog.Close()
-
-	// BPF_PROG_TEST_RUN needs at least an Ethernet header's worth of data.
-	ret, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14)})
-	if err != nil {
-		return fmt.Errorf("test run: %w", err)
-	}
-	if ret != 2 {
-		return fmt.Errorf("test run returned %d, want 2 (XDP_PASS)", ret)
-	}
 
 	lk, err := link.AttachXDP(link.XDPOptions{
 		Program:   prog,
@@ -147,4 +116,51 @@ func vethNativeXDP(t *testing.T) error {
 		return fmt.Errorf("delete veth: %w", err)
 	}
 	return nil
+}
+
+// vethUp creates the veth pair xdpl0-xdpl1 over h, sets both ends up and
+// returns xdpl0.
+func vethUp(h *netlink.Handle) (netlink.Link, error) {
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "xdpl0"}, PeerName: "xdpl1"}
+	if err := h.LinkAdd(veth); err != nil {
+		return nil, fmt.Errorf("create veth pair over netlink: %w", err)
+	}
+	for _, name := range []string{"xdpl0", "xdpl1"} {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			return nil, fmt.Errorf("set %s up: %w", name, err)
+		}
+	}
+	return h.LinkByName("xdpl0")
+}
+
+// passProgram loads an XDP program that returns XDP_PASS and checks it
+// does in a test run.
+func passProgram() (*ebpf.Program, error) {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "xdp_pass",
+		Type: ebpf.XDP,
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R0, 2), // XDP_PASS
+			asm.Return(),
+		},
+		License: "GPL",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load XDP program: %+v", err)
+	}
+	// BPF_PROG_TEST_RUN needs at least an Ethernet header's worth of data.
+	ret, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 14)})
+	if err != nil {
+		prog.Close()
+		return nil, fmt.Errorf("test run: %w", err)
+	}
+	if ret != 2 {
+		prog.Close()
+		return nil, fmt.Errorf("test run returned %d, want 2 (XDP_PASS)", ret)
+	}
+	return prog, nil
 }
