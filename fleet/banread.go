@@ -137,6 +137,18 @@ func (p *banPrefetch) scanOf() *banScan {
 	return p.scan
 }
 
+// wait returns the ban table the exchange read, once the read is done.
+func (p *banPrefetch) wait() (tableRead, error) {
+	if p.err != nil {
+		return tableRead{}, p.err
+	}
+	tr := <-p.table
+	if tr.err != nil {
+		return tr, fmt.Errorf("%w: reading the ban table: %v", errDatapath, tr.err)
+	}
+	return tr, nil
+}
+
 // banScan is a sync's read of the ban hash, from cursor, at most max
 // entries: the script's call goes in the sync's exchange pipeline, so that
 // reading the bans adds no round trip of its own (over a slow link, a

@@ -99,17 +99,57 @@ func maxBanRead(lim maps.BanLimits) int { return max(2*lim.MaxImported, 4096) }
 
 // syncBans merges the local ban table with the fleet's.
 func (e *Engine) syncBans(ctx context.Context, pre *banPrefetch) error {
-	if pre.err != nil {
-		return pre.err
+	tr, err := pre.wait()
+	if err != nil {
+		return err
 	}
-	tr := <-pre.table
-	if tr.err != nil {
-		return fmt.Errorf("%w: reading the ban table: %v", errDatapath, tr.err)
+	m := &banMerge{e: e, bt: pre.bt, lim: pre.lim, nowMs: tr.nowMs}
+	held := m.sortTable(tr.bans)
+	m.remote, m.refused, m.gone, err = e.readRemote(ctx, pre.scan, m.local, m.nowMs, m.lim)
+	if err != nil {
+		return err
 	}
-	bt, lim, bans, nowMs := pre.bt, pre.lim, tr.bans, tr.nowMs
-	local := map[netip.Prefix]fleetBan{}
-	hostOwn := map[netip.Prefix]bool{}
-	held := 0
+	m.round = e.bans.Begin(held, m.lim, m.bt.BansCapacity())
+	defer m.round.End()
+	m.push, m.known, m.wide = map[string]any{}, map[netip.Prefix]int64{}, map[netip.Prefix]string{}
+	for p, l := range m.local {
+		m.mergeLocal(p, l)
+	}
+	e.noteWide(m.wide)
+	for _, p := range sortedPrefixes(m.remote) {
+		m.mergeRemote(p)
+	}
+	lookupErr := e.applyBans(m.bt, m.apply, m.local, m.known, m.round)
+	if err := e.writeBans(ctx, m.push, m.gone); err != nil {
+		return err
+	}
+	e.knownBans = m.known
+	return lookupErr
+}
+
+// banMerge is one sync's merge of the local ban table with the hash: the
+// two sides, and what the merge decides for each prefix.
+type banMerge struct {
+	e       *Engine
+	bt      BanTable
+	lim     maps.BanLimits
+	nowMs   int64
+	round   *banfeed.Round
+	local   map[netip.Prefix]fleetBan
+	hostOwn map[netip.Prefix]bool // this host's own feed's bans
+	remote  map[netip.Prefix]remoteBan
+	refused map[netip.Prefix]bool // refused, left in the hash
+	push    map[string]any        // to write to the hash
+	gone    []string              // fields to delete from the hash
+	known   map[netip.Prefix]int64
+	apply   []remoteBan
+	wide    map[netip.Prefix]string // local bans not shared, and why
+}
+
+// sortTable sorts the table's bans into the fleet's (local) and this
+// host's own feed's; it returns how many of the fleet's the table holds.
+func (m *banMerge) sortTable(bans []maps.Ban) (held int) {
+	m.local, m.hostOwn = map[netip.Prefix]fleetBan{}, map[netip.Prefix]bool{}
 	for _, b := range bans {
 		if b.Shadow {
 			continue // never enforced here: not the fleet's either
@@ -117,84 +157,81 @@ func (e *Engine) syncBans(ctx context.Context, pre *banPrefetch) error {
 		if banfeed.HostFeed(b) {
 			// A ban of this host's own feed (its CrowdSec bouncer):
 			// not shared, not taken for an unban, not replaced.
-			hostOwn[b.Prefix] = true
+			m.hostOwn[b.Prefix] = true
 			continue
 		}
-		local[b.Prefix] = fleetBan{nowMs + b.Left.Milliseconds(), e.opts.HostID + " " + b.Origin, b.Reason}
+		m.local[b.Prefix] = fleetBan{m.nowMs + b.Left.Milliseconds(), m.e.opts.HostID + " " + b.Origin, b.Reason}
 		if banfeed.From(b, banSource) {
 			held++
 		}
 	}
-	remote, refused, gone, err := e.readRemote(ctx, pre.scan, local, nowMs, lim)
-	if err != nil {
-		return err
-	}
-	round := e.bans.Begin(held, lim, bt.BansCapacity())
-	defer round.End()
-	push := map[string]any{}
-	known := map[netip.Prefix]int64{}
-	var apply []remoteBan
-	wide := map[netip.Prefix]string{}
-	for p, l := range local {
-		r, inRedis := remote[p]
-		// A ban applied here lasts at most MaxBan: compare with that.
-		rEnd := min(r.expiresMs, nowMs+maps.MaxBan.Milliseconds())
-		k, wasKnown := e.knownBans[p]
-		switch {
-		case !inRedis && !refused[p] && wasKnown && l.expiresMs <= k+banSlack:
-			// Unbanned elsewhere (the hash lost it): unban here.
-			if _, err := bt.Unban(p); err != nil {
-				e.bans.Refuse("unban "+p.String(), banfeed.Datapath, p.String(), "unban: "+err.Error())
-				known[p] = k // retried at the next sync, never pushed back
-				continue
-			}
-			e.opts.Logf("fleet: %s unbanned by another host", p)
-			continue
-		case !inRedis || l.expiresMs > r.expiresMs+banSlack:
-			if why := unshareable(p, l, nowMs, lim); why != "" {
-				// Every other host would refuse it: it holds here only.
-				wide[p] = why
-				continue
-			}
-			push[p.String()] = l.String()
-		case rEnd > l.expiresMs+banSlack:
-			if round.Admit(false) {
-				apply = append(apply, r)
-			}
+	return held
+}
+
+// mergeLocal settles local ban l of p against the hash: unbanned here when
+// the hash lost it, pushed when it is newer here, applied when newer there.
+func (m *banMerge) mergeLocal(p netip.Prefix, l fleetBan) {
+	r, inRedis := m.remote[p]
+	// A ban applied here lasts at most MaxBan: compare with that.
+	rEnd := min(r.expiresMs, m.nowMs+maps.MaxBan.Milliseconds())
+	k, wasKnown := m.e.knownBans[p]
+	switch {
+	case !inRedis && !m.refused[p] && wasKnown && l.expiresMs <= k+banSlack:
+		// Unbanned elsewhere (the hash lost it): unban here.
+		if _, err := m.bt.Unban(p); err != nil {
+			m.e.bans.Refuse("unban "+p.String(), banfeed.Datapath, p.String(), "unban: "+err.Error())
+			m.known[p] = k // retried at the next sync, never pushed back
+			return
 		}
-		known[p] = max(l.expiresMs, r.expiresMs)
-	}
-	e.noteWide(wide)
-	for _, p := range sortedPrefixes(remote) {
-		r := remote[p]
-		if _, ok := local[p]; ok || hostOwn[p] {
-			continue
+		m.e.opts.Logf("fleet: %s unbanned by another host", p)
+		return
+	case !inRedis || l.expiresMs > r.expiresMs+banSlack:
+		if why := unshareable(p, l, m.nowMs, m.lim); why != "" {
+			// Every other host would refuse it: it holds here only.
+			m.wide[p] = why
+			return
 		}
-		if k, wasKnown := e.knownBans[p]; wasKnown && r.expiresMs <= k+banSlack {
-			gone = append(gone, r.field) // unbanned here
-			continue
-		}
-		if !round.Admit(true) {
-			continue // a later sync, not known meanwhile
-		}
-		apply = append(apply, r)
-		known[p] = r.expiresMs
-	}
-	lookupErr := e.applyBans(bt, apply, local, known, round)
-	if len(push)+len(gone) > 0 {
-		pipe := e.client.TxPipeline()
-		if len(push) > 0 {
-			pipe.HSet(ctx, e.bansKey(), push)
-		}
-		if len(gone) > 0 {
-			pipe.HDel(ctx, e.bansKey(), gone...)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return err
+		m.push[p.String()] = l.String()
+	case rEnd > l.expiresMs+banSlack:
+		if m.round.Admit(false) {
+			m.apply = append(m.apply, r)
 		}
 	}
-	e.knownBans = known
-	return lookupErr
+	m.known[p] = max(l.expiresMs, r.expiresMs)
+}
+
+// mergeRemote settles the hash's ban of p when the table does not hold
+// it: deleted when it was unbanned here, else applied if the round admits.
+func (m *banMerge) mergeRemote(p netip.Prefix) {
+	r := m.remote[p]
+	if _, ok := m.local[p]; ok || m.hostOwn[p] {
+		return
+	}
+	if k, wasKnown := m.e.knownBans[p]; wasKnown && r.expiresMs <= k+banSlack {
+		m.gone = append(m.gone, r.field) // unbanned here
+		return
+	}
+	if !m.round.Admit(true) {
+		return // a later sync, not known meanwhile
+	}
+	m.apply = append(m.apply, r)
+	m.known[p] = r.expiresMs
+}
+
+// writeBans writes the merge's changes to the hash in one transaction.
+func (e *Engine) writeBans(ctx context.Context, push map[string]any, gone []string) error {
+	if len(push)+len(gone) == 0 {
+		return nil
+	}
+	pipe := e.client.TxPipeline()
+	if len(push) > 0 {
+		pipe.HSet(ctx, e.bansKey(), push)
+	}
+	if len(gone) > 0 {
+		pipe.HDel(ctx, e.bansKey(), gone...)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // readRemote reads the hash (a bounded part of it when it is large) and
