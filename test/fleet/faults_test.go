@@ -11,7 +11,6 @@ package fleet
 // flood of the same length.
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -108,138 +107,15 @@ func TestFleetFaultRedisAbsentAtAttach(t *testing.T) {
 // follow the outage, and the processes do not grow.
 func TestFleetFaultRedisKilledMidFlood(t *testing.T) {
 	testutil.RequireRedis(t)
-	l := fleetlab.NewLab(t, 3)
-	hosts := allHosts(l)
-	srv := l.StartRedis(t, "")
-	f := startFleet(t, l, tbPolicy(fleetYAML(faultSync.String(), false, redisURL(l)), "fleet", ""), fleetOptions{WaitUp: true})
-
-	// A first flood so that the baseline includes a process that has
-	// synced under load (pools, buffers at their working size).
-	floodSpread(t, l, spread{Hosts: hosts, Rate: floodRate, Dur: time.Second, Src: src(0)})
-	use0 := make([]procUsage, len(hosts))
-	m0 := make([]sample, len(hosts))
-	for _, i := range hosts {
-		use0[i], m0[i] = usage(t, f.proc(i)), fleetSample(t, l.Host(i))
-		statusHas(t, l, i, "up since")
-	}
-
-	// The flood outlasts the outage and the agents' reconnection, however
-	// long they take on this machine: Redis restarts 5-7 s in on an idle
-	// one, later on a loaded one (the scrapes and status reads between
-	// take longer), and an agent retries with a backoff of up to 5 s; a
-	// flood of a fixed 14 s ended before some host was back, which then
-	// had no keys to exchange. It runs until every host has exchanged
-	// keys again (40 s at the most).
-	c0 := readCounts(t, l)
-	floodCtx, stopFlood := context.WithCancel(t.Context())
-	defer stopFlood()
-	wait := spreadUntil(floodCtx, l, spread{Hosts: hosts, Rate: floodRate, Dur: 40 * time.Second, Src: src(1)})
-	time.Sleep(2 * time.Second)
-	m1 := samples(t, l)
-	c1, t1 := readCounts(t, l), time.Now()
-	srv.Kill(t)
-	for _, i := range hosts {
-		f.waitLines(t, i, 1, downLine, 2*time.Second)
-	}
-	time.Sleep(300 * time.Millisecond) // the status file is rewritten every second
-	m2 := samples(t, l)
-	c2, t2 := readCounts(t, l), time.Now()
-	for _, i := range hosts {
-		statusHas(t, l, i, "DOWN since", "connect", "enforcing with fallback local")
-	}
-	quiet := make([]int, len(hosts))
-	for _, i := range hosts {
-		quiet[i] = f.lines(i, "")
-	}
-	time.Sleep(2500 * time.Millisecond)
-	for _, i := range hosts {
-		if n := f.lines(i, "") - quiet[i]; n != 0 {
-			t.Errorf("host %d: %d lines logged during 2.5 s of the same outage, want none:\n%s", i, n, f.proc(i).output())
-		}
-	}
-	m3 := samples(t, l)
-	c3, t3 := readCounts(t, l), time.Now()
-	srv.Restart(t)
-	for _, i := range hosts {
-		f.waitLines(t, i, 1, upLine+" again", 7*time.Second)
-	}
-	waitExchanged(t, l, m3, 5*time.Second)
-	stopFlood()
-	res := wait(t)
-	c4 := settledCounts(t, l)
-	checkJudged(t, c0, c4, res)
-	m4 := samples(t, l)
-
-	// Each host alone enforced the whole limit while Redis was down: no
-	// more than rate x t (its bucket was empty), give or take one sync's
-	// worth; and no less than most of it (it did not stop admitting).
-	out := admitted(c2, c3)
-	span := admitted(c1, c3)
-	for _, i := range hosts {
-		w := tbRate * t3.Sub(t2).Seconds()
-		lag := tbRate * faultSync.Seconds()
-		t.Logf("host %d: admitted %.0f in the %v of the outage (rate x t = %.0f), %.0f from before the kill (%v)",
-			i, out[i], t3.Sub(t2).Round(time.Millisecond), w, span[i], t3.Sub(t1).Round(time.Millisecond))
-		if out[i] > w*(1+tolerance)+lag || out[i] < 0.6*w {
-			t.Errorf("host %d: admitted %.0f while Redis was down, want about %.0f", i, out[i], w)
-		}
-		if lim := tbRate*t3.Sub(t1).Seconds()*(1+tolerance) + 2*lag; span[i] > lim {
-			t.Errorf("host %d: admitted %.0f from the kill to the restart, more than its whole limit (%.0f)", i, span[i], lim)
-		}
-	}
-
-	// Metrics across the outage: exchanges and remote units stop while
-	// Redis is down, connection errors count, syncs go on.
-	for _, i := range hosts {
-		a, b, c, d := m1[i], m2[i], m3[i], m4[i]
-		t.Logf("host %d: up %v/%v/%v, keys %v/%v/%v/%v, remote %v/%v/%v/%v, connect errors %v/%v/%v, syncs %v/%v",
-			i, a.up, c.up, d.up, a.keys, b.keys, c.keys, d.keys, a.remote, b.remote, c.remote, d.remote,
-			a.errs["connect"], c.errs["connect"], d.errs["connect"], a.durCount, d.durCount)
-		switch {
-		case a.up != 1 || c.up != 0 || d.up != 1:
-			t.Errorf("host %d: xdplimit_fleet_redis_up %v before, %v during, %v after the outage", i, a.up, c.up, d.up)
-		case a.keys <= m0[i].keys || a.remote <= m0[i].remote:
-			t.Errorf("host %d: keys exchanged %v -> %v, remote units %v -> %v under the flood before the outage",
-				i, m0[i].keys, a.keys, m0[i].remote, a.remote)
-		case c.keys != b.keys || c.remote != b.remote:
-			t.Errorf("host %d: keys exchanged %v -> %v, remote units %v -> %v while Redis was down", i, b.keys, c.keys, b.remote, c.remote)
-		case c.errs["connect"] <= a.errs["connect"]:
-			t.Errorf("host %d: connect errors %v -> %v across the kill", i, a.errs["connect"], c.errs["connect"])
-		case d.keys <= c.keys:
-			t.Errorf("host %d: keys exchanged %v -> %v once Redis was back", i, c.keys, d.keys)
-		case c.durCount <= a.durCount || d.durCount <= c.durCount || c.syncs <= b.syncs:
-			t.Errorf("host %d: sync durations observed %v/%v/%v, syncs %v/%v", i, a.durCount, c.durCount, d.durCount, b.syncs, c.syncs)
-		}
-		statusHas(t, l, i, "up since")
-	}
+	o := startOutage(t)
+	o.baseline()
+	o.floodThroughOutage()
+	o.checkAloneDuringOutage()
+	o.checkMetricsAcrossOutage()
 
 	// Restarted empty, Redis holds nothing: the fleet limit must hold again.
-	checkFleetAdmits(t, l, spread{Hosts: hosts, Rate: floodRate, Dur: floodDur, Src: src(2)})
-	m5 := samples(t, l)
-	for _, i := range hosts {
-		// The source of the outage is over its limit on every host: the
-		// empty Redis's count of it stays below each host's own debt, so
-		// there is nothing to fold until a fresh source floods.
-		if m5[i].remote <= m4[i].remote {
-			t.Errorf("host %d: remote units %v -> %v over a flood once Redis was back", i, m4[i].remote, m5[i].remote)
-		}
-		if m5[i].errTotal() != m4[i].errTotal() {
-			t.Errorf("host %d: sync errors %v -> %v after Redis was back", i, m4[i].errs, m5[i].errs)
-		}
-		if d := f.lines(i, downLine); d != 1 {
-			t.Errorf("host %d: %d down lines for one outage:\n%s", i, d, f.proc(i).output())
-		}
-		// One outage must cost nothing that stays: generous bounds, but
-		// finite (a goroutine or a connection per failed sync would pass
-		// them within minutes, not within one test).
-		u := usage(t, f.proc(i))
-		t.Logf("host %d: VmRSS %d -> %d kB, threads %d -> %d, goroutines %v -> %v",
-			i, use0[i].rssKB, u.rssKB, use0[i].threads, u.threads, m0[i].goroutines, m5[i].goroutines)
-		if u.rssKB > use0[i].rssKB+32<<10 || u.threads > use0[i].threads+8 || m5[i].goroutines > m0[i].goroutines+10 {
-			t.Errorf("host %d grew across the outage: VmRSS %d -> %d kB, threads %d -> %d, goroutines %v -> %v",
-				i, use0[i].rssKB, u.rssKB, use0[i].threads, u.threads, m0[i].goroutines, m5[i].goroutines)
-		}
-	}
+	checkFleetAdmits(t, o.l, spread{Hosts: o.hosts, Rate: floodRate, Dur: floodDur, Src: src(2)})
+	o.checkAfterOutage()
 }
 
 // waitExchanged waits until every host has exchanged keys since the
