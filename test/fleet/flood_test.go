@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/internal/testkit/fleetlab"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
@@ -22,9 +23,43 @@ func testFlood(t *testing.T, l *fleetlab.Lab) {
 	h := l.Host(target)
 	sinks := attachSinks(t, l)
 	sink := sinks[target]
+	conn := floodSocket(t, h)
+	defer conn.Close()
+	got := readAll(conn)
 
-	// A socket on the host receives what its stack delivers: spoofed
-	// sources and every source port must get through.
+	snmp := h.NS.Snapshot(t)
+	before := make([]uint64, l.Hosts())
+	for i := range before {
+		before[i] = rxPackets(t, l, i)
+	}
+	sendPacedFlood(t, l, target)
+
+	seen := <-got
+	for i := range before {
+		d := rxPackets(t, l, i) - before[i]
+		switch {
+		case i == target && (d < pacedCount || d > pacedCount+10):
+			t.Errorf("host %d: eth0 rx grew by %d, want %d", i, d, pacedCount)
+		case i != target && d > 10:
+			t.Errorf("host %d: eth0 rx grew by %d though the flood went to host %d", i, d, target)
+		}
+	}
+	// The hosts' own background packets (neighbour discovery) pass
+	// through XDP and the counters too: allow a few.
+	if n, err := sink.Received(); err != nil || n < pacedCount || n > pacedCount+10 {
+		t.Errorf("XDP on host %d saw %d frames (%v), want %d", target, n, err, pacedCount)
+	}
+	checkSocketGotFlood(t, target, h.NS.Snapshot(t).Delta(snmp), seen)
+	checkSourcesShared(t, sink)
+}
+
+// The paced flood: frames, sources (one a frame, wrapping) and frames a
+// second.
+const pacedCount, pacedSources, pacedRate = 2000, 64, 10000
+
+// floodSocket is a socket on the host, which receives what its stack
+// delivers: spoofed sources and every source port must get through.
+func floodSocket(t *testing.T, h *fleetlab.Host) *net.UDPConn {
 	var conn *net.UDPConn
 	if err := h.NS.Do(func() (err error) {
 		conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 9999})
@@ -32,18 +67,25 @@ func testFlood(t *testing.T, l *fleetlab.Lab) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
 	// A buffer for the whole flood, past rmem_max (root may force it):
 	// the reader shares two CPUs with everything else.
 	raw, err := conn.SyscallConn()
 	if err != nil {
+		conn.Close()
 		t.Fatal(err)
 	}
 	if cerr := raw.Control(func(fd uintptr) {
 		err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
 	}); cerr != nil || err != nil {
+		conn.Close()
 		t.Fatalf("SO_RCVBUFFORCE: %v %v", cerr, err)
 	}
+	return conn
+}
+
+// readAll reads conn until it is quiet for a second, and sends the
+// datagrams it read by sender.
+func readAll(conn *net.UDPConn) <-chan map[netip.AddrPort]int {
 	got := make(chan map[netip.AddrPort]int, 1)
 	go func() {
 		seen := map[netip.AddrPort]int{}
@@ -58,13 +100,13 @@ func testFlood(t *testing.T, l *fleetlab.Lab) {
 			seen[from.(*net.UDPAddr).AddrPort()]++
 		}
 	}()
+	return got
+}
 
-	snmp := h.NS.Snapshot(t)
-	before := make([]uint64, l.Hosts())
-	for i := range before {
-		before[i] = rxPackets(t, l, i)
-	}
-	const count, sources, rate = 2000, 64, 10000
+// sendPacedFlood floods the target and checks that every frame left, no
+// faster than the rate.
+func sendPacedFlood(t *testing.T, l *fleetlab.Lab, target int) {
+	const count, sources, rate = pacedCount, pacedSources, pacedRate
 	src := netip.MustParseAddr("198.51.100.1")
 	res, err := l.Flood(context.Background(), target, fleetlab.Flood{
 		Count: count, Src: src, Sources: sources, SrcPorts: [2]uint16{5000, 5009},
@@ -82,23 +124,12 @@ func testFlood(t *testing.T, l *fleetlab.Lab) {
 	if minimum := time.Duration((count - rate/100) * float64(time.Second) / rate); res.Elapsed < minimum {
 		t.Fatalf("%d frames in %v: faster than %d/s", count, res.Elapsed, rate)
 	}
+}
 
-	seen := <-got
-	for i := range before {
-		d := rxPackets(t, l, i) - before[i]
-		switch {
-		case i == target && (d < count || d > count+10):
-			t.Errorf("host %d: eth0 rx grew by %d, want %d", i, d, count)
-		case i != target && d > 10:
-			t.Errorf("host %d: eth0 rx grew by %d though the flood went to host %d", i, d, target)
-		}
-	}
-	// The hosts' own background packets (neighbour discovery) pass
-	// through XDP and the counters too: allow a few.
-	if n, err := sink.Received(); err != nil || n < count || n > count+10 {
-		t.Errorf("XDP on host %d saw %d frames (%v), want %d", target, n, err, count)
-	}
-	udp := h.NS.Snapshot(t).Delta(snmp)
+// checkSocketGotFlood: the target's UDP took every datagram, and the
+// socket read them from every source and source port.
+func checkSocketGotFlood(t *testing.T, target int, udp testutil.Counters, seen map[netip.AddrPort]int) {
+	const count, sources = pacedCount, pacedSources
 	if udp.UDPInDatagrams+udp.UDPRcvbufErrors < count {
 		t.Errorf("host %d's UDP took %d datagrams (%d read, %d dropped for buffer), want %d",
 			target, udp.UDPInDatagrams+udp.UDPRcvbufErrors, udp.UDPInDatagrams, udp.UDPRcvbufErrors, count)
@@ -112,8 +143,13 @@ func testFlood(t *testing.T, l *fleetlab.Lab) {
 		t.Errorf("socket read %d datagrams (SNMP: %d) from %d sources and %d ports, want %d sources and 10 ports",
 			total, udp.UDPInDatagrams, len(addrs), len(ports), sources)
 	}
-	// Sequential sources, one per frame and wrapping, across chunks
-	// that do not divide their number: each gets its share to one frame.
+}
+
+// checkSourcesShared: sequential sources, one per frame and wrapping,
+// across chunks that do not divide their number: each gets its share to
+// one frame.
+func checkSourcesShared(t *testing.T, sink *pktgen.Sink) {
+	const count, sources = pacedCount, pacedSources
 	perSource, err := sink.Sources()
 	if err != nil {
 		t.Fatal(err)
