@@ -142,6 +142,36 @@ func testSingle(t *testing.T, l *fleetlab.Lab) {
 		t.Fatalf("RedisChildren() = %v, %v; want it to hold %d", pids, err, srv.PID())
 	}
 	ctx := context.Background()
+	clients := singleClients(t, l, srv)
+
+	t.Run("password", func(t *testing.T) {
+		c := redis.NewClient(testutil.FastFailOptions(l.Host(0).NS, "", srv.Addr()).Simple())
+		defer c.Close()
+		if err := c.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+			t.Fatalf("PING without the password: %v, want NOAUTH", err)
+		}
+	})
+
+	t.Run("partition", func(t *testing.T) {
+		testPartition(t, l, func(i int) func(context.Context) error { return ping(clients[i]) })
+	})
+
+	t.Run("kill and restart", func(t *testing.T) { testKillRestart(t, l, srv, clients[0]) })
+
+	t.Run("slow link", func(t *testing.T) { testSlowLink(t, l, srv, password, clients[0]) })
+
+	t.Run("pause and resume", func(t *testing.T) {
+		srv.Pause(t)
+		mustFail(t, "paused server", 2*time.Second, ping(clients[2]))
+		srv.Resume(t)
+		eventually(t, "host 2 after Resume", 5*time.Second, ping(clients[2]))
+	})
+}
+
+// singleClients is a client of srv on each host, each checked to reach it
+// through its host's own link.
+func singleClients(t *testing.T, l *fleetlab.Lab, srv *testutil.RedisServer) []*redis.Client {
+	ctx := context.Background()
 	clients := make([]*redis.Client, l.Hosts())
 	for i := range clients {
 		h := l.Host(i)
@@ -163,84 +193,75 @@ func testSingle(t *testing.T, l *fleetlab.Lab) {
 		}
 	}
 
-	t.Run("password", func(t *testing.T) {
-		c := redis.NewClient(testutil.FastFailOptions(l.Host(0).NS, "", srv.Addr()).Simple())
-		defer c.Close()
-		if err := c.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
-			t.Fatalf("PING without the password: %v, want NOAUTH", err)
-		}
-	})
+	return clients
+}
 
-	t.Run("partition", func(t *testing.T) {
-		testPartition(t, l, func(i int) func(context.Context) error { return ping(clients[i]) })
-	})
+// testKillRestart: a killed server fails calls, and restarts at its
+// address, another process, empty.
+func testKillRestart(t *testing.T, l *fleetlab.Lab, srv *testutil.RedisServer, c *redis.Client) {
+	ctx := context.Background()
+	if err := c.Set(ctx, "survivor", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pid := srv.PID()
+	srv.Kill(t)
+	mustFail(t, "killed server", 2*time.Second, ping(c))
+	srv.Restart(t)
+	if srv.PID() == pid || srv.Addr() != l.RedisAddr() {
+		t.Fatalf("restart: pid %d -> %d, addr %s", pid, srv.PID(), srv.Addr())
+	}
+	eventually(t, "host 0 after restart", 5*time.Second, ping(c))
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("restarted server holds %d keys (%v), want empty", n, err)
+	}
+}
 
-	t.Run("kill and restart", func(t *testing.T) {
-		if err := clients[0].Set(ctx, "survivor", "x", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		pid := srv.PID()
-		srv.Kill(t)
-		mustFail(t, "killed server", 2*time.Second, ping(clients[0]))
-		srv.Restart(t)
-		if srv.PID() == pid || srv.Addr() != l.RedisAddr() {
-			t.Fatalf("restart: pid %d -> %d, addr %s", pid, srv.PID(), srv.Addr())
-		}
-		eventually(t, "host 0 after restart", 5*time.Second, ping(clients[0]))
-		if n, err := clients[0].DBSize(ctx).Result(); err != nil || n != 0 {
-			t.Fatalf("restarted server holds %d keys (%v), want empty", n, err)
-		}
-	})
+// testSlowLink: a delaying proxy costs one delayed round trip per call,
+// fails calls past a client's timeout, and costs nothing once fast again.
+func testSlowLink(t *testing.T, l *fleetlab.Lab, srv *testutil.RedisServer, password string, direct0 *redis.Client) {
+	const delay = 100 * time.Millisecond
+	proxy := testutil.StartDelayProxy(t, l.RedisNS, fmt.Sprintf("%s:%d", fleetlab.RedisIP, 6380), srv.Addr(), delay)
+	c := redis.NewClient(testutil.FastFailOptions(l.Host(0).NS, password, proxy.Addr()).Simple())
+	defer c.Close()
+	// The first call also dials and shakes hands: several round trips.
+	if took, err := within(5*time.Second, ping(c)); err != nil {
+		t.Fatalf("first PING through the proxy: %v (after %v)", err, took)
+	} else {
+		t.Logf("first PING through the proxy (dial, handshake) took %v", took.Round(time.Millisecond))
+	}
+	// On an open connection a call costs one delayed round trip: the
+	// delay each way on top of the same call without the proxy. Both
+	// are the quickest of three, so a moment of load on the machine
+	// does not count; a proxy that delayed a direction twice would
+	// take 4 x delay, which the bound of 3 x delay (plus the direct
+	// call's time) tells apart while leaving one delay for noise.
+	direct, took := quickestPing(t, direct0), quickestPing(t, c)
+	t.Logf("PING direct %v, through a %v proxy %v", direct, delay, took)
+	if took < 2*delay || took > 3*delay+direct {
+		t.Fatalf("PING through a %v proxy took %v (direct %v), want %v plus the direct call's time", delay, took, direct, 2*delay)
+	}
+	proxy.SetDelay(2 * time.Second)
+	mustFail(t, "PING over a 2 s link", time.Second, ping(c))
+	proxy.SetDelay(0)
+	// Fast again: no longer the 4 s round trip of the slow link.
+	took, err := within(5*time.Second, ping(c))
+	if err != nil || took >= 4*time.Second {
+		t.Fatalf("PING after the link is fast again: %v after %v", err, took)
+	}
+}
 
-	t.Run("slow link", func(t *testing.T) {
-		const delay = 100 * time.Millisecond
-		proxy := testutil.StartDelayProxy(t, l.RedisNS, fmt.Sprintf("%s:%d", fleetlab.RedisIP, 6380), srv.Addr(), delay)
-		c := redis.NewClient(testutil.FastFailOptions(l.Host(0).NS, password, proxy.Addr()).Simple())
-		defer c.Close()
-		// The first call also dials and shakes hands: several round trips.
-		if took, err := within(5*time.Second, ping(c)); err != nil {
-			t.Fatalf("first PING through the proxy: %v (after %v)", err, took)
-		} else {
-			t.Logf("first PING through the proxy (dial, handshake) took %v", took.Round(time.Millisecond))
-		}
-		// On an open connection a call costs one delayed round trip: the
-		// delay each way on top of the same call without the proxy. Both
-		// are the quickest of three, so a moment of load on the machine
-		// does not count; a proxy that delayed a direction twice would
-		// take 4 x delay, which the bound of 3 x delay (plus the direct
-		// call's time) tells apart while leaving one delay for noise.
-		quickest := func(c redis.UniversalClient) time.Duration {
-			best := time.Duration(1 << 62)
-			for range 3 {
-				took, err := within(5*time.Second, ping(c))
-				if err != nil {
-					t.Fatalf("PING: %v (after %v)", err, took)
-				}
-				best = min(best, took)
-			}
-			return best
-		}
-		direct, took := quickest(clients[0]), quickest(c)
-		t.Logf("PING direct %v, through a %v proxy %v", direct, delay, took)
-		if took < 2*delay || took > 3*delay+direct {
-			t.Fatalf("PING through a %v proxy took %v (direct %v), want %v plus the direct call's time", delay, took, direct, 2*delay)
-		}
-		proxy.SetDelay(2 * time.Second)
-		mustFail(t, "PING over a 2 s link", time.Second, ping(c))
-		proxy.SetDelay(0)
-		// Fast again: no longer the 4 s round trip of the slow link.
+// quickestPing is the quickest of three PINGs on c.
+func quickestPing(t *testing.T, c redis.UniversalClient) time.Duration {
+	t.Helper()
+	best := time.Duration(1 << 62)
+	for range 3 {
 		took, err := within(5*time.Second, ping(c))
-		if err != nil || took >= 4*time.Second {
-			t.Fatalf("PING after the link is fast again: %v after %v", err, took)
+		if err != nil {
+			t.Fatalf("PING: %v (after %v)", err, took)
 		}
-	})
-
-	t.Run("pause and resume", func(t *testing.T) {
-		srv.Pause(t)
-		mustFail(t, "paused server", 2*time.Second, ping(clients[2]))
-		srv.Resume(t)
-		eventually(t, "host 2 after Resume", 5*time.Second, ping(clients[2]))
-	})
+		best = min(best, took)
+	}
+	return best
 }
 
 func testCluster(t *testing.T, l *fleetlab.Lab) {
