@@ -23,45 +23,55 @@ import (
 // without any SIGHUP: attach --watch must notice and reload. An invalid edit then
 // changes nothing, and is reported in the log and in the metrics.
 func TestReloadOnFileChange(t *testing.T) {
+	r := newFileReload(t)
+	r.reloadUnderFlood(t)
+	r.identicalSaves(t)
+	r.invalidEdit(t)
+}
+
+// fileReload is the lab of TestReloadOnFileChange: an attach --watch of
+// the tight policy, which its steps edit.
+type fileReload struct {
+	l            *lab
+	p            *proc
+	path         string
+	tight, loose string
+	frame        []byte
+}
+
+func newFileReload(t *testing.T) *fileReload {
 	l := newLab(t, 1)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "policy.yaml")
+	r := &fileReload{l: l, path: filepath.Join(t.TempDir(), "policy.yaml"), frame: l.udpFrame(18)}
 	src := l.Addr.String() + "/32"
 	// tight admits almost none of a flood; loose admits all of it.
-	tight := fmt.Sprintf(`
+	r.tight = fmt.Sprintf(`
 rules:
   - name: a
     match: {src_cidrs: [%s]}
     limit: {algorithm: token_bucket, rate: 10/s, burst: 10}
 `, src)
-	loose := fmt.Sprintf(`
+	r.loose = fmt.Sprintf(`
 rules:
   - name: a
     match: {src_cidrs: [%s]}
     limit: {algorithm: token_bucket, rate: 10M/s, burst: 10M}
 `, src)
-	renameOverFile(t, path, tight)
-	p := l.start(t, "attach", l.PeerName, "--policy", path, "--watch")
-	p.waitAttached(t, 30*time.Second)
+	renameOverFile(t, r.path, r.tight)
+	r.p = l.start(t, "attach", l.PeerName, "--policy", r.path, "--watch")
+	r.p.waitAttached(t, 30*time.Second)
+	return r
+}
 
-	// A flood that runs until stopped, so that it is running when the
-	// edit lands and goes on under the new policy for a while.
-	frame := l.udpFrame(18)
+// reloadUnderFlood: the tight limit drops a flood that runs until stopped,
+// so that it is running when the edit to loose lands and goes on under the
+// new policy for a while, which passes all of it.
+func (r *fileReload) reloadUnderFlood(t *testing.T) {
+	l, p := r.l, r.p
 	lost0 := l.ringDrops(t)
-	res, stopFlood := startFlood(t, l, frame)
-	// Wait until the flood is being dropped by the tight limit.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, drop, _ := l.ruleCounts(t, "a"); drop > 1000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the flood never reached the limiter")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	res, stopFlood := startFlood(t, l, r.frame)
+	r.waitDropping(t)
 	passBefore, _, _ := l.ruleCounts(t, "a")
-	renameOverFile(t, path, loose)
+	renameOverFile(t, r.path, r.loose)
 	p.waitFor(t, `trigger="file change"`, 10*time.Second)
 	reloaded := time.Now()
 	passAtReload, dropAtReload, _ := l.ruleCounts(t, "a")
@@ -95,33 +105,51 @@ rules:
 			dropAfter-dropAtReload, passAfter-passAtReload)
 	}
 	checkDelivered(t, passAfter+dropAfter, sent.Sent, lost)
-	if got := scrapeMetric(t, l, `xdplimit_policy_reloads_total{interface="`+l.PeerName+`",result="success"}`); got != 1 {
-		t.Errorf("%v successful reloads in the metrics, want 1", got)
-	}
+	r.wantReloads(t, "success", 1)
+}
 
-	// Saving the same bytes again, or touching the file, reloads nothing.
-	renameOverFile(t, path, loose)
+// waitDropping waits until the flood is being dropped by the tight limit.
+func (r *fileReload) waitDropping(t *testing.T) {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, drop, _ := r.l.ruleCounts(t, "a"); drop > 1000 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the flood never reached the limiter")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// identicalSaves: saving the same bytes again, or touching the file,
+// reloads nothing.
+func (r *fileReload) identicalSaves(t *testing.T) {
+	renameOverFile(t, r.path, r.loose)
 	now := time.Now()
-	if err := os.Chtimes(path, now, now); err != nil {
+	if err := os.Chtimes(r.path, now, now); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	if n := strings.Count(p.out.String(), "msg=reloaded"); n != 1 {
-		t.Errorf("%d reloads logged after saving identical contents, want 1:\n%s", n, p.out)
+	if n := strings.Count(r.p.out.String(), "msg=reloaded"); n != 1 {
+		t.Errorf("%d reloads logged after saving identical contents, want 1:\n%s", n, r.p.out)
 	}
+}
 
-	// An invalid edit: reported, the loose policy stays in force, which
-	// a flood during and after the failed reload shows.
+// invalidEdit: an invalid edit is reported, and the loose policy stays in
+// force, which a flood during and after the failed reload shows.
+func (r *fileReload) invalidEdit(t *testing.T) {
+	l, p := r.l, r.p
 	before, dropBefore, _ := l.ruleCounts(t, "a")
-	lost0 = l.ringDrops(t)
-	res, stopFlood = startFlood(t, l, frame)
-	renameOverFile(t, path, strings.Replace(loose, "10M/s", "10M/sec", 1))
+	lost0 := l.ringDrops(t)
+	res, stopFlood := startFlood(t, l, r.frame)
+	renameOverFile(t, r.path, strings.Replace(r.loose, "10M/s", "10M/sec", 1))
 	p.waitFor(t, "reload failed", 10*time.Second)
 	time.Sleep(500 * time.Millisecond)
 	stopFlood()
-	sent = <-res
+	sent := <-res
 	after, dropAfterFail, _ := l.ruleCounts(t, "a")
-	lost = l.ringDrops(t) - lost0
+	lost := l.ringDrops(t) - lost0
 	t.Logf("flood across the invalid edit %v; passed %d, dropped %d; veth dropped %d", sent, after-before, dropAfterFail-dropBefore, lost)
 	checkDelivered(t, after-before, sent.Sent, lost)
 	if dropAfterFail != dropBefore {
@@ -133,11 +161,15 @@ rules:
 			t.Errorf("the failure log lacks %q: %s", want, line)
 		}
 	}
-	if got := scrapeMetric(t, l, `xdplimit_policy_reloads_total{interface="`+l.PeerName+`",result="failure"}`); got != 1 {
-		t.Errorf("%v failed reloads in the metrics, want 1", got)
-	}
-	if got := scrapeMetric(t, l, `xdplimit_policy_reloads_total{interface="`+l.PeerName+`",result="success"}`); got != 1 {
-		t.Errorf("%v successful reloads in the metrics, want still 1", got)
+	r.wantReloads(t, "failure", 1)
+	r.wantReloads(t, "success", 1)
+}
+
+// wantReloads checks the exporter's count of reloads with result.
+func (r *fileReload) wantReloads(t *testing.T, result string, want float64) {
+	t.Helper()
+	if got := scrapeMetric(t, r.l, `xdplimit_policy_reloads_total{interface="`+r.l.PeerName+`",result="`+result+`"}`); got != want {
+		t.Errorf("%v %s reloads in the metrics, want %v", got, result, want)
 	}
 }
 
@@ -267,12 +299,31 @@ rules:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGHUP)
 	waitReloads(t, p, 1, 30*time.Second)
-	// The bucket of a is empty after the flood and refills one a second:
-	// kept state admits its burst and one a second since the first flood
-	// began, however long the reloads took; a bucket reset after the
-	// flood admits another burst of 100. A second is the rate, and not
-	// a tenth, so that a reload a hundred times slower than here
-	// (about a second) still tells the two apart.
+	checkKeptBucket(t, l, began, passA)
+	checkNewRule(t, l)
+	// A changed limit starts from its new parameters: a fresh burst.
+	if err := os.WriteFile(path, []byte(`
+rules:
+  - name: a
+    match: {src_cidrs: [198.18.0.1/32]}
+    limit: {algorithm: token_bucket, rate: 1/s, burst: 300}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGHUP)
+	waitReloads(t, p, 2, 30*time.Second)
+	checkFreshBurst(t, l)
+}
+
+// checkKeptBucket: rule a, whose limit the reload kept, kept its bucket.
+// The bucket is empty after the flood that began at began (passA admitted
+// by then) and refills one a second: kept state admits its burst and one a
+// second since, however long the reloads took; a bucket reset after the
+// flood admits another burst of 100. A second is the rate, and not a
+// tenth, so that a reload a hundred times slower than here (about a
+// second) still tells the two apart.
+func checkKeptBucket(t *testing.T, l *lab, began time.Time, passA uint64) {
+	t.Helper()
 	l.flood(t, l.udpFrame(18), pktgen.Sources{}, 150)
 	passA2, _, _ := l.ruleCounts(t, "a")
 	span := time.Since(began)
@@ -286,7 +337,12 @@ rules:
 	if kept >= float64(passA)+100 {
 		t.Fatalf("the flood and the reloads took %v: a kept bucket refills as much as a reset one, the test cannot tell them apart", span)
 	}
-	// b is in force: another source passes under it.
+}
+
+// checkNewRule: rule b, new in the reload, is in force: another source
+// passes under it.
+func checkNewRule(t *testing.T, l *lab) {
+	t.Helper()
 	f := pktgen.Frame{SrcMAC: l.MAC, DstMAC: l.PeerMAC, Src: netip.MustParseAddr("198.18.0.9"), Dst: l.PeerAddr,
 		SrcPort: 40000, DstPort: 9, Payload: 18}
 	// Compared with what was sent: the generator may send a few more
@@ -298,17 +354,11 @@ rules:
 	if dropB != 0 {
 		t.Errorf("rule b (5000 burst) dropped %d of %d", dropB, resB.Sent)
 	}
-	// A changed limit starts from its new parameters: a fresh burst.
-	if err := os.WriteFile(path, []byte(`
-rules:
-  - name: a
-    match: {src_cidrs: [198.18.0.1/32]}
-    limit: {algorithm: token_bucket, rate: 1/s, burst: 300}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	waitReloads(t, p, 2, 30*time.Second)
+}
+
+// checkFreshBurst: rule a, its burst changed to 300, admits a fresh burst.
+func checkFreshBurst(t *testing.T, l *lab) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		before, _, _ := l.ruleCounts(t, "a")
