@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/harness/fleetsim"
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -22,50 +23,21 @@ func TestFleetFixedWindowPartialReport(t *testing.T) {
 	const limit = 300 // three hosts: a share of 100 each
 	f, _ := newHosts(t, testutil.DialIn(ns), 3, fleetPolicy(r.Addr(),
 		"{algorithm: fixed_window, packets: 300, window: 1s, scope: fleet}"))
-	ctx := context.Background()
-	sync := func(i int) {
-		t.Helper()
-		if res := f.Hosts[i].E.Sync(ctx); res.Err != nil {
-			t.Fatalf("host %d: sync: %v", i, res.Err)
-		}
-	}
+	w := newWindowFleet(t, f)
 	meet(t, f)
 	toWindowStart(t, f, time.Second)
 
-	pkt := pktgen.UDP4(src, dst, 4000, 53, 16)
-	admitted := make([]int, len(f.Hosts))
-	send := func(i, n int) {
-		t.Helper()
-		for range n {
-			ok, err := f.Hosts[i].Send(pkt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				admitted[i]++
-			}
-		}
-	}
 	// All within the window's first two syncs (its young part).
-	send(0, 50) // host 0 reports in the middle of its burst
-	sync(0)
+	w.send(0, 50) // host 0 reports in the middle of its burst
+	w.sync(0)
 	f.Advance(10 * time.Millisecond)
-	send(1, 200) // host 1 spends its share and hears of host 0's 50
-	sync(1)
+	w.send(1, 200) // host 1 spends its share and hears of host 0's 50
+	w.sync(1)
 	f.Advance(10 * time.Millisecond)
-	send(1, 200) // nothing left for host 1
-	send(0, 200) // host 0 spends the rest of its share
-	send(2, 200) // host 2 its share
-	total := sum(admitted)
-	t.Logf("admitted per host %v, %d in all (limit %d)", admitted, total, limit)
-	// The admission sketch's untracked first packets (see
-	// TestFleetFixedWindow): each host may admit a key's first packet on
-	// each CPU before it has an entry (track_after 2), which its share
-	// never counts. Seen: [101 102 101] against a 1% slack of 3.
-	slack := len(f.Hosts) * runtime.NumCPU()
-	if total > limit+slack {
-		t.Errorf("the fleet admitted %d in one window, limit %d (+%d untracked first packets)", total, limit, slack)
-	}
+	w.send(1, 200) // nothing left for host 1
+	w.send(0, 200) // host 0 spends the rest of its share
+	w.send(2, 200) // host 2 its share
+	w.check(limit)
 }
 
 // Syncs stretched past their interval (a loaded host: ticks dropped while
@@ -81,47 +53,74 @@ func TestFleetFixedWindowStretchedSyncs(t *testing.T) {
 	const limit = 300 // three hosts: a share of 100 each
 	f, _ := newHosts(t, testutil.DialIn(ns), 3, fleetPolicy(r.Addr(),
 		"{algorithm: fixed_window, packets: 300, window: 1s, scope: fleet}"))
-	ctx := context.Background()
+	w := newWindowFleet(t, f)
 	const every = 200 * time.Millisecond // the hosts' syncs, at sync: 100ms
 	for range 3 {
-		if err := f.SyncAll(ctx); err != nil {
+		if err := f.SyncAll(w.ctx); err != nil {
 			t.Fatal(err)
 		}
 		f.Advance(every)
 	}
 	toWindowStart(t, f, time.Second)
-	pkt := pktgen.UDP4(src, dst, 4000, 53, 16)
-	admitted := make([]int, len(f.Hosts))
-	send := func(i, n int) {
-		t.Helper()
-		for range n {
-			ok, err := f.Hosts[i].Send(pkt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				admitted[i]++
-			}
-		}
-	}
-	sync := func(i int) {
-		t.Helper()
-		if res := f.Hosts[i].E.Sync(ctx); res.Err != nil {
-			t.Fatalf("host %d: sync: %v", i, res.Err)
-		}
-	}
-	send(0, 50) // host 0 reports in the middle of its burst
-	sync(0)
+	w.send(0, 50) // host 0 reports in the middle of its burst
+	w.sync(0)
 	f.Advance(every + every/4) // host 1's next sync, a little late
-	send(1, 200)
-	sync(1)
-	send(1, 200)
-	send(0, 200) // host 0 spends the rest of its share
-	send(2, 200) // host 2 its share
-	total := sum(admitted)
-	t.Logf("admitted per host %v, %d in all (limit %d)", admitted, total, limit)
-	slack := len(f.Hosts) * runtime.NumCPU() // as in TestFleetFixedWindowPartialReport
+	w.send(1, 200)
+	w.sync(1)
+	w.send(1, 200)
+	w.send(0, 200) // host 0 spends the rest of its share
+	w.send(2, 200) // host 2 its share
+	w.check(limit)
+}
+
+// windowFleet sends one source's packets to the hosts of a simulated fleet
+// one at a time, counting what each admits, and syncs them one at a time.
+type windowFleet struct {
+	t        *testing.T
+	f        *fleetsim.Fleet
+	ctx      context.Context
+	pkt      []byte
+	admitted []int
+}
+
+func newWindowFleet(t *testing.T, f *fleetsim.Fleet) *windowFleet {
+	return &windowFleet{t: t, f: f, ctx: context.Background(),
+		pkt: pktgen.UDP4(src, dst, 4000, 53, 16), admitted: make([]int, len(f.Hosts))}
+}
+
+// send sends n packets to host i.
+func (w *windowFleet) send(i, n int) {
+	w.t.Helper()
+	for range n {
+		ok, err := w.f.Hosts[i].Send(w.pkt)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if ok {
+			w.admitted[i]++
+		}
+	}
+}
+
+// sync runs host i's sync.
+func (w *windowFleet) sync(i int) {
+	w.t.Helper()
+	if res := w.f.Hosts[i].E.Sync(w.ctx); res.Err != nil {
+		w.t.Fatalf("host %d: sync: %v", i, res.Err)
+	}
+}
+
+// check requires the fleet to have admitted at most limit in the window.
+// The admission sketch's untracked first packets (see
+// TestFleetFixedWindow): each host may admit a key's first packet on each
+// CPU before it has an entry (track_after 2), which its share never
+// counts. Seen: [101 102 101] against a 1% slack of 3.
+func (w *windowFleet) check(limit int) {
+	w.t.Helper()
+	total := sum(w.admitted)
+	w.t.Logf("admitted per host %v, %d in all (limit %d)", w.admitted, total, limit)
+	slack := len(w.f.Hosts) * runtime.NumCPU()
 	if total > limit+slack {
-		t.Errorf("the fleet admitted %d in one window, limit %d (+%d untracked first packets)", total, limit, slack)
+		w.t.Errorf("the fleet admitted %d in one window, limit %d (+%d untracked first packets)", total, limit, slack)
 	}
 }
