@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
@@ -65,6 +66,9 @@ func resetTrace(t *testing.T, l *maps.Limiter) string {
 // missed would leak from one test into the next.
 func TestResetIsNew(t *testing.T) {
 	xdpltest.RequireBPF(t)
+	// The refused-until cache is per CPU: both traces must run on one, or
+	// its counts differ by where the scheduler put the thread.
+	testutil.PinCPU(t, 0)
 	opts := maps.Options{Clock: maps.ClockMap, MaxSources: 1 << 12, SampleOneIn: 1}
 	fresh, err := maps.Load(opts)
 	if err != nil {
