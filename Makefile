@@ -103,7 +103,10 @@ lint:
 # levels, ./fleet checks there against the real program in simulated time.
 # The next LTS, between it and the host's kernel, runs the smoke test, the
 # loader's verifier and attach tests and the end-to-end suite: the whole of
-# make test fits CI's 90 minutes. VM_TEST_PKGS, when set, replaces the lists
+# make test fits CI's 90 minutes. Under emulation one test binary keeps about
+# one CPU busy, so VM_LANES binaries run at once, each taking the next of its
+# kernel's list when it is free: the lists name the longest first.
+# VM_TEST_PKGS, when set, replaces the lists
 # for every kernel (a focused run). The tools the tests start (VM_TOOLS) go
 # along at their host paths, with their shared libraries, as do the xdplimit
 # binary (XDPLIMIT_BIN) and the previous map layout's, for the upgrade test.
@@ -114,9 +117,9 @@ lint:
 VM_KERNELS      ?= 6.1 6.12
 VM_KERNEL_6.1   ?= linux-image-cloud-amd64
 VM_KERNEL_6.12  ?= linux-image-6.12-cloud-amd64
-VM_TEST_PKGS_6.12 ?= ./test/vm/qemu/smoke ./loader ./test/vm
-VM_TEST_PKGS_6.1  ?= $(VM_TEST_PKGS_6.12) ./maps ./test/evasion ./metrics ./droplog ./pktgen ./replay \
-	./cmd/xdplimit ./agent ./fleet ./test/service ./bench ./internal/harness/bpfprof
+VM_TEST_PKGS_6.12 ?= ./test/vm ./loader ./test/vm/qemu/smoke
+VM_TEST_PKGS_6.1  ?= ./maps ./test/vm ./agent ./cmd/xdplimit ./fleet ./replay ./loader ./test/evasion \
+	./metrics ./droplog ./pktgen ./test/service ./bench ./internal/harness/bpfprof ./test/vm/qemu/smoke
 VM_TEST_PKGS ?=
 VM_TREES     ?= docs deploy examples policy/testdata
 VM_TOOLS     ?= redis-server redis-cli prometheus promtool tcpdump nsenter \
@@ -125,6 +128,10 @@ CROWDSEC_DIR ?= $(or $(XDPLIMIT_CROWDSEC_DIR),/var/cache/xdplimit-deps/crowdsec)
 VM_TIMEOUT   ?= 60m
 # Per test binary: the maps suite takes over 10 min under emulation (TCG).
 VM_TEST_TIMEOUT ?= 25m
+VM_LANES     ?= 2
+# Two binaries at once, each with its limiters: 2 GiB was once exhausted by
+# the maps suite alone.
+VM_MEMORY    ?= 3072
 VM_ARGS      ?=
 VM_BIN       := .cache/vm/bin
 empty :=
@@ -161,7 +168,7 @@ test-vm:
 			--file $(VM_BIN)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
 			--file $(VM_BIN)/xdplimit-previous --env XDPLIMIT_PREVIOUS_BIN=/usr/local/bin/xdplimit-previous \
 			$(foreach t,$(VM_TOOLS),--tool $(t)) $(foreach d,$(VM_TREES),--tree $(d)) \
-			--module 8021q --module bridge \
+			--module 8021q --module bridge --lanes $(VM_LANES) --memory $(VM_MEMORY) \
 			$(VM_ARGS) -- $$bins || failed="$$failed $$series"; \
 		echo "==== test-vm: Linux $$series took $$(( $$(date +%s) - start ))s ===="; \
 	done; \

@@ -66,6 +66,7 @@ type initramfsSpec struct {
 	Files       []extraFile
 	Trees       []string // repository directories copied to /src/<dir>
 	Marker      string   // sentinel prefix, unique per run
+	Lanes       int      // test binaries run at once (runSection); 0 means 1
 }
 
 // extraFile is a host file the tests need in the VM, such as the xdplimit
@@ -346,25 +347,7 @@ func initScript(s initramfsSpec) string {
 	for _, kv := range env {
 		w("export %s", shQuote(kv))
 	}
-	w("failed=0")
-	w(`run() {`)
-	w(`	name=$1; dir=$2; shift 2`)
-	w(`	cd "$dir"`)
-	w(`	echo "$M START name=$name"`)
-	w(`	"$@" </dev/null`)
-	w(`	rc=$?`)
-	w(`	cd /`)
-	w(`	echo "$M RESULT name=$name exit=$rc"`)
-	w(`	[ "$rc" -eq 0 ] || failed=$((failed + 1))`)
-	w(`}`)
-	for _, t := range s.Tests {
-		args := []string{"/tests/" + t.Name, "-test.v", "-test.timeout", s.TestTimeout.String()}
-		args = append(args, s.TestArgs...)
-		for i := range args {
-			args[i] = shQuote(args[i])
-		}
-		w("run %s %s %s", t.Name, shQuote("/"+t.workDir()), strings.Join(args, " "))
-	}
+	b.WriteString(runSection(s))
 	w(`echo "$M DONE total=%d failed=$failed setup_failed=$setup_failed"`, len(s.Tests))
 	w("sync")
 	// If poweroff fails, init exits and the kernel panics; panic=-1 and qemu's

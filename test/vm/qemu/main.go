@@ -55,6 +55,7 @@ type options struct {
 	modules     multiFlag
 	memoryMB    int
 	smp         int
+	lanes       int
 	appendArgs  string
 	logPath     string
 	kernelMeta  string
@@ -81,6 +82,7 @@ func run() int {
 	fs.Var(&o.modules, "module", "extra kernel module to load, with its dependencies (repeatable; veth is always loaded)")
 	fs.IntVar(&o.memoryMB, "memory", 2048, "VM memory in MiB (the test binaries live in it, in the initramfs)")
 	fs.IntVar(&o.smp, "smp", 2, "VM CPUs")
+	fs.IntVar(&o.lanes, "lanes", 1, "test binaries run at once, taken in the order given (1: one by one, output live)")
 	fs.StringVar(&o.appendArgs, "append", "", "extra kernel command line")
 	fs.StringVar(&o.logPath, "log", "", "console log file (default <kernel-cache>/logs/run-<time>.log)")
 	fs.StringVar(&o.kernelMeta, "kernel", "linux-image-cloud-amd64",
@@ -99,8 +101,8 @@ func run() int {
 		fs.Usage()
 		return 2
 	}
-	if o.timeout <= 0 || o.bootTimeout <= 0 || o.testTimeout <= 0 || o.bootRetries < 0 || o.memoryMB < 256 || o.smp < 1 {
-		fmt.Fprintln(os.Stderr, "vm: timeouts must be positive, --boot-retries >= 0, --memory >= 256, --smp >= 1")
+	if o.timeout <= 0 || o.bootTimeout <= 0 || o.testTimeout <= 0 || o.bootRetries < 0 || o.memoryMB < 256 || o.smp < 1 || o.lanes < 1 {
+		fmt.Fprintln(os.Stderr, "vm: timeouts must be positive, --boot-retries >= 0, --memory >= 256, --smp and --lanes >= 1")
 		return 2
 	}
 
@@ -174,6 +176,7 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 		Files:       files,
 		Trees:       o.trees,
 		Marker:      marker,
+		Lanes:       o.lanes,
 	}, logf)
 	if err != nil {
 		return 2, err
