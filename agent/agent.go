@@ -109,6 +109,7 @@ type Agent struct {
 	fleet     *fleetRunner
 	dropLog   *dropLogRunner
 	crowdsec  *crowdsecRunner
+	conv      *convRunner
 	changes   <-chan struct{} // the policy's files changed; nil when not watched
 	stopWatch func()
 
@@ -217,6 +218,8 @@ func (a *Agent) startBeside(pol loader.Policy) {
 		// Only a key file that changed since the policy was read.
 		a.log.Error("crowdsec bouncer not started", "err", err)
 	}
+	a.conv = newConvRunner(a.att, a.log, a.exp.Registry(), a.inNetns)
+	a.conv.apply(pol.Conversations)
 	if err := a.exp.Add(a.att.Interface, a.att.Limiter, 0); err != nil {
 		a.log.Warn("metrics unavailable", "err", err)
 	}
@@ -358,6 +361,7 @@ func (a *Agent) reload(trigger string) (warnings []string, err error) {
 	if err := a.crowdsec.apply(p.CrowdSec); err != nil {
 		a.log.Error("crowdsec bouncer not changed", "err", err)
 	}
+	a.conv.apply(p.Conversations)
 	return warnings, nil
 }
 
@@ -389,6 +393,7 @@ func (a *Agent) stop() error {
 	a.ctl.stop()
 	a.fleet.stop()
 	a.crowdsec.stop()
+	a.conv.stop()
 	a.ns.Close()
 	if a.cfg.DetachOnExit {
 		a.log.Info("detaching (--detach-on-exit)", "interface", a.att.Interface)

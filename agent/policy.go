@@ -45,5 +45,6 @@ func CompilePolicy(path string, warnings io.Writer) (loader.Policy, *policy.Poli
 			return loader.Policy{}, nil, err
 		}
 	}
-	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet, Log: p.Log, CrowdSec: p.CrowdSec}, p, nil
+	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet, Log: p.Log, CrowdSec: p.CrowdSec,
+		Conversations: p.Conversations}, p, nil
 }

@@ -251,6 +251,44 @@ enum {
 	XDPL_ACK_INVALID = 2,
 };
 
+/* The packet's addresses and ports as a socket lookup takes them; returns
+ * the size of the family's part of t. */
+static __always_inline __u32 xdpl_sock_tuple(struct xdpl_pkt *p, struct bpf_sock_tuple *t)
+{
+	if (p->family == 4) {
+		t->ipv4.saddr = p->saddr[0];
+		t->ipv4.daddr = p->daddr[0];
+		t->ipv4.sport = bpf_htons(p->sport);
+		t->ipv4.dport = bpf_htons(p->dport);
+		return sizeof(t->ipv4);
+	}
+	__builtin_memcpy(t->ipv6.saddr, p->saddr, 16);
+	__builtin_memcpy(t->ipv6.daddr, p->daddr, 16);
+	t->ipv6.sport = bpf_htons(p->sport);
+	t->ipv6.dport = bpf_htons(p->dport);
+	return sizeof(t->ipv6);
+}
+
+/* Whether the segment's acknowledgment number is a valid SYN cookie of this
+ * host's kernel, whoever sent it (the stack, or a cookie rule): 1 valid,
+ * 0 not, -1 a shape whose headers xdpl_segment_at does not find. */
+static __always_inline int xdpl_kernel_cookie(struct xdp_md *ctx)
+{
+	struct xdpl_segment s;
+	__u32 ip[10] = {};
+	__u32 th[5];
+	long err;
+
+	if (xdpl_segment_at(ctx, &s) || bpf_xdp_load_bytes(ctx, s.l4, th, 20) ||
+	    xdpl_reply_addrs(ctx, s.l3, s.family, ip))
+		return -1;
+	if (s.family == 4)
+		err = bpf_tcp_raw_check_syncookie_ipv4((void *)ip, (void *)th);
+	else
+		err = bpf_tcp_raw_check_syncookie_ipv6((void *)ip, (void *)th);
+	return err ? 0 : 1;
+}
+
 /* Checks a TCP ACK (no SYN, no RST) against the SYN cookies. An ACK is one
  * to check when the rule its connection's SYN would have met answers with
  * cookies (the packet is classified as that SYN: a pure SYN from the same
@@ -281,21 +319,7 @@ __attribute__((noinline)) int xdpl_cookie_ack(struct xdp_md *ctx, struct xdpl_pk
 		return XDPL_ACK_NOT_OURS;
 
 	struct bpf_sock_tuple t = {};
-	__u32 tlen;
-
-	if (p->family == 4) {
-		t.ipv4.saddr = p->saddr[0];
-		t.ipv4.daddr = p->daddr[0];
-		t.ipv4.sport = bpf_htons(p->sport);
-		t.ipv4.dport = bpf_htons(p->dport);
-		tlen = sizeof(t.ipv4);
-	} else {
-		__builtin_memcpy(t.ipv6.saddr, p->saddr, 16);
-		__builtin_memcpy(t.ipv6.daddr, p->daddr, 16);
-		t.ipv6.sport = bpf_htons(p->sport);
-		t.ipv6.dport = bpf_htons(p->dport);
-		tlen = sizeof(t.ipv6);
-	}
+	__u32 tlen = xdpl_sock_tuple(p, &t);
 	struct bpf_sock *sk = bpf_skc_lookup_tcp(ctx, &t, tlen, BPF_F_CURRENT_NETNS, 0);
 
 	if (!sk)
@@ -306,26 +330,18 @@ __attribute__((noinline)) int xdpl_cookie_ack(struct xdp_md *ctx, struct xdpl_pk
 	if (!listener)
 		return XDPL_ACK_NOT_OURS;
 
-	struct xdpl_segment s;
-	__u32 ip[10] = {};
-	__u32 th[5];
-	long err;
+	int valid = xdpl_kernel_cookie(ctx);
 
-	if (xdpl_segment_at(ctx, &s) || bpf_xdp_load_bytes(ctx, s.l4, th, 20) ||
-	    xdpl_reply_addrs(ctx, s.l3, s.family, ip))
+	if (valid < 0)
 		return XDPL_ACK_NOT_OURS;
-	if (s.family == 4)
-		err = bpf_tcp_raw_check_syncookie_ipv4((void *)ip, (void *)th);
-	else
-		err = bpf_tcp_raw_check_syncookie_ipv6((void *)ip, (void *)th);
-	__u32 kind = err ? XDPL_COOKIE_ACK_INVALID : XDPL_COOKIE_ACK_VALID;
+	__u32 kind = valid ? XDPL_COOKIE_ACK_VALID : XDPL_COOKIE_ACK_INVALID;
 	struct xdpl_rule_stats *st = bpf_map_lookup_elem(&xdpl_stats, &r->counter_slot);
 
 	if (st)
 		st->cookie_acks[kind & 1]++;
 	res->rk = rk;
 	res->slot = r->counter_slot;
-	return err ? XDPL_ACK_INVALID : XDPL_ACK_VALID;
+	return valid ? XDPL_ACK_VALID : XDPL_ACK_INVALID;
 }
 
 /* Whether a SYN refused by a cookie rule should reach the stack instead,

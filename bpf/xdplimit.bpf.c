@@ -14,6 +14,9 @@
  *   - allow/deny by longest prefix (classify.h), then the bans (bans.h);
  *   - a TCP ACK that may answer a SYN cookie (syncookie.h): one with a
  *     wrong cookie, to a listener, is dropped;
+ *   - the conversation checks (conversation.h): TCP without SYN that no
+ *     socket owns, UDP to a port without a socket, addressed to this
+ *     host, dropped;
  *   - the flow cache keyed without the source, when no rule reads the
  *     source: a global first level's refusal, whatever the source;
  *   - the rule: the first matching rule by bitmap classification
@@ -46,6 +49,7 @@
 #include "bench.h"
 #include "syncookie.h"
 #include "reject.h"
+#include "conversation.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -331,6 +335,8 @@ int xdpl_main(struct xdp_md *ctx)
 	if (s == XDPL_GO_ON)
 		s = xdpl_cookie_acks(ctx, p, gen, gflags, &j);
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_COOKIE_ACKS);
+	if (s == XDPL_GO_ON && (gflags & (XDPL_GF_CONV_TCP | XDPL_GF_CONV_UDP)))
+		s = xdpl_conversation(ctx, p, g, &tag, &j) ? XDPL_JUDGED : XDPL_GO_ON;
 	/* A global first level's refusal, whatever the source (flows.h), where
 	 * the lists, the bans and the cookie checks came first. */
 	if (s == XDPL_GO_ON && (gflags & XDPL_GF_NO_SOURCE_FLOWS) && !xdpl_source_free(gflags))

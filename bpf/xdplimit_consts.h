@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 10,
+	XDPL_LAYOUT_VERSION = 11,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -63,6 +63,15 @@ enum xdpl_const {
 	/* Some rule answers SYNs over its limit with a cookie: TCP ACKs are
 	 * checked against the cookies (syncookie.h). */
 	XDPL_GF_SYNCOOKIE = 1 << 7,
+	/* Conversation checks (conversation.h), each of TCP without SYN and
+	 * of UDP: on (armed by the control plane while an attack lasts, or
+	 * always), always, and in shadow (counted, then the rules judge). */
+	XDPL_GF_CONV_TCP = 1 << 8,
+	XDPL_GF_CONV_UDP = 1 << 9,
+	XDPL_GF_CONV_TCP_ALWAYS = 1 << 10,
+	XDPL_GF_CONV_UDP_ALWAYS = 1 << 11,
+	XDPL_GF_CONV_TCP_SHADOW = 1 << 12,
+	XDPL_GF_CONV_UDP_SHADOW = 1 << 13,
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,
@@ -141,7 +150,16 @@ enum xdpl_const {
 	XDPL_C_REJECT_SOURCE = 22,
 	XDPL_C_REJECT_NEVER = 23,
 	XDPL_C_REJECT_UNANSWERED = 24,
-	XDPL_NCOUNTERS = 25,
+	/* Conversation checks (conversation.h): TCP segments without SYN that
+	 * belong to no socket, UDP datagrams to a port without one, dropped
+	 * or (in shadow) passed; and packets looked up against the sockets,
+	 * armed or watching. */
+	XDPL_C_NO_CONNECTION = 25,
+	XDPL_C_NO_CONNECTION_SHADOW = 26,
+	XDPL_C_NO_SOCKET = 27,
+	XDPL_C_NO_SOCKET_SHADOW = 28,
+	XDPL_C_CONV_LOOKUPS = 29,
+	XDPL_NCOUNTERS = 30,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -312,6 +330,25 @@ enum xdpl_const {
 	 * ICMPv6 headers (RFC 4443 2.4 (c)). */
 	XDPL_REJECT_QUOTE4 = 548,
 	XDPL_REJECT_QUOTE6 = 1232,
+
+	/* Conversation checks (bpf/conversation.h). */
+	XDPL_CONV_TCP = 0,
+	XDPL_CONV_UDP = 1,
+	XDPL_CONV_CHECKS = 2,
+	XDPL_WHY_NO_CONNECTION = 9,	  /* TCP without SYN that no socket owns */
+	XDPL_WHY_NO_SOCKET = 10,	  /* UDP to a port no socket is bound to */
+	XDPL_SAMPLE_CONV = 0xfffd,	  /* slot of their drop samples */
+	XDPL_SAMPLE_NO_CONNECTION = 0xfd, /* level of a no_connection sample */
+	XDPL_SAMPLE_NO_SOCKET = 0xfc,	  /* level of a no_socket sample */
+	/* Destinations (address, protocol, port) hashed into this many slots
+	 * of each check's watch, where the control plane reads the rate of
+	 * what the check drops, or would drop while it is not armed. */
+	XDPL_CONV_SLOTS = 256,
+	/* A check that is not armed looks one in this many packets up, so
+	 * that the watch sees an attack begin at a sixty-fourth of the cost. */
+	XDPL_CONV_WATCH_EVERY = 64,
+	/* This host's local addresses and prefixes (the local routing table). */
+	XDPL_LOCAL_MAX = 4096,
 };
 
 /* Build-time overridable sizes (-DXDPL_MAX_...); the control plane can also

@@ -212,6 +212,31 @@ struct xdpl_unparsed_stats {
 	__u64 dropped_bytes;
 };
 
+/* A key of xdpl_local: an address or prefix of this host's local routing
+ * table, IPv4 as an IPv4-mapped IPv6 address (::ffff:a.b.c.d, prefixlen
+ * 96 + the IPv4 prefix). */
+struct xdpl_local_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+/* Which conversation checks the control plane armed (1 << XDPL_CONV_*). */
+struct xdpl_conv_ctl {
+	__u32 armed;
+	__u32 pad;
+};
+
+/* A slot of a check's watch (per CPU): packets it dropped, or would have
+ * (XDPL_CONV_WATCH_EVERY each while not armed), and the last destination. */
+struct xdpl_conv_watch {
+	__u64 packets;
+	__be32 daddr[4];
+	__u16 dport;
+	__u8 family;
+	__u8 proto;
+	__u32 pad;
+};
+
 /* The policy for frames the parser cannot judge, per generation. */
 struct xdpl_unparsed_cfg {
 	__u32 action;  /* XDPL_V_PASS or XDPL_V_DROP */

@@ -43,6 +43,7 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 		return nil, fmt.Errorf("%s: reject: %w", p.Path, err)
 	}
 	img.RejectBudget = &budget
+	img.Conversations = compileConversations(p)
 	if err := compileUnparsed(img, p); err != nil {
 		return nil, fmt.Errorf("%s: unparsed: %w", p.Path, err)
 	}
@@ -349,4 +350,15 @@ func rank(ls maps.LevelSpec) int {
 		return 1 + ls.V4Prefix
 	}
 	return 64 + ls.V4Prefix
+}
+
+// compileConversations turns the conversations: section into the checks'
+// flags; whether an under_attack check is armed is the agent's, at run
+// time. In mode shadow every check is in shadow too.
+func compileConversations(p *policy.Policy) maps.Conversations {
+	check := func(c policy.ConvCheck) maps.ConvCheck {
+		return maps.ConvCheck{On: c.When != policy.WhenOff, Always: c.When == policy.WhenAlways,
+			Shadow: c.Shadow || p.Mode == policy.ModeShadow}
+	}
+	return maps.Conversations{TCP: check(p.Conversations.TCP), UDP: check(p.Conversations.UDP)}
 }

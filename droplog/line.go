@@ -77,6 +77,10 @@ func action(s maps.DropSample) string {
 		return "reject"
 	case s.Level == maps.CookieACKLevel:
 		return "bad_cookie"
+	case s.Level == maps.NoConnectionLevel:
+		return "no_connection"
+	case s.Level == maps.NoSocketLevel:
+		return "no_socket"
 	case s.Deny:
 		return "deny"
 	case s.Ban:

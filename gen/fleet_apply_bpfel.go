@@ -25,6 +25,9 @@ const (
 	FleetApplyMapXdplBanEpoch       = "xdpl_ban_epoch"
 	FleetApplyMapXdplBans           = "xdpl_bans"
 	FleetApplyMapXdplClock          = "xdpl_clock"
+	FleetApplyMapXdplConvCtl        = "xdpl_conv_ctl"
+	FleetApplyMapXdplConvTicks      = "xdpl_conv_ticks"
+	FleetApplyMapXdplConvWatch      = "xdpl_conv_watch"
 	FleetApplyMapXdplCookiePass     = "xdpl_cookie_pass"
 	FleetApplyMapXdplCounters       = "xdpl_counters"
 	FleetApplyMapXdplCtl            = "xdpl_ctl"
@@ -43,6 +46,7 @@ const (
 	FleetApplyMapXdplIcmpt          = "xdpl_icmpt"
 	FleetApplyMapXdplIplen          = "xdpl_iplen"
 	FleetApplyMapXdplLast           = "xdpl_last"
+	FleetApplyMapXdplLocal          = "xdpl_local"
 	FleetApplyMapXdplLogIds         = "xdpl_log_ids"
 	FleetApplyMapXdplLogs           = "xdpl_logs"
 	FleetApplyMapXdplMeta           = "xdpl_meta"
@@ -129,6 +133,9 @@ type FleetApplyMapSpecs struct {
 	XdplBanEpoch       *ebpf.MapSpec `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.MapSpec `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplConvCtl        *ebpf.MapSpec `ebpf:"xdpl_conv_ctl"`
+	XdplConvTicks      *ebpf.MapSpec `ebpf:"xdpl_conv_ticks"`
+	XdplConvWatch      *ebpf.MapSpec `ebpf:"xdpl_conv_watch"`
 	XdplCookiePass     *ebpf.MapSpec `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
@@ -147,6 +154,7 @@ type FleetApplyMapSpecs struct {
 	XdplIcmpt          *ebpf.MapSpec `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.MapSpec `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplLocal          *ebpf.MapSpec `ebpf:"xdpl_local"`
 	XdplLogIds         *ebpf.MapSpec `ebpf:"xdpl_log_ids"`
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
@@ -209,6 +217,9 @@ type FleetApplyMaps struct {
 	XdplBanEpoch       *ebpf.Map `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.Map `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplConvCtl        *ebpf.Map `ebpf:"xdpl_conv_ctl"`
+	XdplConvTicks      *ebpf.Map `ebpf:"xdpl_conv_ticks"`
+	XdplConvWatch      *ebpf.Map `ebpf:"xdpl_conv_watch"`
 	XdplCookiePass     *ebpf.Map `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
@@ -227,6 +238,7 @@ type FleetApplyMaps struct {
 	XdplIcmpt          *ebpf.Map `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.Map `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.Map `ebpf:"xdpl_last"`
+	XdplLocal          *ebpf.Map `ebpf:"xdpl_local"`
 	XdplLogIds         *ebpf.Map `ebpf:"xdpl_log_ids"`
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
@@ -265,6 +277,9 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplBanEpoch,
 		m.XdplBans,
 		m.XdplClock,
+		m.XdplConvCtl,
+		m.XdplConvTicks,
+		m.XdplConvWatch,
 		m.XdplCookiePass,
 		m.XdplCounters,
 		m.XdplCtl,
@@ -283,6 +298,7 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplIcmpt,
 		m.XdplIplen,
 		m.XdplLast,
+		m.XdplLocal,
 		m.XdplLogIds,
 		m.XdplLogs,
 		m.XdplMeta,

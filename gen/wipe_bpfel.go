@@ -25,6 +25,9 @@ const (
 	WipeMapXdplBanEpoch       = "xdpl_ban_epoch"
 	WipeMapXdplBans           = "xdpl_bans"
 	WipeMapXdplClock          = "xdpl_clock"
+	WipeMapXdplConvCtl        = "xdpl_conv_ctl"
+	WipeMapXdplConvTicks      = "xdpl_conv_ticks"
+	WipeMapXdplConvWatch      = "xdpl_conv_watch"
 	WipeMapXdplCookiePass     = "xdpl_cookie_pass"
 	WipeMapXdplCounters       = "xdpl_counters"
 	WipeMapXdplCtl            = "xdpl_ctl"
@@ -43,6 +46,7 @@ const (
 	WipeMapXdplIcmpt          = "xdpl_icmpt"
 	WipeMapXdplIplen          = "xdpl_iplen"
 	WipeMapXdplLast           = "xdpl_last"
+	WipeMapXdplLocal          = "xdpl_local"
 	WipeMapXdplLogIds         = "xdpl_log_ids"
 	WipeMapXdplLogs           = "xdpl_logs"
 	WipeMapXdplMeta           = "xdpl_meta"
@@ -129,6 +133,9 @@ type WipeMapSpecs struct {
 	XdplBanEpoch       *ebpf.MapSpec `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.MapSpec `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplConvCtl        *ebpf.MapSpec `ebpf:"xdpl_conv_ctl"`
+	XdplConvTicks      *ebpf.MapSpec `ebpf:"xdpl_conv_ticks"`
+	XdplConvWatch      *ebpf.MapSpec `ebpf:"xdpl_conv_watch"`
 	XdplCookiePass     *ebpf.MapSpec `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
@@ -147,6 +154,7 @@ type WipeMapSpecs struct {
 	XdplIcmpt          *ebpf.MapSpec `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.MapSpec `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplLocal          *ebpf.MapSpec `ebpf:"xdpl_local"`
 	XdplLogIds         *ebpf.MapSpec `ebpf:"xdpl_log_ids"`
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
@@ -209,6 +217,9 @@ type WipeMaps struct {
 	XdplBanEpoch       *ebpf.Map `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.Map `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplConvCtl        *ebpf.Map `ebpf:"xdpl_conv_ctl"`
+	XdplConvTicks      *ebpf.Map `ebpf:"xdpl_conv_ticks"`
+	XdplConvWatch      *ebpf.Map `ebpf:"xdpl_conv_watch"`
 	XdplCookiePass     *ebpf.Map `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
@@ -227,6 +238,7 @@ type WipeMaps struct {
 	XdplIcmpt          *ebpf.Map `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.Map `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.Map `ebpf:"xdpl_last"`
+	XdplLocal          *ebpf.Map `ebpf:"xdpl_local"`
 	XdplLogIds         *ebpf.Map `ebpf:"xdpl_log_ids"`
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
@@ -265,6 +277,9 @@ func (m *WipeMaps) Close() error {
 		m.XdplBanEpoch,
 		m.XdplBans,
 		m.XdplClock,
+		m.XdplConvCtl,
+		m.XdplConvTicks,
+		m.XdplConvWatch,
 		m.XdplCookiePass,
 		m.XdplCounters,
 		m.XdplCtl,
@@ -283,6 +298,7 @@ func (m *WipeMaps) Close() error {
 		m.XdplIcmpt,
 		m.XdplIplen,
 		m.XdplLast,
+		m.XdplLocal,
 		m.XdplLogIds,
 		m.XdplLogs,
 		m.XdplMeta,

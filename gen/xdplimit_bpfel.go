@@ -52,184 +52,206 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION        XdplimitXdplConst = 10
-	XdplimitXdplConstXDPL_GENS                  XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_MAX_RULES             XdplimitXdplConst = 256
-	XdplimitXdplConstXDPL_BITMAP_WORDS          XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_MAX_LEVELS            XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_COUNTER_SLOTS         XdplimitXdplConst = 512
-	XdplimitXdplConstXDPL_GLOBAL_SLOTS          XdplimitXdplConst = 2048
-	XdplimitXdplConstXDPL_NAME_LEN              XdplimitXdplConst = 64
-	XdplimitXdplConstXDPL_PROTO_SLOTS           XdplimitXdplConst = 512
-	XdplimitXdplConstXDPL_PORT_SLOTS            XdplimitXdplConst = 65538
-	XdplimitXdplConstXDPL_PORT_IDX_NONE         XdplimitXdplConst = 65536
-	XdplimitXdplConstXDPL_PORT_IDX_FRAG         XdplimitXdplConst = 65537
-	XdplimitXdplConstXDPL_TCPF_SLOTS            XdplimitXdplConst = 258
-	XdplimitXdplConstXDPL_TCPF_IDX_NONE         XdplimitXdplConst = 256
-	XdplimitXdplConstXDPL_TCPF_IDX_FRAG         XdplimitXdplConst = 257
-	XdplimitXdplConstXDPL_VLAN_SLOTS            XdplimitXdplConst = 4097
-	XdplimitXdplConstXDPL_VLAN_IDX_UNTAGGED     XdplimitXdplConst = 4096
-	XdplimitXdplConstXDPL_DIM_PROTO             XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_DIM_DPORT             XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_DIM_SPORT             XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_DIM_SRC               XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_DIM_DST               XdplimitXdplConst = 16
-	XdplimitXdplConstXDPL_DIM_TCPF              XdplimitXdplConst = 32
-	XdplimitXdplConstXDPL_DIM_VLAN              XdplimitXdplConst = 64
-	XdplimitXdplConstXDPL_GF_SHADOW             XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_GF_ACL                XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_GF_BANS               XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_GF_ACL_EXACT          XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_GF_ACL_PREFIX         XdplimitXdplConst = 16
-	XdplimitXdplConstXDPL_GF_FLEET_WINDOWS      XdplimitXdplConst = 32
-	XdplimitXdplConstXDPL_GF_NO_SOURCE_FLOWS    XdplimitXdplConst = 64
-	XdplimitXdplConstXDPL_GF_SYNCOOKIE          XdplimitXdplConst = 128
-	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET      XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW      XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW    XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_ALG_SLIDING_LOG       XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_LF_BYTES              XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_LF_FINE_CLOCK         XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_LF_TRACK_FIRST        XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_LF_FLEET              XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_KEY_SRC               XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_KEY_SRC_DPORT         XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_KEY_GLOBAL            XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_RF_SHADOW             XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_RF_BAN                XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_RF_SYNCOOKIE          XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_RF_REJECT             XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_V_PASS                XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_V_DROP                XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_V_SHADOW              XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_V_COOKIE              XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_V_REJECT              XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_NVERDICTS             XdplimitXdplConst = 5
-	XdplimitXdplConstXDPL_ACL_ALLOW             XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_ACL_DENY              XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_C_ALLOW               XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_C_DENY                XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_C_DENY_SHADOW         XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_C_UNMATCHED           XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_C_MALFORMED           XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_C_NON_IP              XdplimitXdplConst = 5
-	XdplimitXdplConstXDPL_C_NEW_SOURCE          XdplimitXdplConst = 6
-	XdplimitXdplConstXDPL_C_INSERT_FAIL         XdplimitXdplConst = 7
-	XdplimitXdplConstXDPL_C_CAS_EXHAUSTED       XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_C_UNTRACKED           XdplimitXdplConst = 9
-	XdplimitXdplConstXDPL_C_FLEET_LOST          XdplimitXdplConst = 10
-	XdplimitXdplConstXDPL_C_BAN_DROP            XdplimitXdplConst = 11
-	XdplimitXdplConstXDPL_C_BAN_SHADOW          XdplimitXdplConst = 12
-	XdplimitXdplConstXDPL_C_BAN_STARTED         XdplimitXdplConst = 13
-	XdplimitXdplConstXDPL_C_BAN_REPLACED        XdplimitXdplConst = 14
-	XdplimitXdplConstXDPL_C_REFUSED_CACHED      XdplimitXdplConst = 15
-	XdplimitXdplConstXDPL_C_FLOW_CACHED         XdplimitXdplConst = 16
-	XdplimitXdplConstXDPL_C_COOKIE_KEEPALIVE    XdplimitXdplConst = 17
-	XdplimitXdplConstXDPL_C_COOKIE_UNANSWERED   XdplimitXdplConst = 18
-	XdplimitXdplConstXDPL_C_COOKIE_ACK_VALID    XdplimitXdplConst = 19
-	XdplimitXdplConstXDPL_C_COOKIE_ACK_INVALID  XdplimitXdplConst = 20
-	XdplimitXdplConstXDPL_C_REJECT_BUDGET       XdplimitXdplConst = 21
-	XdplimitXdplConstXDPL_C_REJECT_SOURCE       XdplimitXdplConst = 22
-	XdplimitXdplConstXDPL_C_REJECT_NEVER        XdplimitXdplConst = 23
-	XdplimitXdplConstXDPL_C_REJECT_UNANSWERED   XdplimitXdplConst = 24
-	XdplimitXdplConstXDPL_NCOUNTERS             XdplimitXdplConst = 25
-	XdplimitXdplConstXDPL_CLOCK_KTIME           XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_CLOCK_COARSE          XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_CLOCK_MAP             XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_TIME_SHIFT            XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_FP_SHIFT              XdplimitXdplConst = 16
-	XdplimitXdplConstXDPL_WIN_COUNT_BITS        XdplimitXdplConst = 40
-	XdplimitXdplConstXDPL_WIN_SEQ_BITS          XdplimitXdplConst = 24
-	XdplimitXdplConstXDPL_WEIGHT_SHIFT          XdplimitXdplConst = 16
-	XdplimitXdplConstXDPL_CAS_TRIES             XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_MAX_IPV6EXT           XdplimitXdplConst = 32
-	XdplimitXdplConstXDPL_MAX_VLAN_TAGS         XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_MAX_VLAN_WALK         XdplimitXdplConst = 1016
-	XdplimitXdplConstXDPL_UP_TRUNCATED          XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_UP_BAD_LENGTH         XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_UP_BAD_HEADER         XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_UP_BAD_CHECKSUM       XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_UP_TOO_MANY_VLAN_TAGS XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_UP_TOO_MANY_HEADERS   XdplimitXdplConst = 5
-	XdplimitXdplConstXDPL_UP_KINDS              XdplimitXdplConst = 6
-	XdplimitXdplConstXDPL_SKETCH_ROWS           XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_SKETCH_MARK_ROWS      XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH      XdplimitXdplConst = 262144
-	XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT    XdplimitXdplConst = 24
-	XdplimitXdplConstXDPL_SKETCH_PAGE_CELLS     XdplimitXdplConst = 512
-	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS      XdplimitXdplConst = 128
-	XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT     XdplimitXdplConst = 28
-	XdplimitXdplConstXDPL_FLEET_EPOCH_SHIFT     XdplimitXdplConst = 48
-	XdplimitXdplConstXDPL_FLEET_BATCH           XdplimitXdplConst = 4096
-	XdplimitXdplConstXDPL_FLEET_TAKE            XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_FLEET_FOLD_TAT        XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_FLEET_READ            XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_FLEET_ADD             XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_FOP_GLOBAL            XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_FOP_DONE              XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_FOP_MISSING           XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_FOP_STALE             XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_STOP_PARSE            XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_STOP_FLOWS            XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_STOP_LISTS            XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_STOP_COOKIE_ACKS      XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_STOP_GLOBAL_FLOWS     XdplimitXdplConst = 5
-	XdplimitXdplConstXDPL_STOP_RULE             XdplimitXdplConst = 6
-	XdplimitXdplConstXDPL_FLOOR_REFUSED         XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_FLOOR_GLOBAL          XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_FLOOR_ADMITTED        XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_FLOOR_INSERTED        XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_DROP_RING_MIN         XdplimitXdplConst = 1024
-	XdplimitXdplConstXDPL_DROP_RING_MAX         XdplimitXdplConst = 16384
-	XdplimitXdplConstXDPL_DROP_RING_BUDGET      XdplimitXdplConst = 32768
-	XdplimitXdplConstXDPL_SAMPLE_DENY           XdplimitXdplConst = 65535
-	XdplimitXdplConstXDPL_WHY_NON_IP            XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_WHY_MALFORMED         XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_WHY_ALLOW             XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_WHY_DENY              XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_WHY_UNMATCHED         XdplimitXdplConst = 5
-	XdplimitXdplConstXDPL_WHY_RULE              XdplimitXdplConst = 6
-	XdplimitXdplConstXDPL_LEN_SLOTS             XdplimitXdplConst = 65536
-	XdplimitXdplConstXDPL_TTL_SLOTS             XdplimitXdplConst = 256
-	XdplimitXdplConstXDPL_TOS_SLOTS             XdplimitXdplConst = 256
-	XdplimitXdplConstXDPL_ICMP_SLOTS            XdplimitXdplConst = 258
-	XdplimitXdplConstXDPL_ICMP_IDX_NONE         XdplimitXdplConst = 256
-	XdplimitXdplConstXDPL_ICMP_IDX_FRAG         XdplimitXdplConst = 257
-	XdplimitXdplConstXDPL_DIM_LEN               XdplimitXdplConst = 128
-	XdplimitXdplConstXDPL_DIM_TTL               XdplimitXdplConst = 256
-	XdplimitXdplConstXDPL_DIM_TOS               XdplimitXdplConst = 512
-	XdplimitXdplConstXDPL_DIM_ICMPT             XdplimitXdplConst = 1024
-	XdplimitXdplConstXDPL_DIM_ICMPC             XdplimitXdplConst = 2048
-	XdplimitXdplConstXDPL_ICMP_NONE             XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_ICMP_OK               XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_ICMP_UNKNOWN          XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_KEY_SRC_SPORT         XdplimitXdplConst = 3
-	XdplimitXdplConstXDPL_SAMPLE_NO_LEVEL       XdplimitXdplConst = 255
-	XdplimitXdplConstXDPL_BAN_WAYS              XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_BAN_MANUAL            XdplimitXdplConst = 65535
-	XdplimitXdplConstXDPL_BAN_REASON_LEN        XdplimitXdplConst = 64
-	XdplimitXdplConstXDPL_BF_SHADOW             XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_WHY_BAN               XdplimitXdplConst = 7
-	XdplimitXdplConstXDPL_SAMPLE_BAN            XdplimitXdplConst = 65534
-	XdplimitXdplConstXDPL_LOG_MAX               XdplimitXdplConst = 64
-	XdplimitXdplConstXDPL_REFUSED_BITS          XdplimitXdplConst = 10
-	XdplimitXdplConstXDPL_FLOW_BITS             XdplimitXdplConst = 10
-	XdplimitXdplConstXDPL_WHY_COOKIE_ACK        XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_SAMPLE_COOKIE_ACK     XdplimitXdplConst = 254
-	XdplimitXdplConstXDPL_COOKIE_ACK_VALID      XdplimitXdplConst = 0
-	XdplimitXdplConstXDPL_COOKIE_ACK_INVALID    XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_COOKIE_ACK_KINDS      XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_COOKIE_PASS_SLOTS     XdplimitXdplConst = 1024
-	XdplimitXdplConstXDPL_COOKIE_PASS_NS        XdplimitXdplConst = 1000000000
-	XdplimitXdplConstXDPL_REPLY_MAX_TAGS        XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_SYNACK_TS             XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_SYNACK_SACK           XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_SYNACK_WSCALE         XdplimitXdplConst = 4
-	XdplimitXdplConstXDPL_SYNACK_ECN            XdplimitXdplConst = 8
-	XdplimitXdplConstXDPL_REJECT_SOURCE_SLOTS   XdplimitXdplConst = 65536
-	XdplimitXdplConstXDPL_REJECT_SOURCE_NS      XdplimitXdplConst = 1000000000
-	XdplimitXdplConstXDPL_REJECT_QUOTE4         XdplimitXdplConst = 548
-	XdplimitXdplConstXDPL_REJECT_QUOTE6         XdplimitXdplConst = 1232
+	XdplimitXdplConstXDPL_LAYOUT_VERSION         XdplimitXdplConst = 11
+	XdplimitXdplConstXDPL_GENS                   XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_MAX_RULES              XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_BITMAP_WORDS           XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_MAX_LEVELS             XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_COUNTER_SLOTS          XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_GLOBAL_SLOTS           XdplimitXdplConst = 2048
+	XdplimitXdplConstXDPL_NAME_LEN               XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_PROTO_SLOTS            XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_PORT_SLOTS             XdplimitXdplConst = 65538
+	XdplimitXdplConstXDPL_PORT_IDX_NONE          XdplimitXdplConst = 65536
+	XdplimitXdplConstXDPL_PORT_IDX_FRAG          XdplimitXdplConst = 65537
+	XdplimitXdplConstXDPL_TCPF_SLOTS             XdplimitXdplConst = 258
+	XdplimitXdplConstXDPL_TCPF_IDX_NONE          XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_TCPF_IDX_FRAG          XdplimitXdplConst = 257
+	XdplimitXdplConstXDPL_VLAN_SLOTS             XdplimitXdplConst = 4097
+	XdplimitXdplConstXDPL_VLAN_IDX_UNTAGGED      XdplimitXdplConst = 4096
+	XdplimitXdplConstXDPL_DIM_PROTO              XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_DIM_DPORT              XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_DIM_SPORT              XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_DIM_SRC                XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_DIM_DST                XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_DIM_TCPF               XdplimitXdplConst = 32
+	XdplimitXdplConstXDPL_DIM_VLAN               XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_GF_SHADOW              XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_GF_ACL                 XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_GF_BANS                XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_GF_ACL_EXACT           XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_GF_ACL_PREFIX          XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_GF_FLEET_WINDOWS       XdplimitXdplConst = 32
+	XdplimitXdplConstXDPL_GF_NO_SOURCE_FLOWS     XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_GF_SYNCOOKIE           XdplimitXdplConst = 128
+	XdplimitXdplConstXDPL_GF_CONV_TCP            XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_GF_CONV_UDP            XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_GF_CONV_TCP_ALWAYS     XdplimitXdplConst = 1024
+	XdplimitXdplConstXDPL_GF_CONV_UDP_ALWAYS     XdplimitXdplConst = 2048
+	XdplimitXdplConstXDPL_GF_CONV_TCP_SHADOW     XdplimitXdplConst = 4096
+	XdplimitXdplConstXDPL_GF_CONV_UDP_SHADOW     XdplimitXdplConst = 8192
+	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET       XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW       XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW     XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_ALG_SLIDING_LOG        XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_LF_BYTES               XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_LF_FINE_CLOCK          XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_LF_TRACK_FIRST         XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_LF_FLEET               XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_KEY_SRC                XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_KEY_SRC_DPORT          XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_KEY_GLOBAL             XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_RF_SHADOW              XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_RF_BAN                 XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_RF_SYNCOOKIE           XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_RF_REJECT              XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_V_PASS                 XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_V_DROP                 XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_V_SHADOW               XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_V_COOKIE               XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_V_REJECT               XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_NVERDICTS              XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_ACL_ALLOW              XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_ACL_DENY               XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_C_ALLOW                XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_C_DENY                 XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_C_DENY_SHADOW          XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_C_UNMATCHED            XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_C_MALFORMED            XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_C_NON_IP               XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_C_NEW_SOURCE           XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_C_INSERT_FAIL          XdplimitXdplConst = 7
+	XdplimitXdplConstXDPL_C_CAS_EXHAUSTED        XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_C_UNTRACKED            XdplimitXdplConst = 9
+	XdplimitXdplConstXDPL_C_FLEET_LOST           XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_C_BAN_DROP             XdplimitXdplConst = 11
+	XdplimitXdplConstXDPL_C_BAN_SHADOW           XdplimitXdplConst = 12
+	XdplimitXdplConstXDPL_C_BAN_STARTED          XdplimitXdplConst = 13
+	XdplimitXdplConstXDPL_C_BAN_REPLACED         XdplimitXdplConst = 14
+	XdplimitXdplConstXDPL_C_REFUSED_CACHED       XdplimitXdplConst = 15
+	XdplimitXdplConstXDPL_C_FLOW_CACHED          XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_C_COOKIE_KEEPALIVE     XdplimitXdplConst = 17
+	XdplimitXdplConstXDPL_C_COOKIE_UNANSWERED    XdplimitXdplConst = 18
+	XdplimitXdplConstXDPL_C_COOKIE_ACK_VALID     XdplimitXdplConst = 19
+	XdplimitXdplConstXDPL_C_COOKIE_ACK_INVALID   XdplimitXdplConst = 20
+	XdplimitXdplConstXDPL_C_REJECT_BUDGET        XdplimitXdplConst = 21
+	XdplimitXdplConstXDPL_C_REJECT_SOURCE        XdplimitXdplConst = 22
+	XdplimitXdplConstXDPL_C_REJECT_NEVER         XdplimitXdplConst = 23
+	XdplimitXdplConstXDPL_C_REJECT_UNANSWERED    XdplimitXdplConst = 24
+	XdplimitXdplConstXDPL_C_NO_CONNECTION        XdplimitXdplConst = 25
+	XdplimitXdplConstXDPL_C_NO_CONNECTION_SHADOW XdplimitXdplConst = 26
+	XdplimitXdplConstXDPL_C_NO_SOCKET            XdplimitXdplConst = 27
+	XdplimitXdplConstXDPL_C_NO_SOCKET_SHADOW     XdplimitXdplConst = 28
+	XdplimitXdplConstXDPL_C_CONV_LOOKUPS         XdplimitXdplConst = 29
+	XdplimitXdplConstXDPL_NCOUNTERS              XdplimitXdplConst = 30
+	XdplimitXdplConstXDPL_CLOCK_KTIME            XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_CLOCK_COARSE           XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_CLOCK_MAP              XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_TIME_SHIFT             XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FP_SHIFT               XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_WIN_COUNT_BITS         XdplimitXdplConst = 40
+	XdplimitXdplConstXDPL_WIN_SEQ_BITS           XdplimitXdplConst = 24
+	XdplimitXdplConstXDPL_WEIGHT_SHIFT           XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_CAS_TRIES              XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_MAX_IPV6EXT            XdplimitXdplConst = 32
+	XdplimitXdplConstXDPL_MAX_VLAN_TAGS          XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_MAX_VLAN_WALK          XdplimitXdplConst = 1016
+	XdplimitXdplConstXDPL_UP_TRUNCATED           XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_UP_BAD_LENGTH          XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_UP_BAD_HEADER          XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_UP_BAD_CHECKSUM        XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_UP_TOO_MANY_VLAN_TAGS  XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_UP_TOO_MANY_HEADERS    XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_UP_KINDS               XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_SKETCH_ROWS            XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_SKETCH_MARK_ROWS       XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH       XdplimitXdplConst = 262144
+	XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT     XdplimitXdplConst = 24
+	XdplimitXdplConstXDPL_SKETCH_PAGE_CELLS      XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS       XdplimitXdplConst = 128
+	XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT      XdplimitXdplConst = 28
+	XdplimitXdplConstXDPL_FLEET_EPOCH_SHIFT      XdplimitXdplConst = 48
+	XdplimitXdplConstXDPL_FLEET_BATCH            XdplimitXdplConst = 4096
+	XdplimitXdplConstXDPL_FLEET_TAKE             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_FLEET_FOLD_TAT         XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_FLEET_READ             XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_FLEET_ADD              XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FOP_GLOBAL             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_FOP_DONE               XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_FOP_MISSING            XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FOP_STALE              XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_STOP_PARSE             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_STOP_FLOWS             XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_STOP_LISTS             XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_STOP_COOKIE_ACKS       XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_STOP_GLOBAL_FLOWS      XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_STOP_RULE              XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_FLOOR_REFUSED          XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_FLOOR_GLOBAL           XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_FLOOR_ADMITTED         XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_FLOOR_INSERTED         XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_DROP_RING_MIN          XdplimitXdplConst = 1024
+	XdplimitXdplConstXDPL_DROP_RING_MAX          XdplimitXdplConst = 16384
+	XdplimitXdplConstXDPL_DROP_RING_BUDGET       XdplimitXdplConst = 32768
+	XdplimitXdplConstXDPL_SAMPLE_DENY            XdplimitXdplConst = 65535
+	XdplimitXdplConstXDPL_WHY_NON_IP             XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_WHY_MALFORMED          XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_WHY_ALLOW              XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_WHY_DENY               XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_WHY_UNMATCHED          XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_WHY_RULE               XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_LEN_SLOTS              XdplimitXdplConst = 65536
+	XdplimitXdplConstXDPL_TTL_SLOTS              XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_TOS_SLOTS              XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_ICMP_SLOTS             XdplimitXdplConst = 258
+	XdplimitXdplConstXDPL_ICMP_IDX_NONE          XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_ICMP_IDX_FRAG          XdplimitXdplConst = 257
+	XdplimitXdplConstXDPL_DIM_LEN                XdplimitXdplConst = 128
+	XdplimitXdplConstXDPL_DIM_TTL                XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_DIM_TOS                XdplimitXdplConst = 512
+	XdplimitXdplConstXDPL_DIM_ICMPT              XdplimitXdplConst = 1024
+	XdplimitXdplConstXDPL_DIM_ICMPC              XdplimitXdplConst = 2048
+	XdplimitXdplConstXDPL_ICMP_NONE              XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_ICMP_OK                XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_ICMP_UNKNOWN           XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_KEY_SRC_SPORT          XdplimitXdplConst = 3
+	XdplimitXdplConstXDPL_SAMPLE_NO_LEVEL        XdplimitXdplConst = 255
+	XdplimitXdplConstXDPL_BAN_WAYS               XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_BAN_MANUAL             XdplimitXdplConst = 65535
+	XdplimitXdplConstXDPL_BAN_REASON_LEN         XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_BF_SHADOW              XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_WHY_BAN                XdplimitXdplConst = 7
+	XdplimitXdplConstXDPL_SAMPLE_BAN             XdplimitXdplConst = 65534
+	XdplimitXdplConstXDPL_LOG_MAX                XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_REFUSED_BITS           XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_FLOW_BITS              XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_WHY_COOKIE_ACK         XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_SAMPLE_COOKIE_ACK      XdplimitXdplConst = 254
+	XdplimitXdplConstXDPL_COOKIE_ACK_VALID       XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_COOKIE_ACK_INVALID     XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_COOKIE_ACK_KINDS       XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_COOKIE_PASS_SLOTS      XdplimitXdplConst = 1024
+	XdplimitXdplConstXDPL_COOKIE_PASS_NS         XdplimitXdplConst = 1000000000
+	XdplimitXdplConstXDPL_REPLY_MAX_TAGS         XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_SYNACK_TS              XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_SYNACK_SACK            XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_SYNACK_WSCALE          XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_SYNACK_ECN             XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_REJECT_SOURCE_SLOTS    XdplimitXdplConst = 65536
+	XdplimitXdplConstXDPL_REJECT_SOURCE_NS       XdplimitXdplConst = 1000000000
+	XdplimitXdplConstXDPL_REJECT_QUOTE4          XdplimitXdplConst = 548
+	XdplimitXdplConstXDPL_REJECT_QUOTE6          XdplimitXdplConst = 1232
+	XdplimitXdplConstXDPL_CONV_TCP               XdplimitXdplConst = 0
+	XdplimitXdplConstXDPL_CONV_UDP               XdplimitXdplConst = 1
+	XdplimitXdplConstXDPL_CONV_CHECKS            XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_WHY_NO_CONNECTION      XdplimitXdplConst = 9
+	XdplimitXdplConstXDPL_WHY_NO_SOCKET          XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_SAMPLE_CONV            XdplimitXdplConst = 65533
+	XdplimitXdplConstXDPL_SAMPLE_NO_CONNECTION   XdplimitXdplConst = 253
+	XdplimitXdplConstXDPL_SAMPLE_NO_SOCKET       XdplimitXdplConst = 252
+	XdplimitXdplConstXDPL_CONV_SLOTS             XdplimitXdplConst = 256
+	XdplimitXdplConstXDPL_CONV_WATCH_EVERY       XdplimitXdplConst = 64
+	XdplimitXdplConstXDPL_LOCAL_MAX              XdplimitXdplConst = 4096
 )
 
 type XdplimitXdplControl struct {
@@ -237,6 +259,22 @@ type XdplimitXdplControl struct {
 	Active uint32
 	Pad    uint32
 	Gen    [2]XdplimitXdplGenCfg
+}
+
+type XdplimitXdplConvCtl struct {
+	_     structs.HostLayout
+	Armed uint32
+	Pad   uint32
+}
+
+type XdplimitXdplConvWatch struct {
+	_       structs.HostLayout
+	Packets uint64
+	Daddr   [4]uint32
+	Dport   uint16
+	Family  uint8
+	Proto   uint8
+	Pad     uint32
 }
 
 type XdplimitXdplCounter struct {
@@ -370,6 +408,12 @@ type XdplimitXdplLevel struct {
 	P1        uint64
 	P2        uint64
 	P3        uint64
+}
+
+type XdplimitXdplLocalKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [16]uint8
 }
 
 type XdplimitXdplLog struct {
@@ -534,6 +578,9 @@ const (
 	XdplimitMapXdplBanEpoch        = "xdpl_ban_epoch"
 	XdplimitMapXdplBans            = "xdpl_bans"
 	XdplimitMapXdplClock           = "xdpl_clock"
+	XdplimitMapXdplConvCtl         = "xdpl_conv_ctl"
+	XdplimitMapXdplConvTicks       = "xdpl_conv_ticks"
+	XdplimitMapXdplConvWatch       = "xdpl_conv_watch"
 	XdplimitMapXdplCookiePass      = "xdpl_cookie_pass"
 	XdplimitMapXdplCounters        = "xdpl_counters"
 	XdplimitMapXdplCtl             = "xdpl_ctl"
@@ -552,6 +599,7 @@ const (
 	XdplimitMapXdplIcmpt           = "xdpl_icmpt"
 	XdplimitMapXdplIplen           = "xdpl_iplen"
 	XdplimitMapXdplLast            = "xdpl_last"
+	XdplimitMapXdplLocal           = "xdpl_local"
 	XdplimitMapXdplLogIds          = "xdpl_log_ids"
 	XdplimitMapXdplLogs            = "xdpl_logs"
 	XdplimitMapXdplMeta            = "xdpl_meta"
@@ -659,6 +707,9 @@ type XdplimitMapSpecs struct {
 	XdplBanEpoch       *ebpf.MapSpec `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.MapSpec `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplConvCtl        *ebpf.MapSpec `ebpf:"xdpl_conv_ctl"`
+	XdplConvTicks      *ebpf.MapSpec `ebpf:"xdpl_conv_ticks"`
+	XdplConvWatch      *ebpf.MapSpec `ebpf:"xdpl_conv_watch"`
 	XdplCookiePass     *ebpf.MapSpec `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
@@ -677,6 +728,7 @@ type XdplimitMapSpecs struct {
 	XdplIcmpt          *ebpf.MapSpec `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.MapSpec `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplLocal          *ebpf.MapSpec `ebpf:"xdpl_local"`
 	XdplLogIds         *ebpf.MapSpec `ebpf:"xdpl_log_ids"`
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
@@ -760,6 +812,9 @@ type XdplimitMaps struct {
 	XdplBanEpoch       *ebpf.Map `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.Map `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplConvCtl        *ebpf.Map `ebpf:"xdpl_conv_ctl"`
+	XdplConvTicks      *ebpf.Map `ebpf:"xdpl_conv_ticks"`
+	XdplConvWatch      *ebpf.Map `ebpf:"xdpl_conv_watch"`
 	XdplCookiePass     *ebpf.Map `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
@@ -778,6 +833,7 @@ type XdplimitMaps struct {
 	XdplIcmpt          *ebpf.Map `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.Map `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.Map `ebpf:"xdpl_last"`
+	XdplLocal          *ebpf.Map `ebpf:"xdpl_local"`
 	XdplLogIds         *ebpf.Map `ebpf:"xdpl_log_ids"`
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
@@ -816,6 +872,9 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplBanEpoch,
 		m.XdplBans,
 		m.XdplClock,
+		m.XdplConvCtl,
+		m.XdplConvTicks,
+		m.XdplConvWatch,
 		m.XdplCookiePass,
 		m.XdplCounters,
 		m.XdplCtl,
@@ -834,6 +893,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplIcmpt,
 		m.XdplIplen,
 		m.XdplLast,
+		m.XdplLocal,
 		m.XdplLogIds,
 		m.XdplLogs,
 		m.XdplMeta,

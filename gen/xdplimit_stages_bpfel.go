@@ -25,6 +25,9 @@ const (
 	XdplimitStagesMapXdplBanEpoch        = "xdpl_ban_epoch"
 	XdplimitStagesMapXdplBans            = "xdpl_bans"
 	XdplimitStagesMapXdplClock           = "xdpl_clock"
+	XdplimitStagesMapXdplConvCtl         = "xdpl_conv_ctl"
+	XdplimitStagesMapXdplConvTicks       = "xdpl_conv_ticks"
+	XdplimitStagesMapXdplConvWatch       = "xdpl_conv_watch"
 	XdplimitStagesMapXdplCookiePass      = "xdpl_cookie_pass"
 	XdplimitStagesMapXdplCounters        = "xdpl_counters"
 	XdplimitStagesMapXdplCtl             = "xdpl_ctl"
@@ -43,6 +46,7 @@ const (
 	XdplimitStagesMapXdplIcmpt           = "xdpl_icmpt"
 	XdplimitStagesMapXdplIplen           = "xdpl_iplen"
 	XdplimitStagesMapXdplLast            = "xdpl_last"
+	XdplimitStagesMapXdplLocal           = "xdpl_local"
 	XdplimitStagesMapXdplLogIds          = "xdpl_log_ids"
 	XdplimitStagesMapXdplLogs            = "xdpl_logs"
 	XdplimitStagesMapXdplMeta            = "xdpl_meta"
@@ -152,6 +156,9 @@ type XdplimitStagesMapSpecs struct {
 	XdplBanEpoch       *ebpf.MapSpec `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.MapSpec `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.MapSpec `ebpf:"xdpl_clock"`
+	XdplConvCtl        *ebpf.MapSpec `ebpf:"xdpl_conv_ctl"`
+	XdplConvTicks      *ebpf.MapSpec `ebpf:"xdpl_conv_ticks"`
+	XdplConvWatch      *ebpf.MapSpec `ebpf:"xdpl_conv_watch"`
 	XdplCookiePass     *ebpf.MapSpec `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.MapSpec `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.MapSpec `ebpf:"xdpl_ctl"`
@@ -170,6 +177,7 @@ type XdplimitStagesMapSpecs struct {
 	XdplIcmpt          *ebpf.MapSpec `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.MapSpec `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.MapSpec `ebpf:"xdpl_last"`
+	XdplLocal          *ebpf.MapSpec `ebpf:"xdpl_local"`
 	XdplLogIds         *ebpf.MapSpec `ebpf:"xdpl_log_ids"`
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
@@ -255,6 +263,9 @@ type XdplimitStagesMaps struct {
 	XdplBanEpoch       *ebpf.Map `ebpf:"xdpl_ban_epoch"`
 	XdplBans           *ebpf.Map `ebpf:"xdpl_bans"`
 	XdplClock          *ebpf.Map `ebpf:"xdpl_clock"`
+	XdplConvCtl        *ebpf.Map `ebpf:"xdpl_conv_ctl"`
+	XdplConvTicks      *ebpf.Map `ebpf:"xdpl_conv_ticks"`
+	XdplConvWatch      *ebpf.Map `ebpf:"xdpl_conv_watch"`
 	XdplCookiePass     *ebpf.Map `ebpf:"xdpl_cookie_pass"`
 	XdplCounters       *ebpf.Map `ebpf:"xdpl_counters"`
 	XdplCtl            *ebpf.Map `ebpf:"xdpl_ctl"`
@@ -273,6 +284,7 @@ type XdplimitStagesMaps struct {
 	XdplIcmpt          *ebpf.Map `ebpf:"xdpl_icmpt"`
 	XdplIplen          *ebpf.Map `ebpf:"xdpl_iplen"`
 	XdplLast           *ebpf.Map `ebpf:"xdpl_last"`
+	XdplLocal          *ebpf.Map `ebpf:"xdpl_local"`
 	XdplLogIds         *ebpf.Map `ebpf:"xdpl_log_ids"`
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
@@ -311,6 +323,9 @@ func (m *XdplimitStagesMaps) Close() error {
 		m.XdplBanEpoch,
 		m.XdplBans,
 		m.XdplClock,
+		m.XdplConvCtl,
+		m.XdplConvTicks,
+		m.XdplConvWatch,
 		m.XdplCookiePass,
 		m.XdplCounters,
 		m.XdplCtl,
@@ -329,6 +344,7 @@ func (m *XdplimitStagesMaps) Close() error {
 		m.XdplIcmpt,
 		m.XdplIplen,
 		m.XdplLast,
+		m.XdplLocal,
 		m.XdplLogIds,
 		m.XdplLogs,
 		m.XdplMeta,

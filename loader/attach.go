@@ -61,6 +61,9 @@ type Policy struct {
 	// CrowdSec is the policy's crowdsec: section (nil without one), for
 	// the bouncer beside it.
 	CrowdSec *policy.CrowdSec
+	// Conversations is the policy's conversations: section, for the
+	// local addresses and the arming kept beside it.
+	Conversations policy.Conversations
 }
 
 // Config for Attach.

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/xdplimit/xdplimit/conversation"
 	"github.com/xdplimit/xdplimit/maps"
 )
 
@@ -127,18 +129,29 @@ func synCookieRules(img *maps.Image) []string {
 	return names
 }
 
-// withHost returns img with the SYN-ACK its syncookie rules send fitted to
-// the host, or img itself when it has none.
+// withHost returns img fitted to the host: the SYN-ACK its syncookie rules
+// send, and for its conversation checks the local addresses; img itself
+// when it needs neither.
 func withHost(img *maps.Image, iface string, mtu int) (*maps.Image, error) {
 	rules := synCookieRules(img)
-	if len(rules) == 0 {
+	if len(rules) == 0 && !img.Conversations.Any() {
 		return img, nil
 	}
-	s, err := hostSynAck(iface, mtu, rules)
-	if err != nil {
-		return nil, err
-	}
 	fitted := *img
-	fitted.SynAck = s
+	if len(rules) > 0 {
+		s, err := hostSynAck(iface, mtu, rules)
+		if err != nil {
+			return nil, err
+		}
+		fitted.SynAck = s
+	}
+	if img.Conversations.Any() {
+		local, err := conversation.LocalPrefixes()
+		if err != nil {
+			return nil, err
+		}
+		// Never nil: Apply writes an empty table as such.
+		fitted.Local = append(make([]netip.Prefix, 0, len(local)), local...)
+	}
 	return &fitted, nil
 }

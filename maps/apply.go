@@ -69,11 +69,8 @@ func (l *Limiter) Apply(img *Image) error {
 			return err
 		}
 	}
-	if err := l.writeGeneration(next, img, p.rules); err != nil {
+	if err := l.writeNext(g, next, img, &p); err != nil {
 		return fmt.Errorf("writing the new policy (the old one stays in force): %w", err)
-	}
-	if err := l.writeUnparsed(g, next, img.Unparsed); err != nil {
-		return fmt.Errorf("writing the new policy (the old one stays in force): unparsed: %w", err)
 	}
 	ctl.Gen[next] = p.cfg
 	ctl.Gen[next].Seq = nextSeq(&ctl)
@@ -90,4 +87,19 @@ func (l *Limiter) Apply(img *Image) error {
 	// The switch: only the active word differs from what is in the map.
 	ctl.Active = next
 	return l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny)
+}
+
+// writeNext writes what the inactive generation next reads, and the
+// host's local addresses the image carries.
+func (l *Limiter) writeNext(g, next uint32, img *Image, p *plan) error {
+	if err := l.writeGeneration(next, img, p.rules); err != nil {
+		return err
+	}
+	if err := l.writeUnparsed(g, next, img.Unparsed); err != nil {
+		return fmt.Errorf("unparsed: %w", err)
+	}
+	if img.Local != nil {
+		return l.SetLocal(img.Local)
+	}
+	return nil
 }

@@ -174,6 +174,15 @@ const (
 	CounterRejectSource     = Counter(gen.XdplimitXdplConstXDPL_C_REJECT_SOURCE)
 	CounterRejectNever      = Counter(gen.XdplimitXdplConstXDPL_C_REJECT_NEVER)
 	CounterRejectUnanswered = Counter(gen.XdplimitXdplConstXDPL_C_REJECT_UNANSWERED)
+	// Conversation checks (bpf/conversation.h): TCP segments without SYN
+	// to this host that no socket owns, and UDP datagrams to a port
+	// without a socket, dropped or (in shadow) passed; and the packets
+	// looked up against the sockets, by a check armed or watching.
+	CounterNoConnection       = Counter(gen.XdplimitXdplConstXDPL_C_NO_CONNECTION)
+	CounterNoConnectionShadow = Counter(gen.XdplimitXdplConstXDPL_C_NO_CONNECTION_SHADOW)
+	CounterNoSocket           = Counter(gen.XdplimitXdplConstXDPL_C_NO_SOCKET)
+	CounterNoSocketShadow     = Counter(gen.XdplimitXdplConstXDPL_C_NO_SOCKET_SHADOW)
+	CounterConvLookups        = Counter(gen.XdplimitXdplConstXDPL_C_CONV_LOOKUPS)
 )
 
 // RejectReasons lists the counters of the packets reject rules dropped
@@ -212,6 +221,12 @@ var counterNames = map[Counter]string{
 	CounterRejectSource:     "reject_source",
 	CounterRejectNever:      "reject_never",
 	CounterRejectUnanswered: "reject_unanswered",
+
+	CounterNoConnection:       "no_connection",
+	CounterNoConnectionShadow: "no_connection_shadow",
+	CounterNoSocket:           "no_socket",
+	CounterNoSocketShadow:     "no_socket_shadow",
+	CounterConvLookups:        "conversation_lookups",
 }
 
 func (c Counter) String() string {

@@ -21,6 +21,10 @@ const (
 	WhyBan       = Why(gen.XdplimitXdplConstXDPL_WHY_BAN)
 	// WhyCookieACK: a TCP ACK to a listener whose SYN cookie was wrong.
 	WhyCookieACK = Why(gen.XdplimitXdplConstXDPL_WHY_COOKIE_ACK)
+	// WhyNoConnection: TCP without SYN to this host that no socket owns;
+	// WhyNoSocket: UDP to a port of this host without a socket.
+	WhyNoConnection = Why(gen.XdplimitXdplConstXDPL_WHY_NO_CONNECTION)
+	WhyNoSocket     = Why(gen.XdplimitXdplConstXDPL_WHY_NO_SOCKET)
 )
 
 func (w Why) String() string {
@@ -41,6 +45,10 @@ func (w Why) String() string {
 		return "ban"
 	case WhyCookieACK:
 		return "wrong SYN cookie"
+	case WhyNoConnection:
+		return "no connection"
+	case WhyNoSocket:
+		return "no socket"
 	}
 	return fmt.Sprintf("why(%d)", uint32(w))
 }

@@ -18,6 +18,14 @@ const NoLevel = -1
 // cookie it carried back was wrong; Slot is then the syncookie rule's.
 const CookieACKLevel = -2
 
+// NoConnectionLevel and NoSocketLevel are DropSample.Level of a packet the
+// conversation checks dropped: TCP that no socket owns, UDP to a port
+// without a socket (bpf/conversation.h).
+const (
+	NoConnectionLevel = -3
+	NoSocketLevel     = -4
+)
+
 // DropSample is one sampled dropped packet.
 type DropSample struct {
 	Source, Destination netip.Addr
@@ -28,7 +36,8 @@ type DropSample struct {
 	Deny bool
 	Ban  bool
 	// Level is the refusing level's place in the policy (0 = the rule's
-	// own limit), or NoLevel, or CookieACKLevel.
+	// own limit), or NoLevel, CookieACKLevel, NoConnectionLevel or
+	// NoSocketLevel.
 	Level    int
 	Bytes    uint32 // frame length
 	IPLength uint16 // IP packet length
@@ -48,16 +57,23 @@ type DropSample struct {
 const (
 	ListDeny = "_deny"
 	ListBan  = "_ban"
+	// The conversation checks' drops (bpf/conversation.h).
+	ListNoConnection = "_no_connection"
+	ListNoSocket     = "_no_socket"
 )
 
-// ListName is the name s goes by in place of a rule's when the deny list
-// or a ban refused it; ok is false for a rule's drop.
+// ListName is the name s goes by in place of a rule's when the deny list,
+// a ban or a conversation check refused it; ok is false for a rule's drop.
 func (s DropSample) ListName() (name string, ok bool) {
 	switch {
 	case s.Deny:
 		return ListDeny, true
 	case s.Ban:
 		return ListBan, true
+	case s.Level == NoConnectionLevel:
+		return ListNoConnection, true
+	case s.Level == NoSocketLevel:
+		return ListNoSocket, true
 	}
 	return "", false
 }
@@ -181,6 +197,10 @@ func dropSample(s *gen.XdplimitXdplDropSample) DropSample {
 		d.Level = NoLevel
 	case uint32(gen.XdplimitXdplConstXDPL_SAMPLE_COOKIE_ACK):
 		d.Level = CookieACKLevel
+	case uint32(gen.XdplimitXdplConstXDPL_SAMPLE_NO_CONNECTION):
+		d.Level = NoConnectionLevel
+	case uint32(gen.XdplimitXdplConstXDPL_SAMPLE_NO_SOCKET):
+		d.Level = NoSocketLevel
 	}
 	if d.HasPorts {
 		d.SrcPort, d.DstPort = s.Sport, s.Dport

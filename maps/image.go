@@ -90,6 +90,14 @@ type Image struct {
 	// a token bucket (a global level); Apply refuses an image with reject
 	// rules and none.
 	RejectBudget *LevelSpec
+	// Conversations is how the conversation checks run
+	// (bpf/conversation.h); the zero value turns them off.
+	Conversations Conversations
+	// Local, when not nil, is this host's local addresses and prefixes,
+	// which Apply writes (SetLocal) before the switch: the checks judge
+	// only what is addressed to them. It describes the host, not the
+	// policy: attach fills it in from the local routing table.
+	Local []netip.Prefix
 }
 
 // SlidingLogs says whether some level of some rule is a sliding_log, the

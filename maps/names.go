@@ -65,6 +65,10 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplRejectBudget, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRejectBudget }},
 	{gen.XdplimitMapXdplRejectSources, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRejectSources }},
 	{gen.XdplimitMapXdplReplyScratch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplReplyScratch }},
+	{gen.XdplimitMapXdplLocal, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLocal }},
+	{gen.XdplimitMapXdplConvCtl, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplConvCtl }},
+	{gen.XdplimitMapXdplConvWatch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplConvWatch }},
+	{gen.XdplimitMapXdplConvTicks, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplConvTicks }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.

@@ -201,7 +201,7 @@ func (p *plan) planConfig(in planInput) error {
 	if in.img.Shadow {
 		p.cfg.Flags |= gfShadow
 	}
-	p.cfg.Flags |= aclFlags(in.img)
+	p.cfg.Flags |= aclFlags(in.img) | in.img.Conversations.flags()
 	return nil
 }
 

@@ -17,6 +17,10 @@ const (
 	RuleMalformed = "_malformed"  // frames the parser could not judge: the policy's unparsed action
 	RuleNonIP     = "_non_ip"     // neither IPv4 nor IPv6 (ARP, LLDP, ...): passed
 	RuleBan       = maps.ListBan  // banned sources: dropped (shadow_drop for shadow bans)
+	// The conversation checks: TCP to this host that no socket owns, UDP
+	// to a port without a socket: dropped (shadow_drop in shadow).
+	RuleNoConnection = maps.ListNoConnection
+	RuleNoSocket     = maps.ListNoSocket
 )
 
 // Snapshot is one reading of an interface's counters. Reading it costs a
@@ -106,6 +110,10 @@ func (s Snapshot) Series() []Series {
 		Series{RuleNonIP, maps.VerdictPass, c[maps.CounterNonIP]},
 		Series{RuleBan, maps.VerdictDrop, c[maps.CounterBanDrop]},
 		Series{RuleBan, maps.VerdictShadow, c[maps.CounterBanShadow]},
+		Series{RuleNoConnection, maps.VerdictDrop, c[maps.CounterNoConnection]},
+		Series{RuleNoConnection, maps.VerdictShadow, c[maps.CounterNoConnectionShadow]},
+		Series{RuleNoSocket, maps.VerdictDrop, c[maps.CounterNoSocket]},
+		Series{RuleNoSocket, maps.VerdictShadow, c[maps.CounterNoSocketShadow]},
 	)
 }
 

@@ -55,6 +55,9 @@ func (p *Policy) Describe(w io.Writer) {
 	fmt.Fprintf(w, "unmatched traffic: pass\n")
 	fmt.Fprintf(w, "unparsed frames (truncated, bad lengths or checksum, too many VLAN tags): %s\n", p.Unparsed)
 	fmt.Fprintf(w, "non-IP frames (ARP, LLDP, ...): pass\n")
+	if c := p.Conversations; c.Any() {
+		fmt.Fprintf(w, "conversations (before the rules, after allow, deny and bans): %s\n", c)
+	}
 	if f := p.Fleet; f != nil {
 		fmt.Fprintf(w, "fleet: Redis %v (cluster %v), namespace %s, sync every %s, fallback %s\n",
 			f.Redis, f.Cluster, f.Namespace, f.Sync, f.Fallback)

@@ -58,7 +58,7 @@ func (d *decoder) policy(data []byte) *Policy {
 	if body == nil {
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans", "crowdsec", "geoip", "reject")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans", "crowdsec", "geoip", "reject", "conversations")
 	if top == nil {
 		return nil
 	}
@@ -104,6 +104,10 @@ func (d *decoder) policy(data []byte) *Policy {
 	if f, ok := top["reject"]; ok {
 		p.Reject = d.reject(f)
 		d.checkReject(p, f)
+	}
+	p.Conversations = DefaultConversations()
+	if f, ok := top["conversations"]; ok {
+		p.Conversations = d.conversations(f)
 	}
 	d.checkFleet(p)
 	return p

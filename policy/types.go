@@ -30,6 +30,9 @@ type Policy struct {
 	ListFiles []string
 	// Unparsed is what happens to frames the parser cannot judge.
 	Unparsed Unparsed
+	// Conversations is the conversations: section, defaults applied:
+	// which packets to this host must belong to a socket.
+	Conversations Conversations
 
 	// Fleet is the fleet: section, nil when the policy has none. Levels
 	// with Scope ScopeFleet exist only when it is set.

@@ -1,0 +1,198 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/goccy/go-yaml/ast"
+	"math/big"
+	"strings"
+	"time"
+)
+
+// When says when a conversation check judges packets.
+type When int
+
+const (
+	// WhenOff: the check does nothing and costs nothing.
+	WhenOff When = iota
+	// WhenUnderAttack: the check watches one packet in 64 and judges
+	// every packet while some destination receives more than the
+	// section's arm rate of packets it would drop.
+	WhenUnderAttack
+	// WhenAlways: the check judges every packet.
+	WhenAlways
+)
+
+var whenNames = []string{"off", "under_attack", "always"}
+
+func (w When) String() string { return whenNames[w] }
+
+// ConvCheck is one check of the conversations: section.
+type ConvCheck struct {
+	When When
+	// Shadow: what the check would drop is counted and logged, and the
+	// rules judge it as if the check had passed it.
+	Shadow bool
+}
+
+// Conversations is the conversations: section: packets addressed to this
+// host must belong to a conversation it has, which the kernel's socket
+// tables prove. The zero value turns every check off.
+type Conversations struct {
+	// TCP: a TCP segment without SYN (an ACK, FIN, RST, data, a SYN-ACK)
+	// must belong to a socket: a connection (established, time-wait,
+	// half-open), or a listener with a valid SYN cookie.
+	TCP ConvCheck
+	// UDP: a datagram must reach a bound or connected socket.
+	UDP ConvCheck
+	// ArmRate is the rate, in packets a second, of what a check would
+	// drop at one destination (address, protocol, port) that arms an
+	// under_attack check; below half of it for Hold, the check disarms.
+	ArmRate uint64
+	Hold    time.Duration
+	// Set: the policy has a conversations: section.
+	Set bool
+}
+
+// Defaults and bounds of the conversations: section.
+const (
+	DefaultArmRate = 1000
+	DefaultArmHold = time.Minute
+	maxArmRate     = 100_000_000
+	minArmHold     = time.Second
+	maxArmHold     = 24 * time.Hour
+)
+
+// DefaultConversations is the section of a policy without one: every
+// check off, the arm rate and hold at their defaults.
+func DefaultConversations() Conversations {
+	return Conversations{ArmRate: DefaultArmRate, Hold: DefaultArmHold}
+}
+
+// Any says whether some check is on.
+func (c Conversations) Any() bool { return c.TCP.When != WhenOff || c.UDP.When != WhenOff }
+
+// UnderAttack says whether some check is armed by the rate it watches.
+func (c Conversations) UnderAttack() bool {
+	return c.TCP.When == WhenUnderAttack || c.UDP.When == WhenUnderAttack
+}
+
+func (c ConvCheck) String() string {
+	s := c.When.String()
+	if c.When != WhenOff && c.Shadow {
+		s += ", in shadow (counted and logged, never dropped)"
+	}
+	return s
+}
+
+// String renders the section as `policy check` prints it.
+func (c Conversations) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "TCP without SYN to this host that no socket owns: %s; UDP to a port of this host without a socket: %s",
+		c.TCP, c.UDP)
+	if c.UnderAttack() {
+		fmt.Fprintf(&b, "; under_attack arms at %d/s to one destination, disarms after %s below half of it",
+			c.ArmRate, formatDuration(c.Hold))
+	}
+	return b.String()
+}
+
+// conversations decodes the top-level conversations section:
+//
+//	conversations:
+//	  tcp: under_attack                     # off | under_attack | always
+//	  udp: {when: always, action: shadow}   # action: drop (default) | shadow
+//	  arm: {rate: 1000/s, hold: 1m}
+func (d *decoder) conversations(f field) Conversations {
+	c := DefaultConversations()
+	c.Set = true
+	m := d.mapping(f.value, "conversations", "tcp", "udp", "arm")
+	if m == nil {
+		return c
+	}
+	if cf, ok := m["tcp"]; ok {
+		c.TCP = d.convCheck(cf, "conversations.tcp")
+	}
+	if cf, ok := m["udp"]; ok {
+		c.UDP = d.convCheck(cf, "conversations.udp")
+	}
+	if af, ok := m["arm"]; ok {
+		d.convArm(af, &c)
+	}
+	if !c.Any() {
+		d.warnf(f.key, "conversations", "every check is off: the section has no effect")
+	}
+	return c
+}
+
+// convCheck decodes one check: a word (when), or {when, action}.
+func (d *decoder) convCheck(f field, path string) ConvCheck {
+	n := d.deref(f.value, path)
+	if n == nil {
+		return ConvCheck{}
+	}
+	if !isMappingNode(n) {
+		w, _ := d.enum(n, path, "when", whenNames)
+		return ConvCheck{When: When(w)}
+	}
+	c := ConvCheck{When: WhenUnderAttack}
+	m := d.mapping(n, path, "when", "action")
+	if m == nil {
+		return c
+	}
+	if wf, ok := m["when"]; ok {
+		w, _ := d.enum(wf.value, path+".when", "when", whenNames)
+		c.When = When(w)
+	}
+	if af, ok := m["action"]; ok {
+		a, _ := d.enum(af.value, path+".action", "action", []string{"drop", "shadow"})
+		c.Shadow = a == 1
+	}
+	return c
+}
+
+// convArm decodes arm: {rate, hold}.
+func (d *decoder) convArm(f field, c *Conversations) {
+	m := d.mapping(f.value, "conversations.arm", "rate", "hold")
+	if m == nil {
+		return
+	}
+	if rf, ok := m["rate"]; ok {
+		if s, ok := d.scalar(rf.value, "conversations.arm.rate", "a rate of packets like 1000/s"); ok {
+			v, err := parseRate(s)
+			switch {
+			case err != nil:
+				d.errorf(rf.value, "conversations.arm.rate", "%v", err)
+			case v.unit != Packets:
+				d.errorf(rf.value, "conversations.arm.rate", "rate %s counts bytes; give packets per second, like 1000/s", s)
+			case v.perSec.Cmp(big.NewRat(1, 1)) < 0 || v.perSec.Cmp(big.NewRat(maxArmRate, 1)) > 0:
+				d.errorf(rf.value, "conversations.arm.rate", "rate %s: give 1/s to %d/s", s, maxArmRate)
+			default:
+				q, _ := new(big.Rat).Set(v.perSec).Float64()
+				c.ArmRate = uint64(q)
+			}
+		}
+	}
+	if hf, ok := m["hold"]; ok {
+		if s, ok := d.scalar(hf.value, "conversations.arm.hold", "a duration like 1m"); ok {
+			v, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				d.errorf(hf.value, "conversations.arm.hold", "hold %q is not a duration; use e.g. 30s or 5m", s)
+			case v < minArmHold || v > maxArmHold:
+				d.errorf(hf.value, "conversations.arm.hold", "hold %s: give %s to %s", s, minArmHold, maxArmHold)
+			default:
+				c.Hold = v
+			}
+		}
+	}
+}
+
+// isMappingNode says whether n (dereferenced) is a mapping.
+func isMappingNode(n ast.Node) bool {
+	switch n.(type) {
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return true
+	}
+	return false
+}
