@@ -40,7 +40,7 @@ func TestSampleParser(t *testing.T) {
 		t.Errorf("%d runs counted, want %d", p.Runs, 8*runs)
 	}
 	entries := p.Entries()
-	var parser, inProg uint64
+	var parser, inProg, entry uint64
 	for i, e := range entries {
 		if i < 12 {
 			t.Logf("%5.1f%% %6.1f ns  %-24s %s", 100*e.Share, e.Ns, e.Name, e.Text)
@@ -49,6 +49,9 @@ func TestSampleParser(t *testing.T) {
 			inProg += e.Samples
 			if strings.HasPrefix(e.Name, "parsing") || strings.HasPrefix(e.Name, "csum.h:") {
 				parser += e.Samples
+			}
+			if strings.Contains(e.Text, "int xdpl_main(") {
+				entry += e.Samples
 			}
 		}
 	}
@@ -63,8 +66,14 @@ func TestSampleParser(t *testing.T) {
 	if inProg == 0 {
 		t.Fatal("no sample landed in the program")
 	}
-	if 2*parser < inProg {
-		t.Errorf("%d of the %d samples in the program name a line of parsing*.h or csum.h: the parser should hold most", parser, inProg)
+	// The program's first line is its prologue, no stage's. Under
+	// emulation it also takes a fifth of the samples or more: qemu's TCG
+	// takes interrupts only between the blocks it translated, so the
+	// sampler's hits pile up where a block begins, the program's entry
+	// most of all (up to 20% of every sample in the 6.1 VM).
+	if 2*parser < inProg-entry {
+		t.Errorf("%d of the %d samples on the program's lines past its entry name a line of parsing*.h or csum.h: the parser should hold most",
+			parser, inProg-entry)
 	}
 	for _, e := range entries {
 		if e.Name == "?" {
