@@ -37,11 +37,9 @@ type convRunner struct {
 }
 
 func newConvRunner(a *loader.Attachment, log *slog.Logger, reg prometheus.Registerer, inNetns func(func() error) error) *convRunner {
-	r := &convRunner{a: a, log: log, inNetns: inNetns,
-		armed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "xdplimit_conversation_armed",
-			Help: "1 while a conversation check judges every packet (when: always, or under_attack and armed), 0 otherwise."},
-			[]string{"interface", "check"})}
-	if err := reg.Register(r.armed); err != nil {
+	m := conversation.NewMetrics()
+	r := &convRunner{a: a, log: log, inNetns: inNetns, armed: m.Armed}
+	if err := reg.Register(m); err != nil {
 		log.Warn("conversation metrics not registered", "err", err)
 	}
 	r.setGauges(policy.Conversations{}, nil)
