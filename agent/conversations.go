@@ -50,7 +50,7 @@ func newConvRunner(a *loader.Attachment, log *slog.Logger, reg prometheus.Regist
 func (r *convRunner) apply(c policy.Conversations) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cancel != nil && c == r.conf {
+	if r.cancel != nil && c.Equal(r.conf) {
 		return
 	}
 	r.stopLocked()
@@ -95,7 +95,7 @@ func (r *convRunner) arm(ctx context.Context, c policy.Conversations) {
 	if err != nil {
 		r.log.Warn("conversations: reading the armed checks", "err", err)
 	}
-	for _, ck := range []maps.Check{maps.CheckTCP, maps.CheckUDP} {
+	for _, ck := range maps.AllChecks {
 		if convCheck(c, ck).When == policy.WhenUnderAttack {
 			g := &conversation.Guard{Rate: float64(c.ArmRate), Hold: c.Hold}
 			for _, a := range armedNow {
@@ -159,7 +159,7 @@ func (r *convRunner) write(c policy.Conversations, guards map[maps.Check]*conver
 }
 
 func (r *convRunner) setGauges(c policy.Conversations, armed []maps.Check) {
-	for _, ck := range []maps.Check{maps.CheckTCP, maps.CheckUDP} {
+	for _, ck := range maps.AllChecks {
 		v := 0.0
 		if convCheck(c, ck).When == policy.WhenAlways {
 			v = 1
@@ -174,8 +174,11 @@ func (r *convRunner) setGauges(c policy.Conversations, armed []maps.Check) {
 }
 
 func convCheck(c policy.Conversations, ck maps.Check) policy.ConvCheck {
-	if ck == maps.CheckUDP {
+	switch ck {
+	case maps.CheckUDP:
 		return c.UDP
+	case maps.CheckReflection:
+		return c.Reflection
 	}
 	return c.TCP
 }

@@ -35,12 +35,76 @@
 #include "syncookie.h"
 #include "account.h"
 #include "flows.h"
+#include "clock.h"
+#include "reply.h"
+#include <linux/udp.h>
 
 enum {
 	XDPL_CONV_OK = 0,	     /* owned, not ours to judge, or not looked up */
 	XDPL_CONV_NO_CONNECTION = 1, /* TCP that no socket owns */
 	XDPL_CONV_NO_SOCKET = 2,     /* UDP to a port without a socket */
+	XDPL_CONV_NO_REQUEST = 3,    /* a reflector's answer to no request sent */
 };
+
+/* Whether port is one of generation gen's reflector ports. */
+static __always_inline int xdpl_reflector(__u32 gen, __u16 port)
+{
+	__u32 k = (gen & 1) * XDPL_REFLECTOR_WORDS + (port >> 6);
+	__u64 *w = bpf_map_lookup_elem(&xdpl_reflectors, &k);
+
+	return w && (*w >> (port & 63)) & 1;
+}
+
+/* The first two bytes of a UDP datagram's payload (a DNS message's ID),
+ * behind at most XDPL_REPLY_MAX_TAGS VLAN tags, IPv4 unfragmented or IPv6
+ * without extension headers: 0, or -1 for another shape or a payload
+ * shorter than two bytes. */
+static __always_inline int xdpl_udp_first16(struct xdp_md *ctx, __u16 *v)
+{
+	__u32 off;
+	__be16 proto;
+	__u8 ihl;
+
+	if (xdpl_l3_at(ctx, &off, &proto))
+		return -1;
+	if (proto == bpf_htons(ETH_P_IP)) {
+		if (bpf_xdp_load_bytes(ctx, off, &ihl, 1))
+			return -1;
+		off += (ihl & 0xf) * 4;
+	} else {
+		off += sizeof(struct ipv6hdr);
+	}
+	__be16 id;
+
+	if (bpf_xdp_load_bytes(ctx, off + sizeof(struct udphdr), &id, 2))
+		return -1;
+	*v = bpf_ntohs(id);
+	return 0;
+}
+
+/* Whether a datagram from a reflector's port answers a request this host
+ * sent there within the window (egress.bpf.c recorded it); a DNS answer
+ * must carry the recorded query ID. One whose ID cannot be read is taken
+ * as answering: nothing proves it does not. */
+static __always_inline int xdpl_requested(struct xdp_md *ctx, struct xdpl_pkt *p,
+					  struct xdpl_gen_cfg *g)
+{
+	struct xdpl_request_key k = {.rport = p->sport, .lport = p->dport, .family = p->family};
+
+	__builtin_memcpy(k.raddr, p->saddr, 16);
+	__builtin_memcpy(k.laddr, p->daddr, 16);
+	if (p->sport == 53 && xdpl_udp_first16(ctx, &k.dns_id))
+		return 1;
+	__u64 *sent = bpf_map_lookup_elem(&xdpl_requests, &k);
+
+	if (!sent)
+		return 0;
+	struct xdpl_clk clk;
+
+	xdpl_clk_start(&clk);
+	/* Signed: the egress program may have stored a later time since. */
+	return (__s64)(xdpl_now(&clk, XDPL_LF_FINE_CLOCK) - *sent) < (__s64)g->refl_window_ns;
+}
 
 /* Whether the packet's destination is one of this host's addresses. */
 static __always_inline int xdpl_local_dest(struct xdpl_pkt *p)
@@ -111,14 +175,23 @@ static __always_inline void xdpl_conv_watch_count(struct xdpl_pkt *p, __u32 chec
 	w->proto = p->proto;
 }
 
-/* Looks p up against the checks gflags turns on: XDPL_CONV_*. */
-static __always_inline int xdpl_conv_lookup(struct xdp_md *ctx, struct xdpl_pkt *p, __u32 gflags)
+/* Looks p up against the checks gflags turns on: XDPL_CONV_*. A datagram
+ * from a reflector's service port meets the reflection guard; one to a
+ * reflector's port is a request or a server's exchange (DNS servers
+ * query each other from port 53, NTP peers talk 123 to 123), which the
+ * guard leaves alone, as it does whatever is not to this host. */
+static __always_inline int xdpl_conv_lookup(struct xdp_md *ctx, struct xdpl_pkt *p,
+					    struct xdpl_gen_cfg *g, __u32 gen)
 {
-	__u32 zero = 0, check, always;
+	__u32 zero = 0, check, always, gflags = g->flags;
 
 	if (p->ports != XDPL_PORTS_OK)
 		return XDPL_CONV_OK;
-	if (p->proto == IPPROTO_TCP && (gflags & XDPL_GF_CONV_TCP)) {
+	if (p->proto == IPPROTO_UDP && (gflags & XDPL_GF_CONV_REFL) &&
+	    xdpl_reflector(gen, p->sport) && !xdpl_reflector(gen, p->dport)) {
+		check = XDPL_CONV_REFLECTION;
+		always = gflags & XDPL_GF_CONV_REFL_ALWAYS;
+	} else if (p->proto == IPPROTO_TCP && (gflags & XDPL_GF_CONV_TCP)) {
 		/* A SYN opens a conversation: the rules and cookies judge it. */
 		if ((p->tcp_flags & (XDPL_TCP_SYN | XDPL_TCP_ACK)) == XDPL_TCP_SYN)
 			return XDPL_CONV_OK;
@@ -142,13 +215,21 @@ static __always_inline int xdpl_conv_lookup(struct xdp_md *ctx, struct xdpl_pkt 
 	if (!xdpl_local_dest(p))
 		return XDPL_CONV_OK;
 	xdpl_count(XDPL_C_CONV_LOOKUPS, p->len);
-	int owned = check == XDPL_CONV_TCP ? xdpl_tcp_owned(ctx, p) : xdpl_udp_owned(ctx, p);
+	int owned;
 
+	if (check == XDPL_CONV_REFLECTION)
+		owned = xdpl_requested(ctx, p, g);
+	else if (check == XDPL_CONV_TCP)
+		owned = xdpl_tcp_owned(ctx, p);
+	else
+		owned = xdpl_udp_owned(ctx, p);
 	if (owned)
 		return XDPL_CONV_OK;
 	xdpl_conv_watch_count(p, check, armed ? 1 : XDPL_CONV_WATCH_EVERY);
 	if (!armed)
 		return XDPL_CONV_OK;
+	if (check == XDPL_CONV_REFLECTION)
+		return XDPL_CONV_NO_REQUEST;
 	return check == XDPL_CONV_TCP ? XDPL_CONV_NO_CONNECTION : XDPL_CONV_NO_SOCKET;
 }
 
@@ -159,6 +240,27 @@ static __always_inline int xdpl_conv_lookup(struct xdp_md *ctx, struct xdpl_pkt 
  * drop what they drop. A global function, verified once: the judgement it
  * writes is one unknown to the main program's verification, not a path
  * per outcome. */
+/* What a check's failure is called: its reason, sample level, counters
+ * (drop, shadow) and shadow flag. */
+struct xdpl_conv_outcome {
+	__u32 why, level, c_drop, c_shadow, shadow_flag;
+};
+
+static __always_inline struct xdpl_conv_outcome xdpl_conv_outcome_of(int r)
+{
+	if (r == XDPL_CONV_NO_CONNECTION)
+		return (struct xdpl_conv_outcome){XDPL_WHY_NO_CONNECTION, XDPL_SAMPLE_NO_CONNECTION,
+						  XDPL_C_NO_CONNECTION, XDPL_C_NO_CONNECTION_SHADOW,
+						  XDPL_GF_CONV_TCP_SHADOW};
+	if (r == XDPL_CONV_NO_SOCKET)
+		return (struct xdpl_conv_outcome){XDPL_WHY_NO_SOCKET, XDPL_SAMPLE_NO_SOCKET,
+						  XDPL_C_NO_SOCKET, XDPL_C_NO_SOCKET_SHADOW,
+						  XDPL_GF_CONV_UDP_SHADOW};
+	return (struct xdpl_conv_outcome){XDPL_WHY_NO_REQUEST, XDPL_SAMPLE_NO_REQUEST,
+					  XDPL_C_NO_REQUEST, XDPL_C_NO_REQUEST_SHADOW,
+					  XDPL_GF_CONV_REFL_SHADOW};
+}
+
 __attribute__((noinline)) int xdpl_conversation(struct xdp_md *ctx, struct xdpl_pkt *p,
 						struct xdpl_gen_cfg *g, struct xdpl_flow_tag *tag,
 						struct xdpl_judgement *j)
@@ -166,27 +268,23 @@ __attribute__((noinline)) int xdpl_conversation(struct xdp_md *ctx, struct xdpl_
 	if (!p || !g || !tag || !j)
 		return 0;
 	__u32 gflags = g->flags;
-	int r = xdpl_conv_lookup(ctx, p, gflags);
+	int r = xdpl_conv_lookup(ctx, p, g, g->index);
 
 	if (r == XDPL_CONV_OK)
 		return 0;
-	int tcp = r == XDPL_CONV_NO_CONNECTION;
-	__u32 why = tcp ? XDPL_WHY_NO_CONNECTION : XDPL_WHY_NO_SOCKET;
-	__u32 level = tcp ? XDPL_SAMPLE_NO_CONNECTION : XDPL_SAMPLE_NO_SOCKET;
-	__u32 c_shadow = tcp ? XDPL_C_NO_CONNECTION_SHADOW : XDPL_C_NO_SOCKET_SHADOW;
+	struct xdpl_conv_outcome o = xdpl_conv_outcome_of(r);
 
 	if (gflags & XDPL_GF_SHADOW) {
-		xdpl_judged(j, why, XDPL_V_SHADOW, c_shadow, XDPL_SAMPLE_CONV);
-	} else if (gflags & (tcp ? XDPL_GF_CONV_TCP_SHADOW : XDPL_GF_CONV_UDP_SHADOW)) {
-		xdpl_count(c_shadow, p->len);
-		xdpl_sample(p, XDPL_V_SHADOW, XDPL_SAMPLE_CONV, level, g->sample_mask);
+		xdpl_judged(j, o.why, XDPL_V_SHADOW, o.c_shadow, XDPL_SAMPLE_CONV);
+	} else if (gflags & o.shadow_flag) {
+		xdpl_count(o.c_shadow, p->len);
+		xdpl_sample(p, XDPL_V_SHADOW, XDPL_SAMPLE_CONV, o.level, g->sample_mask);
 		tag->seq = 0; /* the flow cache must not skip this count */
 		return 0;
 	} else {
-		xdpl_judged(j, why, XDPL_V_DROP, tcp ? XDPL_C_NO_CONNECTION : XDPL_C_NO_SOCKET,
-			    XDPL_SAMPLE_CONV);
+		xdpl_judged(j, o.why, XDPL_V_DROP, o.c_drop, XDPL_SAMPLE_CONV);
 	}
-	j->origin = level;
+	j->origin = o.level;
 	return 1;
 }
 

@@ -335,7 +335,7 @@ int xdpl_main(struct xdp_md *ctx)
 	if (s == XDPL_GO_ON)
 		s = xdpl_cookie_acks(ctx, p, gen, gflags, &j);
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_COOKIE_ACKS);
-	if (s == XDPL_GO_ON && (gflags & (XDPL_GF_CONV_TCP | XDPL_GF_CONV_UDP)))
+	if (s == XDPL_GO_ON && (gflags & (XDPL_GF_CONV_TCP | XDPL_GF_CONV_UDP | XDPL_GF_CONV_REFL)))
 		s = xdpl_conversation(ctx, p, g, &tag, &j) ? XDPL_JUDGED : XDPL_GO_ON;
 	/* A global first level's refusal, whatever the source (flows.h), where
 	 * the lists, the bans and the cookie checks came first. */

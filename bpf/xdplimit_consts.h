@@ -72,6 +72,9 @@ enum xdpl_const {
 	XDPL_GF_CONV_UDP_ALWAYS = 1 << 11,
 	XDPL_GF_CONV_TCP_SHADOW = 1 << 12,
 	XDPL_GF_CONV_UDP_SHADOW = 1 << 13,
+	XDPL_GF_CONV_REFL = 1 << 14, /* the reflection guard, likewise */
+	XDPL_GF_CONV_REFL_ALWAYS = 1 << 15,
+	XDPL_GF_CONV_REFL_SHADOW = 1 << 16,
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,
@@ -159,7 +162,13 @@ enum xdpl_const {
 	XDPL_C_NO_SOCKET = 27,
 	XDPL_C_NO_SOCKET_SHADOW = 28,
 	XDPL_C_CONV_LOOKUPS = 29,
-	XDPL_NCOUNTERS = 30,
+	/* The reflection guard: datagrams from a reflector's service port that
+	 * answer no request this host sent, dropped or (in shadow) passed;
+	 * requests the egress program recorded. */
+	XDPL_C_NO_REQUEST = 30,
+	XDPL_C_NO_REQUEST_SHADOW = 31,
+	XDPL_C_REQUESTS = 32,
+	XDPL_NCOUNTERS = 33,
 
 	XDPL_CLOCK_KTIME = 0,  /* bpf_ktime_get_ns for every level */
 	XDPL_CLOCK_COARSE = 1, /* coarse clock, fine only for XDPL_LF_FINE_CLOCK levels */
@@ -334,9 +343,19 @@ enum xdpl_const {
 	/* Conversation checks (bpf/conversation.h). */
 	XDPL_CONV_TCP = 0,
 	XDPL_CONV_UDP = 1,
-	XDPL_CONV_CHECKS = 2,
-	XDPL_WHY_NO_CONNECTION = 9,	  /* TCP without SYN that no socket owns */
-	XDPL_WHY_NO_SOCKET = 10,	  /* UDP to a port no socket is bound to */
+	XDPL_CONV_REFLECTION = 2,
+	XDPL_CONV_CHECKS = 3,
+	XDPL_WHY_NO_CONNECTION = 9,    /* TCP without SYN that no socket owns */
+	XDPL_WHY_NO_SOCKET = 10,       /* UDP to a port no socket is bound to */
+	XDPL_WHY_NO_REQUEST = 11,      /* a reflector's answer to no request */
+	XDPL_SAMPLE_NO_REQUEST = 0xfb, /* level of a no_request sample */
+	/* Requests to reflector ports the egress program recorded: the
+	 * remote's address and port, the local ones, and for DNS the query
+	 * ID; at most this many, the least recently sent evicted. */
+	XDPL_REQUESTS_MAX = 1 << 16,
+	/* Each generation's reflector ports: a bitmap of 65536 bits, 1024
+	 * words, in xdpl_reflectors[gen * 1024 + port / 64]. */
+	XDPL_REFLECTOR_WORDS = 1024,
 	XDPL_SAMPLE_CONV = 0xfffd,	  /* slot of their drop samples */
 	XDPL_SAMPLE_NO_CONNECTION = 0xfd, /* level of a no_connection sample */
 	XDPL_SAMPLE_NO_SOCKET = 0xfc,	  /* level of a no_socket sample */

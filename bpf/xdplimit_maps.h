@@ -7,6 +7,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_structs.h"
+#include "conversation_structs.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -375,37 +376,6 @@ struct {
 	__type(value, struct xdpl_state);
 } xdpl_unparsed_state SEC(".maps");
 
-/* Conversation checks (conversation.h): this host's local addresses, kept
- * by the control plane from the local routing table; which checks are
- * armed; each check's per-CPU watch of what it drops, by destination slot;
- * and each CPU's count of packets a check that is not armed passed by. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, XDPL_LOCAL_MAX);
-	__type(key, struct xdpl_local_key);
-	__type(value, __u8);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-} xdpl_local SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xdpl_conv_ctl);
-} xdpl_conv_ctl SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XDPL_CONV_CHECKS *XDPL_CONV_SLOTS);
-	__type(key, __u32);
-	__type(value, struct xdpl_conv_watch);
-} xdpl_conv_watch SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, XDPL_CONV_CHECKS);
-	__type(key, __u32);
-	__type(value, __u64);
-} xdpl_conv_ticks SEC(".maps");
+#include "conversation_maps.h"
 
 #endif

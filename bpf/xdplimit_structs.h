@@ -95,7 +95,7 @@ struct xdpl_gen_cfg {
 	/* Changes with every write of the generation (never 0 once written):
 	 * what the per-CPU flow cache learned under another one is void. */
 	__u32 seq;
-	__u32 pad;
+	__u32 index; /* this generation's own index, 0 or 1 */
 	struct xdpl_synack_cfg synack;
 	/* The budget of the answers of reject rules: a token bucket shared by
 	 * every CPU, its state in xdpl_reject_budget (reject.h). */
@@ -104,6 +104,8 @@ struct xdpl_gen_cfg {
 	 * levels' keys read, all ones; the rest zero. A packet equal to another
 	 * under this mask gets the same rule and the same keys there (flows.h). */
 	struct xdpl_pkt sig_mask;
+	/* The reflection guard: how long a recorded request is answerable. */
+	__u64 refl_window_ns;
 };
 
 struct xdpl_control {
@@ -210,31 +212,6 @@ struct xdpl_unparsed_stats {
 	__u64 bytes;
 	__u64 dropped; /* by the policy's unparsed action or limit */
 	__u64 dropped_bytes;
-};
-
-/* A key of xdpl_local: an address or prefix of this host's local routing
- * table, IPv4 as an IPv4-mapped IPv6 address (::ffff:a.b.c.d, prefixlen
- * 96 + the IPv4 prefix). */
-struct xdpl_local_key {
-	__u32 prefixlen;
-	__u8 addr[16];
-};
-
-/* Which conversation checks the control plane armed (1 << XDPL_CONV_*). */
-struct xdpl_conv_ctl {
-	__u32 armed;
-	__u32 pad;
-};
-
-/* A slot of a check's watch (per CPU): packets it dropped, or would have
- * (XDPL_CONV_WATCH_EVERY each while not armed), and the last destination. */
-struct xdpl_conv_watch {
-	__u64 packets;
-	__be32 daddr[4];
-	__u16 dport;
-	__u8 family;
-	__u8 proto;
-	__u32 pad;
 };
 
 /* The policy for frames the parser cannot judge, per generation. */

@@ -360,5 +360,15 @@ func compileConversations(p *policy.Policy) maps.Conversations {
 		return maps.ConvCheck{On: c.When != policy.WhenOff, Always: c.When == policy.WhenAlways,
 			Shadow: c.Shadow || p.Mode == policy.ModeShadow}
 	}
-	return maps.Conversations{TCP: check(p.Conversations.TCP), UDP: check(p.Conversations.UDP)}
+	c := p.Conversations
+	out := maps.Conversations{TCP: check(c.TCP), UDP: check(c.UDP), Reflection: check(c.Reflection),
+		ReflectionWindow: c.Window}
+	if c.Reflection.When != policy.WhenOff {
+		for _, r := range c.ReflectorPorts {
+			for port := int(r.Lo); port <= int(r.Hi); port++ {
+				out.ReflectorPorts = append(out.ReflectorPorts, uint16(port))
+			}
+		}
+	}
+	return out
 }

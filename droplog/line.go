@@ -81,6 +81,8 @@ func action(s maps.DropSample) string {
 		return "no_connection"
 	case s.Level == maps.NoSocketLevel:
 		return "no_socket"
+	case s.Level == maps.NoRequestLevel:
+		return "no_request"
 	case s.Deny:
 		return "deny"
 	case s.Ban:

@@ -9,7 +9,8 @@
 // file per bpf2go run) that declares the same maps; maps.Load loads it onto
 // the limiter's maps. Its types are the limiter's (-no-global-types). So is
 // the wipe program (Wipe), which maps.Limiter.Reset runs to zero the large
-// arrays.
+// arrays, and the egress program (Egress), the reflection guard's request
+// recorder, which the loader puts on the interface's egress.
 //
 // XdplimitStages is the limiter built for the stage benchmark
 // (-DXDPL_BENCH_STAGES: it can end a packet after any stage, bpf/bench.h);
@@ -21,4 +22,5 @@ package gen
 //go:generate go tool bpf2go -cc clang-19 -target bpfel -go-package gen -output-stem xdplimit_stages -no-global-types XdplimitStages ../bpf/xdplimit.bpf.c -- -nostdinc -I../bpf -I../bpf/include -O2 -g -Wall -Werror -mcpu=v3 -DXDPL_BENCH_STAGES
 //go:generate go tool bpf2go -cc clang-19 -target bpfel -go-package gen -output-stem fleet_apply -no-global-types FleetApply ../bpf/fleet_apply.bpf.c -- -nostdinc -I../bpf -I../bpf/include -O2 -g -Wall -Werror -mcpu=v3
 //go:generate go tool bpf2go -cc clang-19 -target bpfel -go-package gen -output-stem wipe -no-global-types Wipe ../bpf/wipe.bpf.c -- -nostdinc -I../bpf -I../bpf/include -O2 -g -Wall -Werror -mcpu=v3
+//go:generate go tool bpf2go -cc clang-19 -target bpfel -go-package gen -output-stem egress -no-global-types Egress ../bpf/egress.bpf.c -- -nostdinc -I../bpf -I../bpf/include -O2 -g -Wall -Werror -mcpu=v3
 //go:generate go tool bpf2go -cc clang-19 -target bpfel -go-package gen -output-stem pktgen -type pktgen_mode -type pktgen_flags -type pktgen_stat -type pktgen_limits Pktgen ../bpf/pktgen.bpf.c -- -nostdinc -I../bpf -I../bpf/include -O2 -g -Wall -Werror -mcpu=v3

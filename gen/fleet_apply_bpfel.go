@@ -52,10 +52,12 @@ const (
 	FleetApplyMapXdplMeta           = "xdpl_meta"
 	FleetApplyMapXdplNames          = "xdpl_names"
 	FleetApplyMapXdplProto          = "xdpl_proto"
+	FleetApplyMapXdplReflectors     = "xdpl_reflectors"
 	FleetApplyMapXdplRefused        = "xdpl_refused"
 	FleetApplyMapXdplRejectBudget   = "xdpl_reject_budget"
 	FleetApplyMapXdplRejectSources  = "xdpl_reject_sources"
 	FleetApplyMapXdplReplyScratch   = "xdpl_reply_scratch"
+	FleetApplyMapXdplRequests       = "xdpl_requests"
 	FleetApplyMapXdplRules          = "xdpl_rules"
 	FleetApplyMapXdplScratch        = "xdpl_scratch"
 	FleetApplyMapXdplSketchMap      = "xdpl_sketch_map"
@@ -160,10 +162,12 @@ type FleetApplyMapSpecs struct {
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplReflectors     *ebpf.MapSpec `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.MapSpec `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.MapSpec `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.MapSpec `ebpf:"xdpl_reply_scratch"`
+	XdplRequests       *ebpf.MapSpec `ebpf:"xdpl_requests"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
 	XdplScratch        *ebpf.MapSpec `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
@@ -244,10 +248,12 @@ type FleetApplyMaps struct {
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplReflectors     *ebpf.Map `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.Map `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.Map `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.Map `ebpf:"xdpl_reply_scratch"`
+	XdplRequests       *ebpf.Map `ebpf:"xdpl_requests"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
 	XdplScratch        *ebpf.Map `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
@@ -304,10 +310,12 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplMeta,
 		m.XdplNames,
 		m.XdplProto,
+		m.XdplReflectors,
 		m.XdplRefused,
 		m.XdplRejectBudget,
 		m.XdplRejectSources,
 		m.XdplReplyScratch,
+		m.XdplRequests,
 		m.XdplRules,
 		m.XdplScratch,
 		m.XdplSketchMap,

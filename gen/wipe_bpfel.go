@@ -52,10 +52,12 @@ const (
 	WipeMapXdplMeta           = "xdpl_meta"
 	WipeMapXdplNames          = "xdpl_names"
 	WipeMapXdplProto          = "xdpl_proto"
+	WipeMapXdplReflectors     = "xdpl_reflectors"
 	WipeMapXdplRefused        = "xdpl_refused"
 	WipeMapXdplRejectBudget   = "xdpl_reject_budget"
 	WipeMapXdplRejectSources  = "xdpl_reject_sources"
 	WipeMapXdplReplyScratch   = "xdpl_reply_scratch"
+	WipeMapXdplRequests       = "xdpl_requests"
 	WipeMapXdplRules          = "xdpl_rules"
 	WipeMapXdplScratch        = "xdpl_scratch"
 	WipeMapXdplSketchMap      = "xdpl_sketch_map"
@@ -160,10 +162,12 @@ type WipeMapSpecs struct {
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplReflectors     *ebpf.MapSpec `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.MapSpec `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.MapSpec `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.MapSpec `ebpf:"xdpl_reply_scratch"`
+	XdplRequests       *ebpf.MapSpec `ebpf:"xdpl_requests"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
 	XdplScratch        *ebpf.MapSpec `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
@@ -244,10 +248,12 @@ type WipeMaps struct {
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplReflectors     *ebpf.Map `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.Map `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.Map `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.Map `ebpf:"xdpl_reply_scratch"`
+	XdplRequests       *ebpf.Map `ebpf:"xdpl_requests"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
 	XdplScratch        *ebpf.Map `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
@@ -304,10 +310,12 @@ func (m *WipeMaps) Close() error {
 		m.XdplMeta,
 		m.XdplNames,
 		m.XdplProto,
+		m.XdplReflectors,
 		m.XdplRefused,
 		m.XdplRejectBudget,
 		m.XdplRejectSources,
 		m.XdplReplyScratch,
+		m.XdplRequests,
 		m.XdplRules,
 		m.XdplScratch,
 		m.XdplSketchMap,

@@ -90,6 +90,9 @@ const (
 	XdplimitXdplConstXDPL_GF_CONV_UDP_ALWAYS     XdplimitXdplConst = 2048
 	XdplimitXdplConstXDPL_GF_CONV_TCP_SHADOW     XdplimitXdplConst = 4096
 	XdplimitXdplConstXDPL_GF_CONV_UDP_SHADOW     XdplimitXdplConst = 8192
+	XdplimitXdplConstXDPL_GF_CONV_REFL           XdplimitXdplConst = 16384
+	XdplimitXdplConstXDPL_GF_CONV_REFL_ALWAYS    XdplimitXdplConst = 32768
+	XdplimitXdplConstXDPL_GF_CONV_REFL_SHADOW    XdplimitXdplConst = 65536
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET       XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW       XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW     XdplimitXdplConst = 3
@@ -143,7 +146,10 @@ const (
 	XdplimitXdplConstXDPL_C_NO_SOCKET            XdplimitXdplConst = 27
 	XdplimitXdplConstXDPL_C_NO_SOCKET_SHADOW     XdplimitXdplConst = 28
 	XdplimitXdplConstXDPL_C_CONV_LOOKUPS         XdplimitXdplConst = 29
-	XdplimitXdplConstXDPL_NCOUNTERS              XdplimitXdplConst = 30
+	XdplimitXdplConstXDPL_C_NO_REQUEST           XdplimitXdplConst = 30
+	XdplimitXdplConstXDPL_C_NO_REQUEST_SHADOW    XdplimitXdplConst = 31
+	XdplimitXdplConstXDPL_C_REQUESTS             XdplimitXdplConst = 32
+	XdplimitXdplConstXDPL_NCOUNTERS              XdplimitXdplConst = 33
 	XdplimitXdplConstXDPL_CLOCK_KTIME            XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CLOCK_COARSE           XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_CLOCK_MAP              XdplimitXdplConst = 2
@@ -243,9 +249,14 @@ const (
 	XdplimitXdplConstXDPL_REJECT_QUOTE6          XdplimitXdplConst = 1232
 	XdplimitXdplConstXDPL_CONV_TCP               XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_CONV_UDP               XdplimitXdplConst = 1
-	XdplimitXdplConstXDPL_CONV_CHECKS            XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_CONV_REFLECTION        XdplimitXdplConst = 2
+	XdplimitXdplConstXDPL_CONV_CHECKS            XdplimitXdplConst = 3
 	XdplimitXdplConstXDPL_WHY_NO_CONNECTION      XdplimitXdplConst = 9
 	XdplimitXdplConstXDPL_WHY_NO_SOCKET          XdplimitXdplConst = 10
+	XdplimitXdplConstXDPL_WHY_NO_REQUEST         XdplimitXdplConst = 11
+	XdplimitXdplConstXDPL_SAMPLE_NO_REQUEST      XdplimitXdplConst = 251
+	XdplimitXdplConstXDPL_REQUESTS_MAX           XdplimitXdplConst = 65536
+	XdplimitXdplConstXDPL_REFLECTOR_WORDS        XdplimitXdplConst = 1024
 	XdplimitXdplConstXDPL_SAMPLE_CONV            XdplimitXdplConst = 65533
 	XdplimitXdplConstXDPL_SAMPLE_NO_CONNECTION   XdplimitXdplConst = 253
 	XdplimitXdplConstXDPL_SAMPLE_NO_SOCKET       XdplimitXdplConst = 252
@@ -356,16 +367,17 @@ type XdplimitXdplFlow struct {
 }
 
 type XdplimitXdplGenCfg struct {
-	_          structs.HostLayout
-	Dims       uint32
-	Nrules     uint32
-	Flags      uint32
-	SampleMask uint32
-	Seq        uint32
-	Pad        uint32
-	Synack     XdplimitXdplSynackCfg
-	Reject     XdplimitXdplLevel
-	SigMask    XdplimitXdplPkt
+	_            structs.HostLayout
+	Dims         uint32
+	Nrules       uint32
+	Flags        uint32
+	SampleMask   uint32
+	Seq          uint32
+	Index        uint32
+	Synack       XdplimitXdplSynackCfg
+	Reject       XdplimitXdplLevel
+	SigMask      XdplimitXdplPkt
+	ReflWindowNs uint64
 }
 
 type XdplimitXdplHost4 struct {
@@ -509,6 +521,17 @@ type XdplimitXdplReplyBuf struct {
 	B [1232]uint8
 }
 
+type XdplimitXdplRequestKey struct {
+	_      structs.HostLayout
+	Raddr  [4]uint32
+	Laddr  [4]uint32
+	Rport  uint16
+	Lport  uint16
+	DnsId  uint16
+	Family uint8
+	Pad    uint8
+}
+
 type XdplimitXdplRule struct {
 	_           structs.HostLayout
 	CounterSlot uint32
@@ -605,10 +628,12 @@ const (
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
 	XdplimitMapXdplProto           = "xdpl_proto"
+	XdplimitMapXdplReflectors      = "xdpl_reflectors"
 	XdplimitMapXdplRefused         = "xdpl_refused"
 	XdplimitMapXdplRejectBudget    = "xdpl_reject_budget"
 	XdplimitMapXdplRejectSources   = "xdpl_reject_sources"
 	XdplimitMapXdplReplyScratch    = "xdpl_reply_scratch"
+	XdplimitMapXdplRequests        = "xdpl_requests"
 	XdplimitMapXdplRules           = "xdpl_rules"
 	XdplimitMapXdplScratch         = "xdpl_scratch"
 	XdplimitMapXdplSketchMap       = "xdpl_sketch_map"
@@ -734,10 +759,12 @@ type XdplimitMapSpecs struct {
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplReflectors     *ebpf.MapSpec `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.MapSpec `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.MapSpec `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.MapSpec `ebpf:"xdpl_reply_scratch"`
+	XdplRequests       *ebpf.MapSpec `ebpf:"xdpl_requests"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
 	XdplScratch        *ebpf.MapSpec `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
@@ -839,10 +866,12 @@ type XdplimitMaps struct {
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplReflectors     *ebpf.Map `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.Map `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.Map `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.Map `ebpf:"xdpl_reply_scratch"`
+	XdplRequests       *ebpf.Map `ebpf:"xdpl_requests"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
 	XdplScratch        *ebpf.Map `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
@@ -899,10 +928,12 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplMeta,
 		m.XdplNames,
 		m.XdplProto,
+		m.XdplReflectors,
 		m.XdplRefused,
 		m.XdplRejectBudget,
 		m.XdplRejectSources,
 		m.XdplReplyScratch,
+		m.XdplRequests,
 		m.XdplRules,
 		m.XdplScratch,
 		m.XdplSketchMap,

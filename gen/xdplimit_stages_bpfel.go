@@ -52,10 +52,12 @@ const (
 	XdplimitStagesMapXdplMeta            = "xdpl_meta"
 	XdplimitStagesMapXdplNames           = "xdpl_names"
 	XdplimitStagesMapXdplProto           = "xdpl_proto"
+	XdplimitStagesMapXdplReflectors      = "xdpl_reflectors"
 	XdplimitStagesMapXdplRefused         = "xdpl_refused"
 	XdplimitStagesMapXdplRejectBudget    = "xdpl_reject_budget"
 	XdplimitStagesMapXdplRejectSources   = "xdpl_reject_sources"
 	XdplimitStagesMapXdplReplyScratch    = "xdpl_reply_scratch"
+	XdplimitStagesMapXdplRequests        = "xdpl_requests"
 	XdplimitStagesMapXdplRules           = "xdpl_rules"
 	XdplimitStagesMapXdplScratch         = "xdpl_scratch"
 	XdplimitStagesMapXdplSketchMap       = "xdpl_sketch_map"
@@ -183,10 +185,12 @@ type XdplimitStagesMapSpecs struct {
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
+	XdplReflectors     *ebpf.MapSpec `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.MapSpec `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.MapSpec `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.MapSpec `ebpf:"xdpl_reply_scratch"`
+	XdplRequests       *ebpf.MapSpec `ebpf:"xdpl_requests"`
 	XdplRules          *ebpf.MapSpec `ebpf:"xdpl_rules"`
 	XdplScratch        *ebpf.MapSpec `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.MapSpec `ebpf:"xdpl_sketch_map"`
@@ -290,10 +294,12 @@ type XdplimitStagesMaps struct {
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
+	XdplReflectors     *ebpf.Map `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
 	XdplRejectBudget   *ebpf.Map `ebpf:"xdpl_reject_budget"`
 	XdplRejectSources  *ebpf.Map `ebpf:"xdpl_reject_sources"`
 	XdplReplyScratch   *ebpf.Map `ebpf:"xdpl_reply_scratch"`
+	XdplRequests       *ebpf.Map `ebpf:"xdpl_requests"`
 	XdplRules          *ebpf.Map `ebpf:"xdpl_rules"`
 	XdplScratch        *ebpf.Map `ebpf:"xdpl_scratch"`
 	XdplSketchMap      *ebpf.Map `ebpf:"xdpl_sketch_map"`
@@ -350,10 +356,12 @@ func (m *XdplimitStagesMaps) Close() error {
 		m.XdplMeta,
 		m.XdplNames,
 		m.XdplProto,
+		m.XdplReflectors,
 		m.XdplRefused,
 		m.XdplRejectBudget,
 		m.XdplRejectSources,
 		m.XdplReplyScratch,
+		m.XdplRequests,
 		m.XdplRules,
 		m.XdplScratch,
 		m.XdplSketchMap,

@@ -223,6 +223,9 @@ func (a *Attachment) adopt(cfg Config) error {
 		err = l.Apply(cfg.Policy.Image)
 	}
 	if err == nil {
+		err = syncEgress(a.Ifindex, l, cfg.Policy.Image.Conversations.Reflection.On)
+	}
+	if err == nil {
 		err = lk.Update(l.Program())
 	}
 	if err != nil {
@@ -270,9 +273,20 @@ func (a *Attachment) attachNew(cfg Config, nl netlink.Link) (err error) {
 			l.Close()
 		}
 	}()
-	// The policy is in the maps before the first packet meets the program.
+	// The policy is in the maps, and the reflection guard's recorder on
+	// the egress, before the first packet meets the program.
 	if err = l.Apply(cfg.Policy.Image); err != nil {
 		return err
+	}
+	if cfg.Policy.Image.Conversations.Reflection.On {
+		if err = syncEgress(a.Ifindex, l, true); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				_ = removeEgress(a.Ifindex)
+			}
+		}()
 	}
 	lk, mode, nativeErr, err := attachXDP(l.Program(), a.Ifindex, cfg.Mode)
 	if err != nil {
@@ -324,8 +338,21 @@ func (a *Attachment) Reload(p Policy) error {
 	if err != nil {
 		return err
 	}
+	// The recorder goes on before a policy with the reflection guard is
+	// applied, and off after one without it is.
+	refl := img.Conversations.Reflection.On
+	if refl {
+		if err := syncEgress(a.Ifindex, a.Limiter, true); err != nil {
+			return err
+		}
+	}
 	if err := a.Limiter.Apply(img); err != nil {
 		return err
+	}
+	if !refl {
+		if err := removeEgress(a.Ifindex); err != nil {
+			return err
+		}
 	}
 	return a.Limiter.SetPolicyInfo(p.Path, p.SHA256)
 }
@@ -344,7 +371,7 @@ func (a *Attachment) Close() error {
 // (an immediate re-attach would find it still there).
 func (a *Attachment) Detach() error {
 	defer unlockInterface(a.lock)
-	err := detachLink(a.link)
+	err := errors.Join(detachLink(a.link), removeEgress(a.Ifindex))
 	a.link.Close()
 	a.Limiter.Close()
 	return errors.Join(err, removePins(a.dir))

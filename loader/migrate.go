@@ -104,6 +104,9 @@ func (a *Attachment) migrate(cfg Config, lk link.Link, pinned map[string]*ebpf.M
 	if err != nil {
 		return fail(err)
 	}
+	if err := syncEgress(a.Ifindex, l, cfg.Policy.Image.Conversations.Reflection.On); err != nil {
+		return fail(err)
+	}
 	if err := lk.Update(l.Program()); err != nil {
 		os.RemoveAll(staged)
 		os.Remove(stagingRoot)

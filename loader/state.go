@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 
 	"github.com/xdplimit/xdplimit/maps"
 )
@@ -110,6 +111,12 @@ func Detach(iface string) error {
 		err := detachLink(lk)
 		lk.Close()
 		if err != nil {
+			return err
+		}
+	}
+	// The reflection guard's recorder on the egress goes too.
+	if nl, err := netlink.LinkByName(iface); err == nil {
+		if err := removeEgress(nl.Attrs().Index); err != nil {
 			return err
 		}
 	}

@@ -73,6 +73,7 @@ func (l *Limiter) Apply(img *Image) error {
 		return fmt.Errorf("writing the new policy (the old one stays in force): %w", err)
 	}
 	ctl.Gen[next] = p.cfg
+	ctl.Gen[next].Index = next
 	ctl.Gen[next].Seq = nextSeq(&ctl)
 	if err := l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny); err != nil {
 		return err
@@ -97,6 +98,9 @@ func (l *Limiter) writeNext(g, next uint32, img *Image, p *plan) error {
 	}
 	if err := l.writeUnparsed(g, next, img.Unparsed); err != nil {
 		return fmt.Errorf("unparsed: %w", err)
+	}
+	if err := l.writeReflectors(next, img.Conversations.ReflectorPorts); err != nil {
+		return err
 	}
 	if img.Local != nil {
 		return l.SetLocal(img.Local)

@@ -183,6 +183,12 @@ const (
 	CounterNoSocket           = Counter(gen.XdplimitXdplConstXDPL_C_NO_SOCKET)
 	CounterNoSocketShadow     = Counter(gen.XdplimitXdplConstXDPL_C_NO_SOCKET_SHADOW)
 	CounterConvLookups        = Counter(gen.XdplimitXdplConstXDPL_C_CONV_LOOKUPS)
+	// The reflection guard: datagrams from a reflector's port that
+	// answer no request this host sent, dropped or (in shadow) passed;
+	// and the requests the egress program recorded.
+	CounterNoRequest       = Counter(gen.XdplimitXdplConstXDPL_C_NO_REQUEST)
+	CounterNoRequestShadow = Counter(gen.XdplimitXdplConstXDPL_C_NO_REQUEST_SHADOW)
+	CounterRequests        = Counter(gen.XdplimitXdplConstXDPL_C_REQUESTS)
 )
 
 // RejectReasons lists the counters of the packets reject rules dropped
@@ -227,6 +233,9 @@ var counterNames = map[Counter]string{
 	CounterNoSocket:           "no_socket",
 	CounterNoSocketShadow:     "no_socket_shadow",
 	CounterConvLookups:        "conversation_lookups",
+	CounterNoRequest:          "no_request",
+	CounterNoRequestShadow:    "no_request_shadow",
+	CounterRequests:           "requests_recorded",
 }
 
 func (c Counter) String() string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -23,9 +24,17 @@ type ConvCheck struct {
 }
 
 // Conversations is the conversation checks of a policy: TCP without SYN to
-// this host must belong to a socket, UDP must reach one.
+// this host must belong to a socket, UDP must reach one, and a datagram
+// from a reflector's port must answer a request this host sent.
 type Conversations struct {
 	TCP, UDP ConvCheck
+	// Reflection is the reflection guard: a datagram from one of
+	// ReflectorPorts, to a port that is not one, must answer a request
+	// this host sent there within ReflectionWindow (the egress program,
+	// EgressProgram, records them).
+	Reflection       ConvCheck
+	ReflectorPorts   []uint16
+	ReflectionWindow time.Duration
 }
 
 // Check names a conversation check, the index of its watch and of its bit
@@ -35,6 +44,8 @@ type Check int
 const (
 	CheckTCP = Check(gen.XdplimitXdplConstXDPL_CONV_TCP)
 	CheckUDP = Check(gen.XdplimitXdplConstXDPL_CONV_UDP)
+	// CheckReflection is the reflection guard.
+	CheckReflection = Check(gen.XdplimitXdplConstXDPL_CONV_REFLECTION)
 	// Checks is the number of conversation checks.
 	Checks = int(gen.XdplimitXdplConstXDPL_CONV_CHECKS)
 	// ConvSlots is the number of destination slots in each check's watch.
@@ -52,20 +63,28 @@ func (c Check) String() string {
 		return "tcp"
 	case CheckUDP:
 		return "udp"
+	case CheckReflection:
+		return "reflection"
 	}
 	return fmt.Sprintf("check(%d)", int(c))
 }
 
 // Of returns the configuration of check c.
 func (cv Conversations) Of(c Check) ConvCheck {
-	if c == CheckUDP {
+	switch c {
+	case CheckUDP:
 		return cv.UDP
+	case CheckReflection:
+		return cv.Reflection
 	}
 	return cv.TCP
 }
 
+// AllChecks lists the conversation checks.
+var AllChecks = []Check{CheckTCP, CheckUDP, CheckReflection}
+
 // Any says whether some check is on.
-func (cv Conversations) Any() bool { return cv.TCP.On || cv.UDP.On }
+func (cv Conversations) Any() bool { return cv.TCP.On || cv.UDP.On || cv.Reflection.On }
 
 func (cv Conversations) flags() uint32 {
 	var f uint32
@@ -75,6 +94,7 @@ func (cv Conversations) flags() uint32 {
 	}{
 		{cv.TCP, gen.XdplimitXdplConstXDPL_GF_CONV_TCP, gen.XdplimitXdplConstXDPL_GF_CONV_TCP_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_TCP_SHADOW},
 		{cv.UDP, gen.XdplimitXdplConstXDPL_GF_CONV_UDP, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_SHADOW},
+		{cv.Reflection, gen.XdplimitXdplConstXDPL_GF_CONV_REFL, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_SHADOW},
 	} {
 		if !c.cc.On {
 			continue
@@ -211,4 +231,34 @@ func (l *Limiter) ConvWatch(c Check) ([]WatchSlot, error) {
 		}
 	}
 	return out, nil
+}
+
+// ConversationsInForce returns the conversation checks of the policy in
+// force, read back from its generation's flags.
+func (l *Limiter) ConversationsInForce() (Conversations, error) {
+	g, ctl, err := l.active()
+	if err != nil {
+		return Conversations{}, err
+	}
+	f := ctl.Gen[g].Flags
+	check := func(on, always, inShadow gen.XdplimitXdplConst) ConvCheck {
+		return ConvCheck{On: f&uint32(on) != 0, Always: f&uint32(always) != 0, Shadow: f&uint32(inShadow) != 0}
+	}
+	return Conversations{
+		TCP:              check(gen.XdplimitXdplConstXDPL_GF_CONV_TCP, gen.XdplimitXdplConstXDPL_GF_CONV_TCP_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_TCP_SHADOW),
+		UDP:              check(gen.XdplimitXdplConstXDPL_GF_CONV_UDP, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_SHADOW),
+		Reflection:       check(gen.XdplimitXdplConstXDPL_GF_CONV_REFL, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_SHADOW),
+		ReflectionWindow: time.Duration(ctl.Gen[g].ReflWindowNs),
+	}, nil
+}
+
+// When names how c runs: off, under_attack or always.
+func (c ConvCheck) When() string {
+	switch {
+	case !c.On:
+		return "off"
+	case c.Always:
+		return "always"
+	}
+	return "under_attack"
 }

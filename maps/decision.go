@@ -25,6 +25,9 @@ const (
 	// WhyNoSocket: UDP to a port of this host without a socket.
 	WhyNoConnection = Why(gen.XdplimitXdplConstXDPL_WHY_NO_CONNECTION)
 	WhyNoSocket     = Why(gen.XdplimitXdplConstXDPL_WHY_NO_SOCKET)
+	// WhyNoRequest: a datagram from a reflector's port that answers no
+	// request this host sent.
+	WhyNoRequest = Why(gen.XdplimitXdplConstXDPL_WHY_NO_REQUEST)
 )
 
 func (w Why) String() string {
@@ -49,6 +52,8 @@ func (w Why) String() string {
 		return "no connection"
 	case WhyNoSocket:
 		return "no socket"
+	case WhyNoRequest:
+		return "no request"
 	}
 	return fmt.Sprintf("why(%d)", uint32(w))
 }

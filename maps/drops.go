@@ -24,6 +24,7 @@ const CookieACKLevel = -2
 const (
 	NoConnectionLevel = -3
 	NoSocketLevel     = -4
+	NoRequestLevel    = -5 // a reflector's answer to no request
 )
 
 // DropSample is one sampled dropped packet.
@@ -60,6 +61,7 @@ const (
 	// The conversation checks' drops (bpf/conversation.h).
 	ListNoConnection = "_no_connection"
 	ListNoSocket     = "_no_socket"
+	ListNoRequest    = "_no_request"
 )
 
 // ListName is the name s goes by in place of a rule's when the deny list,
@@ -74,6 +76,8 @@ func (s DropSample) ListName() (name string, ok bool) {
 		return ListNoConnection, true
 	case s.Level == NoSocketLevel:
 		return ListNoSocket, true
+	case s.Level == NoRequestLevel:
+		return ListNoRequest, true
 	}
 	return "", false
 }
@@ -201,6 +205,8 @@ func dropSample(s *gen.XdplimitXdplDropSample) DropSample {
 		d.Level = NoConnectionLevel
 	case uint32(gen.XdplimitXdplConstXDPL_SAMPLE_NO_SOCKET):
 		d.Level = NoSocketLevel
+	case uint32(gen.XdplimitXdplConstXDPL_SAMPLE_NO_REQUEST):
+		d.Level = NoRequestLevel
 	}
 	if d.HasPorts {
 		d.SrcPort, d.DstPort = s.Sport, s.Dport

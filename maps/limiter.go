@@ -82,6 +82,7 @@ type Limiter struct {
 	objs        gen.XdplimitObjects
 	fleetApply  *ebpf.Program   // bpf/fleet_apply.bpf.c; nil for OpenPinned
 	wipe        *ebpf.Program   // bpf/wipe.bpf.c, loaded by the first Reset
+	egress      *ebpf.Program   // bpf/egress.bpf.c, loaded by EgressProgram
 	fleetKeys   *ringbuf.Reader // opened by DrainFleetKeys
 	clock       Clock
 	tickNs      uint64
@@ -403,6 +404,9 @@ func (l *Limiter) Close() error {
 	}
 	if l.fleetApply != nil {
 		l.fleetApply.Close()
+	}
+	if l.egress != nil {
+		l.egress.Close()
 	}
 	if l.wipe != nil {
 		l.wipe.Close()

@@ -69,6 +69,8 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplConvCtl, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplConvCtl }},
 	{gen.XdplimitMapXdplConvWatch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplConvWatch }},
 	{gen.XdplimitMapXdplConvTicks, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplConvTicks }},
+	{gen.XdplimitMapXdplReflectors, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplReflectors }},
+	{gen.XdplimitMapXdplRequests, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplRequests }},
 }
 
 // MapNames lists every map of the limiter, the unit of pinning.

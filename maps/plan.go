@@ -202,6 +202,7 @@ func (p *plan) planConfig(in planInput) error {
 		p.cfg.Flags |= gfShadow
 	}
 	p.cfg.Flags |= aclFlags(in.img) | in.img.Conversations.flags()
+	p.cfg.ReflWindowNs = uint64(in.img.Conversations.ReflectionWindow)
 	return nil
 }
 

@@ -167,6 +167,8 @@ func (f collectorFrames) wantTraffic() map[string]map[string]float64 {
 			series("xdplimit_packets_total", "_no_connection", "shadow_drop"): 0,
 			series("xdplimit_packets_total", "_no_socket", "drop"):            0,
 			series("xdplimit_packets_total", "_no_socket", "shadow_drop"):     0,
+			series("xdplimit_packets_total", "_no_request", "drop"):           0,
+			series("xdplimit_packets_total", "_no_request", "shadow_drop"):    0,
 		},
 		"xdplimit_bytes_total": {
 			series("xdplimit_bytes_total", "dns", "pass"):                   n(f.dnsA, 2) + n(f.dnsB, 1),
@@ -188,6 +190,8 @@ func (f collectorFrames) wantTraffic() map[string]map[string]float64 {
 			series("xdplimit_bytes_total", "_no_connection", "shadow_drop"): 0,
 			series("xdplimit_bytes_total", "_no_socket", "drop"):            0,
 			series("xdplimit_bytes_total", "_no_socket", "shadow_drop"):     0,
+			series("xdplimit_bytes_total", "_no_request", "drop"):           0,
+			series("xdplimit_bytes_total", "_no_request", "shadow_drop"):    0,
 		},
 		"xdplimit_bans_started_total": {
 			`xdplimit_bans_started_total{interface="test0",kind="rule"}`:   0,

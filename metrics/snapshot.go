@@ -21,6 +21,7 @@ const (
 	// to a port without a socket: dropped (shadow_drop in shadow).
 	RuleNoConnection = maps.ListNoConnection
 	RuleNoSocket     = maps.ListNoSocket
+	RuleNoRequest    = maps.ListNoRequest // the reflection guard
 )
 
 // Snapshot is one reading of an interface's counters. Reading it costs a
@@ -114,6 +115,8 @@ func (s Snapshot) Series() []Series {
 		Series{RuleNoConnection, maps.VerdictShadow, c[maps.CounterNoConnectionShadow]},
 		Series{RuleNoSocket, maps.VerdictDrop, c[maps.CounterNoSocket]},
 		Series{RuleNoSocket, maps.VerdictShadow, c[maps.CounterNoSocketShadow]},
+		Series{RuleNoRequest, maps.VerdictDrop, c[maps.CounterNoRequest]},
+		Series{RuleNoRequest, maps.VerdictShadow, c[maps.CounterNoRequestShadow]},
 	)
 }
 

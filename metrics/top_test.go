@@ -43,7 +43,7 @@ func TestRates(t *testing.T) {
 		got[r.Rule] = r
 		order = append(order, r.Rule)
 	}
-	if want := "dns new reset _allow _deny _unmatched _malformed _non_ip _ban _no_connection _no_socket"; strings.Join(order, " ") != want {
+	if want := "dns new reset _allow _deny _unmatched _malformed _non_ip _ban _no_connection _no_socket _no_request"; strings.Join(order, " ") != want {
 		t.Errorf("rows %v, want %s", order, want)
 	}
 	for _, c := range []struct {

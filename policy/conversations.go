@@ -5,6 +5,7 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 )
@@ -45,6 +46,13 @@ type Conversations struct {
 	TCP ConvCheck
 	// UDP: a datagram must reach a bound or connected socket.
 	UDP ConvCheck
+	// Reflection: a datagram from one of ReflectorPorts (a service
+	// reflection floods abuse) to a port that is not one must answer a
+	// request this host sent to that address and port within Window, and
+	// a DNS answer must carry the query's ID.
+	Reflection     ConvCheck
+	ReflectorPorts []PortRange
+	Window         time.Duration
 	// ArmRate is the rate, in packets a second, of what a check would
 	// drop at one destination (address, protocol, port) that arms an
 	// under_attack check; below half of it for Hold, the check disarms.
@@ -58,23 +66,45 @@ type Conversations struct {
 const (
 	DefaultArmRate = 1000
 	DefaultArmHold = time.Minute
-	maxArmRate     = 100_000_000
-	minArmHold     = time.Second
-	maxArmHold     = 24 * time.Hour
+	// DefaultReflectionWindow is how long a request stays answerable.
+	DefaultReflectionWindow = 30 * time.Second
+	minReflectionWindow     = 100 * time.Millisecond
+	maxReflectionWindow     = time.Hour
+	maxArmRate              = 100_000_000
+	minArmHold              = time.Second
+	maxArmHold              = 24 * time.Hour
 )
 
+// DefaultReflectorPorts are the services reflection floods abuse most:
+// QOTD 17, chargen 19, DNS 53, portmap 111, NTP 123, NetBIOS 137, SNMP 161,
+// CLDAP 389, RIP 520, MS SQL 1434, SSDP 1900, ARD 3283, WS-Discovery
+// 3702, Ubiquiti discovery 10001, memcached 11211.
+var DefaultReflectorPorts = []PortRange{{17, 17}, {19, 19}, {53, 53}, {111, 111}, {123, 123}, {137, 137},
+	{161, 161}, {389, 389}, {520, 520}, {1434, 1434}, {1900, 1900}, {3283, 3283}, {3702, 3702},
+	{10001, 10001}, {11211, 11211}}
+
 // DefaultConversations is the section of a policy without one: every
-// check off, the arm rate and hold at their defaults.
+// check off, the arm rate and hold, the reflector ports and the window at
+// their defaults.
 func DefaultConversations() Conversations {
-	return Conversations{ArmRate: DefaultArmRate, Hold: DefaultArmHold}
+	return Conversations{ArmRate: DefaultArmRate, Hold: DefaultArmHold,
+		ReflectorPorts: DefaultReflectorPorts, Window: DefaultReflectionWindow}
 }
 
 // Any says whether some check is on.
-func (c Conversations) Any() bool { return c.TCP.When != WhenOff || c.UDP.When != WhenOff }
+func (c Conversations) Any() bool {
+	return c.TCP.When != WhenOff || c.UDP.When != WhenOff || c.Reflection.When != WhenOff
+}
 
 // UnderAttack says whether some check is armed by the rate it watches.
 func (c Conversations) UnderAttack() bool {
-	return c.TCP.When == WhenUnderAttack || c.UDP.When == WhenUnderAttack
+	return c.TCP.When == WhenUnderAttack || c.UDP.When == WhenUnderAttack || c.Reflection.When == WhenUnderAttack
+}
+
+// Equal says whether c and o are the same section.
+func (c Conversations) Equal(o Conversations) bool {
+	return c.TCP == o.TCP && c.UDP == o.UDP && c.Reflection == o.Reflection && c.ArmRate == o.ArmRate &&
+		c.Hold == o.Hold && c.Window == o.Window && slices.Equal(c.ReflectorPorts, o.ReflectorPorts)
 }
 
 func (c ConvCheck) String() string {
@@ -90,6 +120,14 @@ func (c Conversations) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "TCP without SYN to this host that no socket owns: %s; UDP to a port of this host without a socket: %s",
 		c.TCP, c.UDP)
+	if c.Reflection.When != WhenOff {
+		ports := make([]string, len(c.ReflectorPorts))
+		for i, p := range c.ReflectorPorts {
+			ports[i] = p.String()
+		}
+		fmt.Fprintf(&b, "; UDP from a reflector's port (%s) that answers no request sent there in the last %s: %s",
+			strings.Join(ports, ","), formatDuration(c.Window), c.Reflection)
+	}
 	if c.UnderAttack() {
 		fmt.Fprintf(&b, "; under_attack arms at %d/s to one destination, disarms after %s below half of it",
 			c.ArmRate, formatDuration(c.Hold))
@@ -106,15 +144,20 @@ func (c Conversations) String() string {
 func (d *decoder) conversations(f field) Conversations {
 	c := DefaultConversations()
 	c.Set = true
-	m := d.mapping(f.value, "conversations", "tcp", "udp", "arm")
+	m := d.mapping(f.value, "conversations", "tcp", "udp", "reflection", "arm")
 	if m == nil {
 		return c
 	}
 	if cf, ok := m["tcp"]; ok {
-		c.TCP = d.convCheck(cf, "conversations.tcp")
+		c.TCP, _ = d.convCheck(cf, "conversations.tcp")
 	}
 	if cf, ok := m["udp"]; ok {
-		c.UDP = d.convCheck(cf, "conversations.udp")
+		c.UDP, _ = d.convCheck(cf, "conversations.udp")
+	}
+	if cf, ok := m["reflection"]; ok {
+		var m map[string]field
+		c.Reflection, m = d.convCheck(cf, "conversations.reflection", "ports", "window")
+		d.reflection(m, &c)
 	}
 	if af, ok := m["arm"]; ok {
 		d.convArm(af, &c)
@@ -125,20 +168,21 @@ func (d *decoder) conversations(f field) Conversations {
 	return c
 }
 
-// convCheck decodes one check: a word (when), or {when, action}.
-func (d *decoder) convCheck(f field, path string) ConvCheck {
+// convCheck decodes one check: a word (when), or {when, action} and the
+// check's own fields (more).
+func (d *decoder) convCheck(f field, path string, more ...string) (ConvCheck, map[string]field) {
 	n := d.deref(f.value, path)
 	if n == nil {
-		return ConvCheck{}
+		return ConvCheck{}, nil
 	}
 	if !isMappingNode(n) {
 		w, _ := d.enum(n, path, "when", whenNames)
-		return ConvCheck{When: When(w)}
+		return ConvCheck{When: When(w)}, nil
 	}
 	c := ConvCheck{When: WhenUnderAttack}
-	m := d.mapping(n, path, "when", "action")
+	m := d.mapping(n, path, append([]string{"when", "action"}, more...)...)
 	if m == nil {
-		return c
+		return c, nil
 	}
 	if wf, ok := m["when"]; ok {
 		w, _ := d.enum(wf.value, path+".when", "when", whenNames)
@@ -148,7 +192,7 @@ func (d *decoder) convCheck(f field, path string) ConvCheck {
 		a, _ := d.enum(af.value, path+".action", "action", []string{"drop", "shadow"})
 		c.Shadow = a == 1
 	}
-	return c
+	return c, m
 }
 
 // convArm decodes arm: {rate, hold}.
@@ -195,4 +239,24 @@ func isMappingNode(n ast.Node) bool {
 		return true
 	}
 	return false
+}
+
+// reflection decodes the reflection check's own fields: ports and window.
+func (d *decoder) reflection(m map[string]field, c *Conversations) {
+	if pf, ok := m["ports"]; ok {
+		c.ReflectorPorts = d.ports(pf.value, "conversations.reflection.ports")
+	}
+	if wf, ok := m["window"]; ok {
+		if s, ok := d.scalar(wf.value, "conversations.reflection.window", "a duration like 30s"); ok {
+			v, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				d.errorf(wf.value, "conversations.reflection.window", "window %q is not a duration; use e.g. 30s", s)
+			case v < minReflectionWindow || v > maxReflectionWindow:
+				d.errorf(wf.value, "conversations.reflection.window", "window %s: give %s to %s", s, minReflectionWindow, maxReflectionWindow)
+			default:
+				c.Window = v
+			}
+		}
+	}
 }

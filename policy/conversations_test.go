@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,12 +27,30 @@ func TestConversationsSection(t *testing.T) {
 		{name: "all off", src: "conversations: {tcp: off}\nrules: []\n", check: want(off, off, 1000, time.Minute),
 			warns: []string{"p.yaml:1:1: conversations: every check is off: the section has no effect"}},
 
+		{name: "reflection", src: "conversations: {reflection: always}\nrules: []\n", check: func(t *testing.T, p *Policy) {
+			c := p.Conversations
+			if c.Reflection.When != WhenAlways || len(c.ReflectorPorts) != len(DefaultReflectorPorts) || c.Window != 30*time.Second {
+				t.Fatalf("reflection %+v ports %v window %v", c.Reflection, c.ReflectorPorts, c.Window)
+			}
+		}},
+		{name: "reflection ports and window", src: "conversations:\n  reflection: {ports: [53, 123, 5353], window: 5s, action: shadow}\nrules: []\n",
+			check: func(t *testing.T, p *Policy) {
+				c := p.Conversations
+				want := []PortRange{{53, 53}, {123, 123}, {5353, 5353}}
+				if c.Reflection != (ConvCheck{When: WhenUnderAttack, Shadow: true}) || !slices.Equal(c.ReflectorPorts, want) || c.Window != 5*time.Second {
+					t.Fatalf("reflection %+v ports %v window %v", c.Reflection, c.ReflectorPorts, c.Window)
+				}
+			}},
+		{name: "reflection window too short", src: "conversations: {reflection: {window: 1ms}}\nrules: []\n", errs: []string{
+			"p.yaml:1:38: conversations.reflection.window: window 1ms: give 100ms to 1h0m0s"}},
+		{name: "ports on tcp", src: "conversations: {tcp: {ports: [53]}}\nrules: []\n", errs: []string{
+			`p.yaml:1:23: conversations.tcp: unknown field "ports"; allowed: when, action`}},
 		{name: "unknown when", src: "conversations: {tcp: sometimes}\nrules: []\n", errs: []string{
 			`p.yaml:1:22: conversations.tcp: unknown when "sometimes"; use off, under_attack or always`}},
 		{name: "unknown action", src: "conversations: {tcp: {action: reject}}\nrules: []\n", errs: []string{
 			`p.yaml:1:31: conversations.tcp.action: unknown action "reject"; use drop or shadow`}},
 		{name: "unknown check", src: "conversations: {icmp: always}\nrules: []\n", errs: []string{
-			`p.yaml:1:17: conversations: unknown field "icmp" (did you mean "tcp"?); allowed: tcp, udp, arm`}},
+			`p.yaml:1:17: conversations: unknown field "icmp" (did you mean "tcp"?); allowed: tcp, udp, reflection, arm`}},
 		{name: "byte rate", src: "conversations: {tcp: always, arm: {rate: 1MB/s}}\nrules: []\n", errs: []string{
 			"p.yaml:1:42: conversations.arm.rate: rate 1MB/s counts bytes; give packets per second, like 1000/s"}},
 		{name: "slow rate", src: "conversations: {tcp: always, arm: {rate: 30/m}}\nrules: []\n", errs: []string{

@@ -20,6 +20,8 @@ PKGS=(
   libsqlite3-0
   # stress-ng: reproduces a loaded machine beside the timing tests (docs/fleet.md, test/vm).
   stress-ng
+  # A real DNS server and load generator for the reflection guard's end-to-end test.
+  dnsmasq-base dnsperf bind9-dnsutils
 )
 
 if [ "$(id -u)" -ne 0 ]; then

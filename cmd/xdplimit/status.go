@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -190,12 +191,9 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "  allow %d, deny %d, deny (shadow) %d, unmatched %d, malformed %d, non-IP %d pkts\n",
-		cs[maps.CounterAllow].Packets, cs[maps.CounterDeny].Packets, cs[maps.CounterDenyShadow].Packets,
-		cs[maps.CounterUnmatched].Packets, cs[maps.CounterMalformed].Packets, cs[maps.CounterNonIP].Packets)
-	fmt.Fprintf(w, "  new sources %d, table insert failures %d, contended updates %d, refused from cache %d (by flow %d)\n",
-		cs[maps.CounterNewSource].Packets, cs[maps.CounterInsertFail].Packets, cs[maps.CounterCASExhausted].Packets,
-		cs[maps.CounterRefusedCached].Packets+cs[maps.CounterFlowCached].Packets, cs[maps.CounterFlowCached].Packets)
+	if err := printGlobalCounters(w, s.Limiter, cs); err != nil {
+		return err
+	}
 	levels, err := s.Limiter.FleetLevels()
 	if err != nil {
 		return err
@@ -238,4 +236,55 @@ func escapeAll(ss []string) []string {
 		out[i] = termsafe.Escape(s)
 	}
 	return out
+}
+
+// printConversations writes the conversation checks' line: how each runs,
+// whether it is armed, and what they dropped. Nothing when every check is
+// off and never dropped.
+func printConversations(w io.Writer, l *maps.Limiter, cs map[maps.Counter]maps.CounterValue) error {
+	cv, err := l.ConversationsInForce()
+	if err != nil {
+		return err
+	}
+	armed, err := l.ConvArmed()
+	if err != nil {
+		return err
+	}
+	dropped := cs[maps.CounterNoConnection].Packets + cs[maps.CounterNoSocket].Packets + cs[maps.CounterNoRequest].Packets +
+		cs[maps.CounterNoConnectionShadow].Packets + cs[maps.CounterNoSocketShadow].Packets + cs[maps.CounterNoRequestShadow].Packets
+	if !cv.Any() && dropped == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "  conversations:")
+	for _, c := range maps.AllChecks {
+		cc := cv.Of(c)
+		state := cc.When()
+		if cc.On && (cc.Always || slices.Contains(armed, c)) {
+			state += ", armed"
+		}
+		if cc.On && cc.Shadow {
+			state += ", in shadow"
+		}
+		fmt.Fprintf(w, " %s %s;", c, state)
+	}
+	fmt.Fprintf(w, " dropped no_connection %d, no_socket %d, no_request %d (in shadow %d, %d, %d); %d looked up, %d requests recorded\n",
+		cs[maps.CounterNoConnection].Packets, cs[maps.CounterNoSocket].Packets, cs[maps.CounterNoRequest].Packets,
+		cs[maps.CounterNoConnectionShadow].Packets, cs[maps.CounterNoSocketShadow].Packets, cs[maps.CounterNoRequestShadow].Packets,
+		cs[maps.CounterConvLookups].Packets, cs[maps.CounterRequests].Packets)
+	return nil
+}
+
+// printGlobalCounters writes the counters of what no rule decided: the
+// lists, the conversation checks, the state table.
+func printGlobalCounters(w io.Writer, l *maps.Limiter, cs map[maps.Counter]maps.CounterValue) error {
+	fmt.Fprintf(w, "  allow %d, deny %d, deny (shadow) %d, unmatched %d, malformed %d, non-IP %d pkts\n",
+		cs[maps.CounterAllow].Packets, cs[maps.CounterDeny].Packets, cs[maps.CounterDenyShadow].Packets,
+		cs[maps.CounterUnmatched].Packets, cs[maps.CounterMalformed].Packets, cs[maps.CounterNonIP].Packets)
+	if err := printConversations(w, l, cs); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  new sources %d, table insert failures %d, contended updates %d, refused from cache %d (by flow %d)\n",
+		cs[maps.CounterNewSource].Packets, cs[maps.CounterInsertFail].Packets, cs[maps.CounterCASExhausted].Packets,
+		cs[maps.CounterRefusedCached].Packets+cs[maps.CounterFlowCached].Packets, cs[maps.CounterFlowCached].Packets)
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"slices"
 	"time"
 
 	"github.com/xdplimit/xdplimit/agent"
@@ -33,6 +34,15 @@ type statusJSON struct {
 	// Counters are the global counters by name (docs/metrics.md).
 	Counters map[string]countJSON `json:"counters"`
 	Fleet    *fleetJSON           `json:"fleet,omitempty"`
+	// Conversations: how each conversation check runs now (what they
+	// dropped is in Counters: no_connection, no_socket, ...).
+	Conversations map[string]convCheckJSON `json:"conversations"`
+}
+
+type convCheckJSON struct {
+	When   string `json:"when"` // off, under_attack or always
+	Armed  bool   `json:"armed"`
+	Shadow bool   `json:"shadow"`
 }
 
 type policyJSON struct {
@@ -127,6 +137,9 @@ func statusOf(s *loader.State, countSources bool) (statusJSON, error) {
 	for c, v := range cs {
 		st.Counters[c.String()] = countJSON(v)
 	}
+	if st.Conversations, err = conversationsOf(s.Limiter); err != nil {
+		return st, err
+	}
 	levels, err := s.Limiter.FleetLevels()
 	if err != nil {
 		return st, err
@@ -152,4 +165,22 @@ func fleetState(iface string, owner bool) string {
 		return "pending"
 	}
 	return "down"
+}
+
+func conversationsOf(l *maps.Limiter) (map[string]convCheckJSON, error) {
+	cv, err := l.ConversationsInForce()
+	if err != nil {
+		return nil, err
+	}
+	armed, err := l.ConvArmed()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]convCheckJSON{}
+	for _, c := range maps.AllChecks {
+		cc := cv.Of(c)
+		out[c.String()] = convCheckJSON{When: cc.When(), Armed: cc.On && (cc.Always || slices.Contains(armed, c)),
+			Shadow: cc.On && cc.Shadow}
+	}
+	return out, nil
 }

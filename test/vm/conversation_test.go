@@ -38,7 +38,8 @@ func (cl *cookieLab) conversationCounters(t *testing.T) map[maps.Counter]uint64 
 		t.Fatal(err)
 	}
 	out := map[maps.Counter]uint64{}
-	for _, c := range []maps.Counter{maps.CounterNoConnection, maps.CounterNoSocket, maps.CounterConvLookups} {
+	for _, c := range []maps.Counter{maps.CounterNoConnection, maps.CounterNoSocket, maps.CounterNoRequest,
+		maps.CounterRequests, maps.CounterConvLookups} {
 		out[c] = cs[c].Packets
 	}
 	return out
@@ -209,6 +210,12 @@ func TestConversationUnderAttack(t *testing.T) {
 	flood := cl.startFlood(t, cl.udpFlood(), forgedSources, floodBound)
 	p.waitFor(t, "conversations: check armed", time.Minute)
 	armedAt := cl.stack(t).minus(before)
+	if c := cl.statusJSON(t).Interfaces[0].Conversations["udp"]; c.When != "under_attack" || !c.Armed {
+		t.Errorf("status while armed: udp %+v, want under_attack and armed", c)
+	}
+	if out, err := cl.run(t, "status", cl.PeerName); err != nil || !strings.Contains(out, "udp under_attack, armed;") {
+		t.Errorf("status while armed (%v):\n%s", err, out)
+	}
 	waitFor(t, "drops of the armed check", 30*time.Second, func() bool {
 		return cl.conversationCounters(t)[maps.CounterNoSocket] > c0[maps.CounterNoSocket]+1000
 	})
@@ -227,6 +234,9 @@ func TestConversationUnderAttack(t *testing.T) {
 		t.Errorf("armed, %d datagrams to no port still reached the stack in a second", during.noPorts)
 	}
 	p.waitFor(t, "conversations: check disarmed", time.Minute)
+	if c := cl.statusJSON(t).Interfaces[0].Conversations["udp"]; c.Armed {
+		t.Errorf("status after the disarming: udp %+v, want not armed", c)
+	}
 	if out := p.out.String(); !strings.Contains(out, "check=udp") || !strings.Contains(out, "destination="+listenerAddr.String()+":9") {
 		t.Errorf("the arming log does not name the check and the destination:\n%s", out)
 	}

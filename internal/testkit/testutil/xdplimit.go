@@ -64,5 +64,10 @@ type Status struct {
 		Counters map[string]struct {
 			Packets uint64 `json:"packets"`
 		} `json:"counters"`
+		Conversations map[string]struct {
+			When   string `json:"when"`
+			Armed  bool   `json:"armed"`
+			Shadow bool   `json:"shadow"`
+		} `json:"conversations"`
 	} `json:"interfaces"`
 }
