@@ -55,11 +55,11 @@ static __always_inline int xdpl_reflector(__u32 gen, __u16 port)
 	return w && (*w >> (port & 63)) & 1;
 }
 
-/* The first two bytes of a UDP datagram's payload (a DNS message's ID),
- * behind at most XDPL_REPLY_MAX_TAGS VLAN tags, IPv4 unfragmented or IPv6
- * without extension headers: 0, or -1 for another shape or a payload
- * shorter than two bytes. */
-static __always_inline int xdpl_udp_first16(struct xdp_md *ctx, __u16 *v)
+/* The 16 bits at byte at of the transport header (a DNS message's ID
+ * behind a UDP header, an echo's identifier in an ICMP header), behind at
+ * most XDPL_REPLY_MAX_TAGS VLAN tags, IPv4 unfragmented or IPv6 without
+ * extension headers: 0, or -1 for another shape or a packet too short. */
+static __always_inline int xdpl_l4_u16(struct xdp_md *ctx, __u32 at, __u16 *v)
 {
 	__u32 off;
 	__be16 proto;
@@ -76,25 +76,41 @@ static __always_inline int xdpl_udp_first16(struct xdp_md *ctx, __u16 *v)
 	}
 	__be16 id;
 
-	if (bpf_xdp_load_bytes(ctx, off + sizeof(struct udphdr), &id, 2))
+	if (bpf_xdp_load_bytes(ctx, off + at, &id, 2))
 		return -1;
 	*v = bpf_ntohs(id);
 	return 0;
 }
 
-/* Whether a datagram from a reflector's port answers a request this host
- * sent there within the window (egress.bpf.c recorded it); a DNS answer
- * must carry the recorded query ID. One whose ID cannot be read is taken
- * as answering: nothing proves it does not. */
+/* Whether p is an ICMP or ICMPv6 echo reply. */
+static __always_inline int xdpl_echo_reply(struct xdpl_pkt *p)
+{
+	if (p->icmp != XDPL_ICMP_OK || p->icmp_code != 0)
+		return 0;
+	return (p->proto == IPPROTO_ICMP && p->icmp_type == 0) ||
+	       (p->proto == XDPL_IPPROTO_ICMPV6 && p->icmp_type == 129);
+}
+
+/* Whether a datagram from a reflector's port, or an echo reply, answers a
+ * request this host sent there within the window (egress.bpf.c recorded
+ * it); a DNS answer must carry the recorded query ID, an echo reply the
+ * request's identifier. One whose ID cannot be read is taken as
+ * answering: nothing proves it does not. */
 static __always_inline int xdpl_requested(struct xdp_md *ctx, struct xdpl_pkt *p,
 					  struct xdpl_gen_cfg *g)
 {
-	struct xdpl_request_key k = {.rport = p->sport, .lport = p->dport, .family = p->family};
+	struct xdpl_request_key k = {.family = p->family, .proto = p->proto};
 
 	__builtin_memcpy(k.raddr, p->saddr, 16);
 	__builtin_memcpy(k.laddr, p->daddr, 16);
-	if (p->sport == 53 && xdpl_udp_first16(ctx, &k.dns_id))
+	if (p->proto == IPPROTO_UDP) {
+		k.rport = p->sport;
+		k.lport = p->dport;
+		if (p->sport == 53 && xdpl_l4_u16(ctx, sizeof(struct udphdr), &k.dns_id))
+			return 1;
+	} else if (xdpl_l4_u16(ctx, 4, &k.lport)) {
 		return 1;
+	}
 	__u64 *sent = bpf_map_lookup_elem(&xdpl_requests, &k);
 
 	if (!sent)
@@ -185,10 +201,13 @@ static __always_inline int xdpl_conv_lookup(struct xdp_md *ctx, struct xdpl_pkt 
 {
 	__u32 zero = 0, check, always, gflags = g->flags;
 
-	if (p->ports != XDPL_PORTS_OK)
+	if ((gflags & XDPL_GF_CONV_ECHO) && xdpl_echo_reply(p)) {
+		check = XDPL_CONV_REFLECTION;
+		always = gflags & XDPL_GF_CONV_REFL_ALWAYS;
+	} else if (p->ports != XDPL_PORTS_OK) {
 		return XDPL_CONV_OK;
-	if (p->proto == IPPROTO_UDP && (gflags & XDPL_GF_CONV_REFL) &&
-	    xdpl_reflector(gen, p->sport) && !xdpl_reflector(gen, p->dport)) {
+	} else if (p->proto == IPPROTO_UDP && (gflags & XDPL_GF_CONV_REFL) &&
+		   xdpl_reflector(gen, p->sport) && !xdpl_reflector(gen, p->dport)) {
 		check = XDPL_CONV_REFLECTION;
 		always = gflags & XDPL_GF_CONV_REFL_ALWAYS;
 	} else if (p->proto == IPPROTO_TCP && (gflags & XDPL_GF_CONV_TCP)) {

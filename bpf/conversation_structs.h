@@ -14,9 +14,10 @@ struct xdpl_local_key {
 	__u8 addr[16];
 };
 
-/* A request to a reflector's port that this host sent (egress.bpf.c), as
- * the answer's addresses and ports name it reversed; dns_id is the query
- * ID of a DNS request (to port 53), 0 otherwise. */
+/* A request this host sent (egress.bpf.c), as the answer's addresses and
+ * ports name it reversed: to a reflector's UDP port (proto 17; dns_id is
+ * the query ID of a DNS request, to port 53, 0 otherwise), or an ICMP echo
+ * request (proto 1 or 58; rport 0, lport its identifier). */
 struct xdpl_request_key {
 	__be32 raddr[4];
 	__be32 laddr[4];
@@ -24,7 +25,7 @@ struct xdpl_request_key {
 	__u16 lport;
 	__u16 dns_id;
 	__u8 family;
-	__u8 pad;
+	__u8 proto;
 };
 
 /* Which conversation checks the control plane armed (1 << XDPL_CONV_*). */

@@ -68,6 +68,38 @@ static __always_inline int xdpl_egress_watched(__u16 port)
 	return w && (*w >> (port & 63)) & 1;
 }
 
+/* Whether the guard of either generation (as above) judges echo replies. */
+static __always_inline int xdpl_egress_echo(void)
+{
+	__u32 zero = 0;
+	struct xdpl_control *ctl = bpf_map_lookup_elem(&xdpl_ctl, &zero);
+
+	return ctl && ((ctl->gen[0].flags | ctl->gen[1].flags) & XDPL_GF_CONV_ECHO);
+}
+
+static __always_inline void xdpl_record(struct __sk_buff *skb, struct xdpl_request_key *k)
+{
+	__u64 now = xdpl_egress_now();
+
+	bpf_map_update_elem(&xdpl_requests, k, &now, BPF_ANY);
+	xdpl_count(XDPL_C_REQUESTS, skb->len);
+}
+
+/* An echo request (ICMP type 8, ICMPv6 128) at l4: recorded under its
+ * identifier, when the guard judges echo replies. */
+static __always_inline int xdpl_egress_echo_request(struct __sk_buff *skb,
+						    struct xdpl_request_key *k, __u32 l4)
+{
+	__u8 h[6];
+
+	if (bpf_skb_load_bytes(skb, l4, h, sizeof(h)) || h[1] != 0 ||
+	    h[0] != (k->proto == IPPROTO_ICMP ? 8 : 128) || !xdpl_egress_echo())
+		return TC_ACT_OK;
+	k->lport = (__u16)h[4] << 8 | h[5];
+	xdpl_record(skb, k);
+	return TC_ACT_OK;
+}
+
 SEC("tc")
 int xdpl_egress(struct __sk_buff *skb)
 {
@@ -78,9 +110,11 @@ int xdpl_egress(struct __sk_buff *skb)
 		struct iphdr ip;
 
 		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)) ||
-		    ip.protocol != IPPROTO_UDP || (ip.frag_off & bpf_htons(0x3fff)) || ip.ihl < 5)
+		    (ip.protocol != IPPROTO_UDP && ip.protocol != IPPROTO_ICMP) ||
+		    (ip.frag_off & bpf_htons(0x3fff)) || ip.ihl < 5)
 			return TC_ACT_OK;
 		k.family = 4;
+		k.proto = ip.protocol;
 		k.raddr[0] = ip.daddr;
 		k.laddr[0] = ip.saddr;
 		l4 = ETH_HLEN + ip.ihl * 4;
@@ -88,15 +122,18 @@ int xdpl_egress(struct __sk_buff *skb)
 		struct ipv6hdr ip6;
 
 		if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip6, sizeof(ip6)) ||
-		    ip6.nexthdr != IPPROTO_UDP)
+		    (ip6.nexthdr != IPPROTO_UDP && ip6.nexthdr != 58))
 			return TC_ACT_OK;
 		k.family = 6;
+		k.proto = ip6.nexthdr;
 		__builtin_memcpy(k.raddr, &ip6.daddr, 16);
 		__builtin_memcpy(k.laddr, &ip6.saddr, 16);
 		l4 = ETH_HLEN + sizeof(ip6);
 	} else {
 		return TC_ACT_OK;
 	}
+	if (k.proto != IPPROTO_UDP)
+		return xdpl_egress_echo_request(skb, &k, l4);
 	struct udphdr uh;
 
 	if (bpf_skb_load_bytes(skb, l4, &uh, sizeof(uh)))
@@ -112,9 +149,6 @@ int xdpl_egress(struct __sk_buff *skb)
 			return TC_ACT_OK;
 		k.dns_id = bpf_ntohs(id);
 	}
-	__u64 now = xdpl_egress_now();
-
-	bpf_map_update_elem(&xdpl_requests, &k, &now, BPF_ANY);
-	xdpl_count(XDPL_C_REQUESTS, skb->len);
+	xdpl_record(skb, &k);
 	return TC_ACT_OK;
 }

@@ -75,6 +75,7 @@ enum xdpl_const {
 	XDPL_GF_CONV_REFL = 1 << 14, /* the reflection guard, likewise */
 	XDPL_GF_CONV_REFL_ALWAYS = 1 << 15,
 	XDPL_GF_CONV_REFL_SHADOW = 1 << 16,
+	XDPL_GF_CONV_ECHO = 1 << 17, /* the guard judges ICMP echo replies too */
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,

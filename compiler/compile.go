@@ -362,7 +362,7 @@ func compileConversations(p *policy.Policy) maps.Conversations {
 	}
 	c := p.Conversations
 	out := maps.Conversations{TCP: check(c.TCP), UDP: check(c.UDP), Reflection: check(c.Reflection),
-		ReflectionWindow: c.Window}
+		ReflectionWindow: c.Window, EchoReplies: c.EchoReplies}
 	if c.Reflection.When != policy.WhenOff {
 		for _, r := range c.ReflectorPorts {
 			for port := int(r.Lo); port <= int(r.Hi); port++ {

@@ -93,6 +93,7 @@ const (
 	XdplimitXdplConstXDPL_GF_CONV_REFL           XdplimitXdplConst = 16384
 	XdplimitXdplConstXDPL_GF_CONV_REFL_ALWAYS    XdplimitXdplConst = 32768
 	XdplimitXdplConstXDPL_GF_CONV_REFL_SHADOW    XdplimitXdplConst = 65536
+	XdplimitXdplConstXDPL_GF_CONV_ECHO           XdplimitXdplConst = 131072
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET       XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW       XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW     XdplimitXdplConst = 3
@@ -529,7 +530,7 @@ type XdplimitXdplRequestKey struct {
 	Lport  uint16
 	DnsId  uint16
 	Family uint8
-	Pad    uint8
+	Proto  uint8
 }
 
 type XdplimitXdplRule struct {

@@ -35,6 +35,9 @@ type Conversations struct {
 	Reflection       ConvCheck
 	ReflectorPorts   []uint16
 	ReflectionWindow time.Duration
+	// EchoReplies: the guard also judges ICMP and ICMPv6 echo replies,
+	// which must answer an echo request this host sent (its identifier).
+	EchoReplies bool
 }
 
 // Check names a conversation check, the index of its watch and of its bit
@@ -106,6 +109,9 @@ func (cv Conversations) flags() uint32 {
 		if c.cc.Shadow {
 			f |= uint32(c.inShadow)
 		}
+	}
+	if cv.Reflection.On && cv.EchoReplies {
+		f |= uint32(gen.XdplimitXdplConstXDPL_GF_CONV_ECHO)
 	}
 	return f
 }
@@ -249,6 +255,7 @@ func (l *Limiter) ConversationsInForce() (Conversations, error) {
 		UDP:              check(gen.XdplimitXdplConstXDPL_GF_CONV_UDP, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_SHADOW),
 		Reflection:       check(gen.XdplimitXdplConstXDPL_GF_CONV_REFL, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_SHADOW),
 		ReflectionWindow: time.Duration(ctl.Gen[g].ReflWindowNs),
+		EchoReplies:      f&uint32(gen.XdplimitXdplConstXDPL_GF_CONV_ECHO) != 0,
 	}, nil
 }
 

@@ -117,3 +117,55 @@ func TestReflectionGuardOff(t *testing.T) {
 		t.Errorf("%d requests recorded with the guard off", n)
 	}
 }
+
+// TestReflectionGuardEcho: an echo reply passes only for an echo request
+// this host sent, with its identifier; with echo_replies off, any passes.
+func TestReflectionGuardEcho(t *testing.T) {
+	icmp := func(src, dst string, typ uint8, id uint16) pktgen.Frame {
+		return pktgen.Frame{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: pktgen.ProtoICMP,
+			ICMP: &pktgen.ICMPMessage{Type: typ}, SrcPort: id, Payload: 16}
+	}
+	for _, c := range []struct {
+		name, policy string
+		judged       bool
+	}{
+		{"on", "conversations: {reflection: always}\nrules: []\n", true},
+		{"echo_replies off", "conversations: {reflection: {when: always, echo_replies: false}}\nrules: []\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := load(t, maps.ClockMap, c.policy)
+			if err := l.SetLocal([]netip.Prefix{netip.MustParsePrefix("198.51.100.1/32"), netip.MustParsePrefix("2001:db8::1/128")}); err != nil {
+				t.Fatal(err)
+			}
+			eg, err := l.EgressProgram()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []pktgen.Frame{icmp("198.51.100.1", "192.0.2.9", 8, 0x77), icmp("2001:db8::1", "2001:db8:9::9", 128, 0x78)} {
+				if _, err := eg.Run(&ebpf.RunOptions{Data: f.MustBuild(), Repeat: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			drop := uint32(xdpPass)
+			if c.judged {
+				drop = xdpDrop
+			}
+			for _, k := range []struct {
+				name string
+				f    pktgen.Frame
+				want uint32
+			}{
+				{"the reply", icmp("192.0.2.9", "198.51.100.1", 0, 0x77), xdpPass},
+				{"the IPv6 reply", icmp("2001:db8:9::9", "2001:db8::1", 129, 0x78), xdpPass},
+				{"a reply with another identifier", icmp("192.0.2.9", "198.51.100.1", 0, 0x99), drop},
+				{"a reply from another address", icmp("192.0.2.10", "198.51.100.1", 0, 0x77), drop},
+				{"an IPv6 reply never asked for", icmp("2001:db8:9::10", "2001:db8::1", 129, 0x78), drop},
+				{"an echo request", icmp("192.0.2.10", "198.51.100.1", 8, 0x77), xdpPass},
+			} {
+				if v, _ := runOut(t, l, k.f.MustBuild(), t0); v != k.want {
+					t.Errorf("%s: verdict %d, want %d", k.name, v, k.want)
+				}
+			}
+		})
+	}
+}

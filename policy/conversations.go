@@ -53,6 +53,9 @@ type Conversations struct {
 	Reflection     ConvCheck
 	ReflectorPorts []PortRange
 	Window         time.Duration
+	// EchoReplies: the guard judges ICMP echo replies too, which must
+	// answer an echo request this host sent (true unless turned off).
+	EchoReplies bool
 	// ArmRate is the rate, in packets a second, of what a check would
 	// drop at one destination (address, protocol, port) that arms an
 	// under_attack check; below half of it for Hold, the check disarms.
@@ -88,7 +91,7 @@ var DefaultReflectorPorts = []PortRange{{17, 17}, {19, 19}, {53, 53}, {111, 111}
 // their defaults.
 func DefaultConversations() Conversations {
 	return Conversations{ArmRate: DefaultArmRate, Hold: DefaultArmHold,
-		ReflectorPorts: DefaultReflectorPorts, Window: DefaultReflectionWindow}
+		ReflectorPorts: DefaultReflectorPorts, Window: DefaultReflectionWindow, EchoReplies: true}
 }
 
 // Any says whether some check is on.
@@ -104,7 +107,8 @@ func (c Conversations) UnderAttack() bool {
 // Equal says whether c and o are the same section.
 func (c Conversations) Equal(o Conversations) bool {
 	return c.TCP == o.TCP && c.UDP == o.UDP && c.Reflection == o.Reflection && c.ArmRate == o.ArmRate &&
-		c.Hold == o.Hold && c.Window == o.Window && slices.Equal(c.ReflectorPorts, o.ReflectorPorts)
+		c.Hold == o.Hold && c.Window == o.Window && c.EchoReplies == o.EchoReplies &&
+		slices.Equal(c.ReflectorPorts, o.ReflectorPorts)
 }
 
 func (c ConvCheck) String() string {
@@ -125,8 +129,12 @@ func (c Conversations) String() string {
 		for i, p := range c.ReflectorPorts {
 			ports[i] = p.String()
 		}
-		fmt.Fprintf(&b, "; UDP from a reflector's port (%s) that answers no request sent there in the last %s: %s",
-			strings.Join(ports, ","), formatDuration(c.Window), c.Reflection)
+		echo := ""
+		if c.EchoReplies {
+			echo = ", or an ICMP echo reply to no echo request"
+		}
+		fmt.Fprintf(&b, "; UDP from a reflector's port (%s) that answers no request sent there in the last %s%s: %s",
+			strings.Join(ports, ","), formatDuration(c.Window), echo, c.Reflection)
 	}
 	if c.UnderAttack() {
 		fmt.Fprintf(&b, "; under_attack arms at %d/s to one destination, disarms after %s below half of it",
@@ -156,7 +164,7 @@ func (d *decoder) conversations(f field) Conversations {
 	}
 	if cf, ok := m["reflection"]; ok {
 		var m map[string]field
-		c.Reflection, m = d.convCheck(cf, "conversations.reflection", "ports", "window")
+		c.Reflection, m = d.convCheck(cf, "conversations.reflection", "ports", "window", "echo_replies")
 		d.reflection(m, &c)
 	}
 	if af, ok := m["arm"]; ok {
@@ -241,8 +249,13 @@ func isMappingNode(n ast.Node) bool {
 	return false
 }
 
-// reflection decodes the reflection check's own fields: ports and window.
+// reflection decodes the reflection check's own fields: ports, window and
+// echo_replies.
 func (d *decoder) reflection(m map[string]field, c *Conversations) {
+	if ef, ok := m["echo_replies"]; ok {
+		v, _ := d.enum(ef.value, "conversations.reflection.echo_replies", "value", []string{"false", "true"})
+		c.EchoReplies = v == 1
+	}
 	if pf, ok := m["ports"]; ok {
 		c.ReflectorPorts = d.ports(pf.value, "conversations.reflection.ports")
 	}
