@@ -122,7 +122,7 @@ VM_TEST_PKGS_6.1  ?= ./maps ./test/vm ./agent ./cmd/xdplimit ./fleet ./replay ./
 	./metrics ./droplog ./pktgen ./test/service ./bench ./internal/harness/bpfprof ./test/vm/qemu/smoke
 VM_TEST_PKGS ?=
 VM_TREES     ?= docs deploy examples policy/testdata
-VM_TOOLS     ?= redis-server redis-cli prometheus promtool tcpdump nsenter dnsmasq dnsperf \
+VM_TOOLS     ?= redis-server redis-cli prometheus promtool tcpdump nsenter dnsmasq dnsperf iperf3 \
 	$(CROWDSEC_DIR)/usr/bin/crowdsec $(CROWDSEC_DIR)/usr/bin/cscli
 CROWDSEC_DIR ?= $(or $(XDPLIMIT_CROWDSEC_DIR),/var/cache/xdplimit-deps/crowdsec)
 VM_TIMEOUT   ?= 60m

@@ -50,6 +50,11 @@ type Options struct {
 	// with a port read for SourcePort.
 	Sources    []netip.Addr
 	SourcePort uint16
+	// Local are the captured host's addresses: the frames from them are
+	// the ones it sent, for captures that do not say (a Linux cooked
+	// capture and pcapng's direction flags do), and the destinations the
+	// reflection guard judges.
+	Local []netip.Prefix
 }
 
 // Run replays the capture through the program loaded with p and reports.
@@ -98,6 +103,7 @@ type replayer struct {
 	linear  int          // how much of a frame the program sees
 	drops   map[sourceRule]*SourceDrops
 	clock   captureClock
+	conv    convReplay
 }
 
 func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, error) {
@@ -111,11 +117,14 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 		return nil, err
 	}
 	defer l.Close()
-	if err := l.Apply(img); err != nil {
-		return nil, err
-	}
 	r, err := newReplayer(p, l, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.prepareConversations(img); err != nil {
+		return nil, err
+	}
+	if err := l.Apply(img); err != nil {
 		return nil, err
 	}
 	// The probe counted as non-IP: the cross-check starts from here.
@@ -124,6 +133,9 @@ func run(p *policy.Policy, img *maps.Image, c *Capture, opts Options) (*Report, 
 		return nil, err
 	}
 	if err := r.frames(c); err != nil {
+		return nil, err
+	}
+	if err := r.requestsRecorded(base); err != nil {
 		return nil, err
 	}
 	return r.finish(base)
@@ -183,8 +195,11 @@ func (r *replayer) frame(f Frame) error {
 	if f.NoLinkLayer {
 		rep.NoLinkLayer++
 	}
-	if f.Outgoing {
+	if r.sentByHost(f) {
 		rep.Outgoing.add(len(f.Data))
+		if err := r.recordSent(f, off); err != nil {
+			return err
+		}
 		if r.explain[f.Number] {
 			rep.Explained = append(rep.Explained, Explanation{Frame: f.Number, Offset: off,
 				Len: len(f.Data), Packet: parse(f.Data).String(), Outgoing: true,

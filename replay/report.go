@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -146,6 +147,13 @@ func (r *Report) writeOutsideRules(w io.Writer) {
 		}
 		rows = append(rows, row{"banned sources", r.Banned, banVerdict})
 	}
+	if p.Conversations.Reflection.When != policy.WhenOff {
+		verdict := "drop"
+		if p.Mode == policy.ModeShadow {
+			verdict = "shadow-drop"
+		}
+		rows = append(rows, row{"answers to no request", r.NoRequest, verdict})
+	}
 	for _, o := range append(rows, row{"non-IP", r.NonIP, "pass"}) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", o.name, o.c.Packets, o.c.Bytes, o.verdict)
 	}
@@ -170,6 +178,19 @@ func (r *Report) writeNotes(w io.Writer) {
 		if n.count > 0 {
 			fmt.Fprintf(w, "note: %d %s %s\n", n.count, plural(n.count, "frame"), n.text)
 		}
+	}
+	if r.Policy != nil && r.Policy.Conversations.Reflection.When != policy.WhenOff {
+		if r.Outgoing.Packets == 0 {
+			fmt.Fprintln(w, "note: no frame was the capturing host's (the capture does not say, and --local named no address): "+
+				"the reflection guard judged nothing, as it judges only what is addressed to the host")
+		} else {
+			fmt.Fprintf(w, "note: the reflection guard knew %d %s the capturing host sent (the outgoing frames went through its request recorder)\n",
+				r.RequestsRecorded, plural(int(r.RequestsRecorded), "request"))
+		}
+	}
+	if len(r.NotReplayed) > 0 {
+		fmt.Fprintf(w, "note: conversation checks not replayed (%s): they ask the sockets of the host that runs the replay, not the captured one's\n",
+			strings.Join(r.NotReplayed, ", "))
 	}
 }
 

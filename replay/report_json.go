@@ -32,8 +32,13 @@ type ReportJSON struct {
 	Unparsed map[string]Counts `json:"unparsed"`
 	NonIP    Counts            `json:"non_ip"`
 	Banned   Counts            `json:"banned"`
-	Bans     []BanEventJSON    `json:"bans"`
-	Top      []SourceDropsJSON `json:"top"`
+	// NoRequest: the reflection guard's drops; RequestsRecorded, the
+	// requests it knew of; NotReplayed, the checks the replay cannot run.
+	NoRequest        Counts            `json:"no_request"`
+	RequestsRecorded uint64            `json:"requests_recorded"`
+	NotReplayed      []string          `json:"not_replayed"`
+	Bans             []BanEventJSON    `json:"bans"`
+	Top              []SourceDropsJSON `json:"top"`
 
 	Explained []ExplanationJSON `json:"explained"`
 
@@ -123,6 +128,7 @@ func (r *Report) JSON() ReportJSON {
 		Capture: r.Capture, Frames: r.Frames, MaxSources: r.MaxSources, TrackAfter: r.TrackAfter,
 		Rules: []RuleJSON{}, Allow: r.Allow, Deny: r.Deny, Unmatched: r.Unmatched, Malformed: r.Malformed,
 		MalformedDropped: r.MalformedDropped, Unparsed: map[string]Counts{}, NonIP: r.NonIP, Banned: r.Banned,
+		NoRequest: r.NoRequest, RequestsRecorded: r.RequestsRecorded, NotReplayed: append([]string{}, r.NotReplayed...),
 		Bans: []BanEventJSON{}, Top: []SourceDropsJSON{}, Explained: []ExplanationJSON{},
 		Short: r.Short, Truncated: r.Truncated, Cut: r.Cut, Backwards: r.Backwards, NoTime: r.NoTime,
 		NoLinkLayer: r.NoLinkLayer, Outgoing: r.Outgoing, Warnings: r.Warnings(),

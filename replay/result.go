@@ -100,10 +100,17 @@ type Report struct {
 	NonIP    Counts
 	// Banned: frames of banned sources (dropped; shadow-dropped for a
 	// shadow ban). Bans are the bans rules started, in capture order.
-	Banned    Counts
-	Bans      []BanEvent
-	Top       []SourceDrops
-	Explained []Explanation
+	Banned Counts
+	Bans   []BanEvent
+	// NoRequest: received answers of reflectors to no request the
+	// captured host sent (the reflection guard's drops). RequestsRecorded:
+	// the requests among the frames it sent. NotReplayed: the checks of
+	// the policy the replay cannot run (tcp, udp: they ask the sockets).
+	NoRequest        Counts
+	RequestsRecorded uint64
+	NotReplayed      []string
+	Top              []SourceDrops
+	Explained        []Explanation
 	// Things about the capture that affect how the numbers read.
 	Short     Counts // frames shorter than an Ethernet header (in Malformed too)
 	Truncated int    // frames captured shorter than they were on the wire

@@ -44,6 +44,8 @@ func (r *Report) tally(d maps.Decision, bytes int) error {
 		r.Unmatched.add(bytes)
 	case maps.WhyBan:
 		r.Banned.add(bytes)
+	case maps.WhyNoRequest:
+		r.NoRequest.add(bytes)
 	case maps.WhyRule:
 		if d.Rule < 0 || d.Rule >= len(r.Rules) {
 			return fmt.Errorf("decided by rule %d, but the policy has %d", d.Rule, len(r.Rules))
@@ -121,6 +123,7 @@ func (r *Report) crossCheck(l *maps.Limiter, base map[maps.Counter]maps.CounterV
 		{"non-IP", cs[maps.CounterNonIP], r.NonIP},
 		{"ban", maps.CounterValue{Packets: cs[maps.CounterBanDrop].Packets + cs[maps.CounterBanShadow].Packets,
 			Bytes: cs[maps.CounterBanDrop].Bytes + cs[maps.CounterBanShadow].Bytes}, r.Banned},
+		{"no request", noRequestJudged(r, cs), r.NoRequest},
 	} {
 		if c.got.Packets != c.want.Packets || c.got.Bytes != c.want.Bytes {
 			return fmt.Errorf("%s: the program counted %d packets, %d bytes; its recorded decisions add up to %d, %d",
@@ -128,4 +131,16 @@ func (r *Report) crossCheck(l *maps.Limiter, base map[maps.Counter]maps.CounterV
 		}
 	}
 	return nil
+}
+
+// noRequestJudged is what the reflection guard dropped, or in a policy in
+// shadow passed as a drop: what it counted in shadow for a check in shadow
+// went on to the rules, which recorded their own decision.
+func noRequestJudged(r *Report, cs map[maps.Counter]maps.CounterValue) maps.CounterValue {
+	v := cs[maps.CounterNoRequest]
+	if r.Policy != nil && r.Policy.Mode == policy.ModeShadow {
+		v.Packets += cs[maps.CounterNoRequestShadow].Packets
+		v.Bytes += cs[maps.CounterNoRequestShadow].Bytes
+	}
+	return v
 }

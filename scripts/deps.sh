@@ -20,8 +20,9 @@ PKGS=(
   libsqlite3-0
   # stress-ng: reproduces a loaded machine beside the timing tests (docs/fleet.md, test/vm).
   stress-ng
-  # A real DNS server and load generator for the reflection guard's end-to-end test.
-  dnsmasq-base dnsperf bind9-dnsutils
+  # Real servers and clients for the conversation checks' end-to-end tests: a DNS
+  # server and load generator, a TCP transfer.
+  dnsmasq-base dnsperf bind9-dnsutils iperf3
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -55,6 +55,10 @@ the report as JSON (docs/json.md).`,
 	cmd.Flags().StringSliceVar(&o.sources, "source", nil,
 		"report what the limiter holds for `ADDR` at the end of the capture (repeatable, or a comma-separated list)")
 	cmd.Flags().Uint16Var(&o.port, "port", 0, "with --source: read the levels keyed by address and port for `PORT`")
+	cmd.Flags().StringSliceVar(&o.local, "local", nil,
+		"an address or prefix of the captured host (repeatable, or a comma-separated list): frames from it are the ones it sent, "+
+			"for captures that do not say (tcpdump -i any and pcapng's direction flags do); the reflection guard replays them "+
+			"as requests and judges the answers")
 	return cmd
 }
 
@@ -67,6 +71,7 @@ type policyTestFlags struct {
 	trackAfter uint32
 	sources    []string
 	port       uint16
+	local      []string
 }
 
 // runPolicyTest replays the capture through the policy at path and prints
@@ -86,6 +91,14 @@ func runPolicyTest(cmd *cobra.Command, path string, o policyTestFlags, output st
 		}
 		addrs = append(addrs, addr)
 	}
+	var local []netip.Prefix
+	for _, a := range o.local {
+		pfx, err := parseAddrOrPrefix(a)
+		if err != nil {
+			return fmt.Errorf("--local %q: not an IP address or prefix", a)
+		}
+		local = append(local, pfx)
+	}
 	p, err := policy.Load(path)
 	if err != nil {
 		var list policy.ErrorList
@@ -102,7 +115,7 @@ func runPolicyTest(cmd *cobra.Command, path string, o policyTestFlags, output st
 	}
 	r, err := replay.RunFile(p, o.pcap, replay.Options{
 		MaxSources: o.maxSources, TrackAfter: o.trackAfter, Explain: o.explain, Top: o.top,
-		Sources: addrs, SourcePort: o.port,
+		Sources: addrs, SourcePort: o.port, Local: local,
 	})
 	if err != nil {
 		return err
@@ -139,4 +152,13 @@ type policyTestJSON struct {
 	// Sources: what the limiter held for each --source at the end of the
 	// capture, as GET /v1/sources/ADDR answers for an interface.
 	Sources []metrics.SourceReport `json:"sources"`
+}
+
+// parseAddrOrPrefix reads an address (a host prefix) or a prefix.
+func parseAddrOrPrefix(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	return p.Masked(), err
 }

@@ -53,8 +53,10 @@ type dnsperfResult struct{ sent, completed int }
 var dnsperfLine = regexp.MustCompile(`Queries (sent|completed):\s+(\d+)`)
 
 // lookups runs dnsperf in ns: n queries for example.test to server, at
-// most 2000 a second, each given 2 s.
-func lookups(t *testing.T, ns *testutil.Netns, server string, n int) dnsperfResult {
+// most 2000 a second, each given timeout. dnsperf keeps at most 100
+// queries outstanding, so where most are lost a run lasts about
+// n/100 timeouts.
+func lookups(t *testing.T, ns *testutil.Netns, server string, n int, timeout time.Duration) dnsperfResult {
 	t.Helper()
 	bin, err := exec.LookPath("dnsperf")
 	testutil.Require(t, err == nil, "dnsperf not found (Debian package dnsperf; run make deps)")
@@ -67,7 +69,7 @@ func lookups(t *testing.T, ns *testutil.Netns, server string, n int) dnsperfResu
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		out, err = exec.CommandContext(ctx, bin, "-s", server, "-d", qf, "-n", strconv.Itoa(n), "-c", "4",
-			"-Q", "2000", "-t", "2").CombinedOutput()
+			"-Q", "2000", "-t", strconv.Itoa(int(timeout/time.Second))).CombinedOutput()
 		return nil
 	})
 	if derr := err; derr != nil {
@@ -102,7 +104,7 @@ func TestReflectionDNS(t *testing.T) {
 	startDNS(t, cl.C, resolver)
 	cl.attachPolicy(t, "conversations: {reflection: always}\nrules: []\n")
 	// Without a flood, every answer is one the guard must pass.
-	if r := lookups(t, cl.PeerNS, resolver, 1000); r.completed != r.sent {
+	if r := lookups(t, cl.PeerNS, resolver, 1000, 2*time.Second); r.completed != r.sent {
 		t.Fatalf("before the flood, %d of %d lookups completed", r.completed, r.sent)
 	}
 	c0, rx0, before := cl.conversationCounters(t), cl.PeerNS.RxSeen(t, cl.PeerName), cl.stack(t)
@@ -111,7 +113,7 @@ func TestReflectionDNS(t *testing.T) {
 	waitFor(t, "the flood to reach the listener", 30*time.Second, func() bool {
 		return cl.conversationCounters(t)[maps.CounterNoRequest] > c0[maps.CounterNoRequest]+1000
 	})
-	r := lookups(t, cl.PeerNS, resolver, dnsLookups)
+	r := lookups(t, cl.PeerNS, resolver, dnsLookups, 2*time.Second)
 	_, running := flood.stop(t)
 	cl.PeerNS.Settle(t)
 	c, st := cl.conversationCounters(t), cl.stack(t).minus(before)
@@ -151,7 +153,8 @@ func TestReflectionDNS(t *testing.T) {
 	}
 	flood = cl.startFlood(t, cl.forgedAnswers(), forgedSources, floodBound)
 	time.Sleep(time.Second)
-	sig := lookups(t, cl.PeerNS, resolver, dnsLookups)
+	// A thousand: half of them wait out their timeout.
+	sig := lookups(t, cl.PeerNS, resolver, 1000, time.Second)
 	flood.stop(t)
 	t.Logf("signature rule: %d of %d lookups completed under the same flood (%.1f%%)", sig.completed, sig.sent,
 		100*float64(sig.completed)/float64(sig.sent))

@@ -1,0 +1,126 @@
+package vm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
+)
+
+// An ACK flood beside a real TCP transfer (iperf3, from the client's
+// namespace through the router into the listener's), three ways: the tcp
+// conversation check, no check, and today's only other lever, a global
+// limit on ACKs to the port. The transfer's throughput under each is
+// reported side by side: the collateral of each answer.
+
+const iperfPort = 5201
+
+// iperf runs one iperf3 transfer of d from the client's namespace to a
+// one-off server in the listener's, and returns its received throughput
+// in bit/s, or the error that ended it.
+func (cl *cookieLab) iperf(t *testing.T, d time.Duration) (float64, error) {
+	t.Helper()
+	bin, err := exec.LookPath("iperf3")
+	testutil.Require(t, err == nil, "iperf3 not found (Debian package iperf3; run make deps)")
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+	defer cancel()
+	srv := exec.CommandContext(ctx, bin, "-s", "-1", "-p", fmt.Sprint(iperfPort), "-B", listenerAddr.String())
+	if err := cl.PeerNS.Do(srv.Start); err != nil {
+		t.Fatalf("iperf3 server: %v", err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	var out []byte
+	for range 50 { // until the server listens
+		_ = cl.C.Do(func() error {
+			out, err = exec.CommandContext(ctx, bin, "-c", listenerAddr.String(), "-p", fmt.Sprint(iperfPort),
+				"-t", fmt.Sprint(int(d/time.Second)), "-J", "--connect-timeout", "2000").Output()
+			return nil
+		})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var res struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	if jerr := json.Unmarshal(out, &res); jerr != nil || res.Error != "" {
+		return 0, fmt.Errorf("iperf3: %v %v %s", err, jerr, res.Error)
+	}
+	return res.End.SumReceived.BitsPerSecond, err
+}
+
+// ackFloodRun is one way of meeting the flood, and what came of it.
+type ackFloodRun struct {
+	name, policy string
+	bps          float64
+	err          error
+	st           stackView
+	noConn, seen uint64
+}
+
+func TestConversationACKFloodTransfer(t *testing.T) {
+	cl := newCookieLab(t)
+	runs := []*ackFloodRun{
+		{name: "tcp check", policy: "conversations: {tcp: always}\nrules: []\n"},
+		{name: "no check", policy: "rules: []\n"},
+		{name: "global ACK limit", policy: fmt.Sprintf(`rules:
+  - name: acks
+    match: {protocol: tcp, dst_ports: [%d], tcp_flags: [ack]}
+    key: global
+    limit: {algorithm: token_bucket, rate: 1000/s, burst: 1000}
+`, iperfPort)},
+	}
+	// A forged ACK of no connection to the transfer's port.
+	ack := cl.segment(iperfPort, pktgen.TCPAck, 0)
+	for i, r := range runs {
+		if i == 0 {
+			cl.attachPolicy(t, r.policy)
+		} else {
+			cl.reload(t, r.policy)
+		}
+		before, c0 := cl.stack(t), cl.conversationCounters(t)
+		rx0, ring0 := cl.PeerNS.RxSeen(t, cl.PeerName), cl.PeerNS.RxDropped(t, cl.PeerName)
+		flood := cl.startFlood(t, ack, forgedSources, floodBound)
+		time.Sleep(500 * time.Millisecond)
+		r.bps, r.err = cl.iperf(t, 3*time.Second)
+		_, running := flood.stop(t)
+		cl.PeerNS.Settle(t)
+		r.st = cl.stack(t).minus(before)
+		r.noConn = cl.conversationCounters(t)[maps.CounterNoConnection] - c0[maps.CounterNoConnection]
+		r.seen = cl.PeerNS.RxSeen(t, cl.PeerName) - rx0 - (cl.PeerNS.RxDropped(t, cl.PeerName) - ring0)
+		t.Logf("%-16s transfer %.1f Mbit/s (err %v); %d frames met the program, %d dropped as no_connection; %s",
+			r.name, r.bps/1e6, r.err, r.seen, r.noConn, r.st)
+		if !running {
+			t.Errorf("%s: the flood ended before the transfer did", r.name)
+		}
+	}
+	check := runs[0]
+	if check.err != nil || check.bps == 0 {
+		t.Errorf("with the tcp check the transfer under the flood failed: %v", check.err)
+	}
+	if check.st.rsts > 5 {
+		t.Errorf("with the tcp check the listener sent %d resets: forged ACKs reached its stack", check.st.rsts)
+	}
+	// What met the program and reached the stack is the transfer's own;
+	// everything else was dropped by the check.
+	if check.noConn+check.st.ipIn+20 < check.seen {
+		t.Errorf("%d frames met the program, %d reached the stack, only %d were dropped as no_connection",
+			check.seen, check.st.ipIn, check.noConn)
+	}
+	if runs[1].st.rsts < 1000 {
+		t.Errorf("without the check the listener sent only %d resets: the flood did not reach it, the comparison shows nothing",
+			runs[1].st.rsts)
+	}
+}
