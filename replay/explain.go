@@ -129,6 +129,8 @@ func explainDecision(p *policy.Policy, pk parsed, d maps.Decision) string {
 		return "no rule matches: " + verdict
 	case maps.WhyBan:
 		return "the source is banned (a rule's action ban, or xdplimit ban): " + verdict
+	case maps.WhyNoRequest:
+		return "the reflection guard: from a reflector's port (or an echo reply), and the capturing host sent no request it answers: " + verdict
 	case maps.WhyAllow, maps.WhyDeny:
 		if e, list := listEntry(p, pk.src); e.IsValid() {
 			return fmt.Sprintf("%s entry %s: %s", list, e, verdict)

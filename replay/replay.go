@@ -201,10 +201,13 @@ func (r *replayer) frame(f Frame) error {
 			return err
 		}
 		if r.explain[f.Number] {
+			text := "sent by the capturing host: not run, " + notReceived
+			if r.conv.egress != nil {
+				text = "sent by the capturing host: run through the reflection guard's request recorder on the egress, not the XDP program, " + notReceived
+			}
 			rep.Explained = append(rep.Explained, Explanation{Frame: f.Number, Offset: off,
 				Len: len(f.Data), Packet: parse(f.Data).String(), Outgoing: true,
-				Decision: maps.Decision{Verdict: maps.VerdictPass, Rule: -1, Level: -1},
-				Text:     "sent by the capturing host: not run, " + notReceived})
+				Decision: maps.Decision{Verdict: maps.VerdictPass, Rule: -1, Level: -1}, Text: text})
 		}
 		return nil
 	}
