@@ -65,15 +65,18 @@ func lookups(t *testing.T, ns *testutil.Netns, server string, n int, timeout tim
 		t.Fatal(err)
 	}
 	var out []byte
-	err = ns.Do(func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	var runErr error
+	if err := ns.Do(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		out, err = exec.CommandContext(ctx, bin, "-s", server, "-d", qf, "-n", strconv.Itoa(n), "-c", "4",
+		out, runErr = exec.CommandContext(ctx, bin, "-s", server, "-d", qf, "-n", strconv.Itoa(n), "-c", "4",
 			"-Q", "2000", "-t", strconv.Itoa(int(timeout/time.Second))).CombinedOutput()
 		return nil
-	})
-	if derr := err; derr != nil {
-		t.Fatalf("dnsperf: %v\n%s", derr, out)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if runErr != nil {
+		t.Fatalf("dnsperf: %v\n%s", runErr, out)
 	}
 	var r dnsperfResult
 	for _, m := range dnsperfLine.FindAllStringSubmatch(string(out), -1) {
