@@ -92,6 +92,9 @@ var kernelFeatures = []featureProbe{
 	helperProbe("bpf_tcp_raw_check_syncookie_ipv4", asm.FnTcpRawCheckSyncookieIpv4, "SYN cookies", "6.0"),
 	helperProbe("bpf_tcp_raw_check_syncookie_ipv6", asm.FnTcpRawCheckSyncookieIpv6, "SYN cookies", "6.0"),
 	helperProbe("bpf_csum_diff", asm.FnCsumDiff, "answering limited sources (action reject)", "4.6"),
+	// The reflection guard's request recorder, loaded only with the guard.
+	{name: "TC programs (sched_cls) with bpf_skb_load_bytes", forWhat: "the reflection guard's request recorder on the egress",
+		since: "4.5", optional: true, probe: func() error { return features.HaveProgramHelper(ebpf.SchedCLS, asm.FnSkbLoadBytes) }},
 	// Only CO-RE relocations and kfunc calls need the kernel's own BTF; the
 	// datapath has neither (a test checks), so kernels built without
 	// CONFIG_DEBUG_INFO_BTF run it.

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/xdplimit/xdplimit/banfeed"
@@ -42,6 +44,10 @@ type Snapshot struct {
 	LogsCapacity uint32
 	LogsCreated  uint64
 	BansCapacity uint32
+	// Conversations is the conversation checks in force, Armed those that
+	// judge every packet now.
+	Conversations maps.Conversations
+	Armed         []maps.Check
 }
 
 // Read takes a snapshot of the limiter l serving iface.
@@ -65,6 +71,12 @@ func Read(iface string, l *maps.Limiter) (Snapshot, error) {
 	}
 	if s.LogsCreated, err = l.LogsCreated(); err != nil {
 		return s, fmt.Errorf("%s: %w", iface, err)
+	}
+	if s.Conversations, err = l.ConversationsInForce(); err != nil {
+		return s, fmt.Errorf("%s: %w", iface, err)
+	}
+	if s.Armed, err = l.ConvArmed(); err != nil {
+		return s, fmt.Errorf("%s: reading the armed checks: %w", iface, err)
 	}
 	s.Time = time.Now()
 	return s, nil
@@ -185,4 +197,25 @@ func (s Snapshot) Evictions() uint64 {
 		return n - uint64(s.Capacity)
 	}
 	return 0
+}
+
+// conversationsLine says how each conversation check in force runs now,
+// "tcp always, udp under_attack (armed)", or "" when every one is off.
+func (s Snapshot) conversationsLine() string {
+	var parts []string
+	for _, c := range maps.AllChecks {
+		cc := s.Conversations.Of(c)
+		if !cc.On {
+			continue
+		}
+		p := c.String() + " " + cc.When()
+		if !cc.Always && slices.Contains(s.Armed, c) {
+			p += " (armed)"
+		}
+		if cc.Shadow {
+			p += " (shadow)"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -189,6 +189,9 @@ func WriteTop(w io.Writer, prev, cur Snapshot, progID ebpf.ProgramID, sources []
 	fmt.Fprintf(bw, "\nstate table: ~%s of %s entries (%.1f%%), inserts %s, evictions ~%s/s, insert failures %s, contended %s\n",
 		si(float64(cur.TrackedSources())), si(float64(cur.Capacity)), fill, per(maps.CounterNewSource),
 		si(perSecond(prev.Evictions(), cur.Evictions(), dt)), per(maps.CounterInsertFail), per(maps.CounterCASExhausted))
+	if line := cur.conversationsLine(); line != "" {
+		fmt.Fprintf(bw, "conversations: %s\n", line)
+	}
 	fmt.Fprintf(bw, "\ntop dropped sources (estimated from sampled drops):\n")
 	if len(sources) == 0 {
 		fmt.Fprintf(bw, "  none dropped in this interval\n")

@@ -222,6 +222,10 @@ func TestConversationUnderAttack(t *testing.T) {
 	if out, err := cl.run(t, "status", cl.PeerName); err != nil || !strings.Contains(out, "udp under_attack, armed;") {
 		t.Errorf("status while armed (%v):\n%s", err, out)
 	}
+	if out, err := cl.run(t, "top", cl.PeerName, "--once", "--interval", "200ms"); err != nil ||
+		!strings.Contains(out, "conversations: udp under_attack (armed)") {
+		t.Errorf("top while armed (%v):\n%s", err, out)
+	}
 	waitFor(t, "drops of the armed check", 30*time.Second, func() bool {
 		return cl.conversationCounters(t)[maps.CounterNoSocket] > c0[maps.CounterNoSocket]+1000
 	})
