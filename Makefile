@@ -168,7 +168,7 @@ test-vm:
 			--file $(VM_BIN)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
 			--file $(VM_BIN)/xdplimit-previous --env XDPLIMIT_PREVIOUS_BIN=/usr/local/bin/xdplimit-previous \
 			$(foreach t,$(VM_TOOLS),--tool $(t)) $(foreach d,$(VM_TREES),--tree $(d)) \
-			--module 8021q --module bridge --lanes $(VM_LANES) --memory $(VM_MEMORY) \
+			--module 8021q --module bridge --module sch_ingress --module cls_bpf --lanes $(VM_LANES) --memory $(VM_MEMORY) \
 			$(VM_ARGS) -- $$bins || failed="$$failed $$series"; \
 		echo "==== test-vm: Linux $$series took $$(( $$(date +%s) - start ))s ===="; \
 	done; \

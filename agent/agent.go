@@ -394,10 +394,12 @@ func (a *Agent) stop() error {
 	a.fleet.stop()
 	a.crowdsec.stop()
 	a.conv.stop()
-	a.ns.Close()
+	defer a.ns.Close()
 	if a.cfg.DetachOnExit {
 		a.log.Info("detaching (--detach-on-exit)", "interface", a.att.Interface)
-		return a.att.Detach()
+		// In the interface's namespace: the egress filter is found by
+		// the interface's index there.
+		return a.inNetns(a.att.Detach)
 	}
 	a.log.Info("exiting; the limiter stays attached and enforcing the last policy; `xdplimit detach "+
 		a.att.Interface+"` removes it", "interface", a.att.Interface)

@@ -37,10 +37,16 @@ func syncEgress(ifindex int, l *maps.Limiter, on bool) error {
 	q := &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0),
 		Parent: netlink.HANDLE_CLSACT}, QdiscType: "clsact"}
 	if err := netlink.QdiscAdd(q); err != nil && !errors.Is(err, unix.EEXIST) {
+		if errors.Is(err, unix.ENOENT) {
+			err = fmt.Errorf("%w: the kernel has no clsact qdisc (CONFIG_NET_SCH_INGRESS; modprobe sch_ingress)", err)
+		}
 		return fmt.Errorf("adding a clsact qdisc for the reflection guard's request recorder: %w", err)
 	}
 	f := &netlink.BpfFilter{FilterAttrs: egressFilterAttrs(ifindex), Fd: prog.FD(), Name: "xdpl_egress", DirectAction: true}
 	if err := netlink.FilterReplace(f); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			err = fmt.Errorf("%w: the kernel has no BPF classifier (CONFIG_NET_CLS_BPF; modprobe cls_bpf)", err)
+		}
 		return fmt.Errorf("attaching the reflection guard's request recorder to the egress: %w", err)
 	}
 	return nil
@@ -52,9 +58,15 @@ func egressFilterAttrs(ifindex int) netlink.FilterAttrs {
 }
 
 // removeEgress removes xdplimit's egress filter, if there is one; the
-// clsact qdisc stays, as other programs may use it.
+// clsact qdisc stays, as other programs may use it. An interface that is
+// gone, or not in the calling thread's namespace, has none of ours to
+// remove: call it from the interface's namespace.
 func removeEgress(ifindex int) error {
 	link, err := netlink.LinkByIndex(ifindex)
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
