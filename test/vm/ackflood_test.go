@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,31 +24,22 @@ const iperfPort = 5201
 
 // iperf runs one iperf3 transfer of d from the client's namespace to a
 // one-off server in the listener's, and returns its received throughput
-// in bit/s, or the error that ended it.
+// in bit/s, or the error that ended it (a transfer still running 20 s
+// after its end was due is killed).
 func (cl *cookieLab) iperf(t *testing.T, d time.Duration) (float64, error) {
 	t.Helper()
 	bin, err := exec.LookPath("iperf3")
 	testutil.Require(t, err == nil, "iperf3 not found (Debian package iperf3; run make deps)")
-	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+	// A transfer stalled by the flood (the global limit's) is given up
+	// after this: it did not complete.
+	ctx, cancel := context.WithTimeout(context.Background(), d+20*time.Second)
 	defer cancel()
 	srv := exec.CommandContext(ctx, bin, "-s", "-1", "-p", fmt.Sprint(iperfPort), "-B", listenerAddr.String())
 	if err := cl.PeerNS.Do(srv.Start); err != nil {
 		t.Fatalf("iperf3 server: %v", err)
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	var out []byte
-	for range 50 { // until the server listens
-		_ = cl.C.Do(func() error {
-			out, err = exec.CommandContext(ctx, bin, "-c", listenerAddr.String(), "-p", fmt.Sprint(iperfPort),
-				"-t", fmt.Sprint(int(d/time.Second)), "-J", "--connect-timeout", "2000").Output()
-			return nil
-		})
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	var res struct {
+	type result struct {
 		End struct {
 			SumReceived struct {
 				BitsPerSecond float64 `json:"bits_per_second"`
@@ -55,8 +47,26 @@ func (cl *cookieLab) iperf(t *testing.T, d time.Duration) (float64, error) {
 		} `json:"end"`
 		Error string `json:"error"`
 	}
-	if jerr := json.Unmarshal(out, &res); jerr != nil || res.Error != "" {
-		return 0, fmt.Errorf("iperf3: %v %v %s", err, jerr, res.Error)
+	var res result
+	// The client is refused until the server listens: try again then.
+	for range 50 {
+		var out []byte
+		_ = cl.C.Do(func() error {
+			out, err = exec.CommandContext(ctx, bin, "-c", listenerAddr.String(), "-p", fmt.Sprint(iperfPort),
+				"-t", fmt.Sprint(int(d/time.Second)), "-J", "--connect-timeout", "2000").Output()
+			return nil
+		})
+		res = result{}
+		if jerr := json.Unmarshal(out, &res); jerr != nil {
+			return 0, fmt.Errorf("iperf3: %v, its output unreadable: %v", err, jerr)
+		}
+		if !strings.Contains(res.Error, "Connection refused") || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if res.Error != "" {
+		return 0, fmt.Errorf("iperf3: %s", res.Error)
 	}
 	return res.End.SumReceived.BitsPerSecond, err
 }
