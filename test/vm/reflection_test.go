@@ -106,9 +106,13 @@ func TestReflectionDNS(t *testing.T) {
 	resolver := clientNet.Addr().String()
 	startDNS(t, cl.C, resolver)
 	cl.attachPolicy(t, "conversations: {reflection: always}\nrules: []\n")
-	// Without a flood, every answer is one the guard must pass.
-	if r := lookups(t, cl.PeerNS, resolver, 1000, 2*time.Second); r.completed != r.sent {
-		t.Fatalf("before the flood, %d of %d lookups completed", r.completed, r.sent)
+	// Without a flood, every answer is one the guard must pass: it drops
+	// none. (Under emulation dnsperf and dnsmasq share the CPUs with
+	// another test binary, and a few lookups may outlast their timeout.)
+	c00 := cl.conversationCounters(t)
+	r0 := lookups(t, cl.PeerNS, resolver, 1000, 2*time.Second)
+	if n := cl.conversationCounters(t)[maps.CounterNoRequest] - c00[maps.CounterNoRequest]; n != 0 || r0.completed*10 < r0.sent*9 {
+		t.Fatalf("before the flood, %d of %d lookups completed and the guard dropped %d answers", r0.completed, r0.sent, n)
 	}
 	c0, rx0, before := cl.conversationCounters(t), cl.PeerNS.RxSeen(t, cl.PeerName), cl.stack(t)
 	ring0 := cl.PeerNS.RxDropped(t, cl.PeerName)
