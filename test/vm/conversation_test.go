@@ -162,9 +162,11 @@ func (cl *cookieLab) udpAsks(t *testing.T, n int) int {
 	return answered
 }
 
-func (cl *cookieLab) udpFlood() []byte {
+// forgedUDP is a datagram from the router's side to the listener, of
+// payload bytes, from sport to dport; the generator rewrites its source.
+func (cl *cookieLab) forgedUDP(sport, dport uint16, payload int) []byte {
 	return pktgen.Frame{SrcMAC: cl.MAC, DstMAC: cl.PeerMAC, Src: forgedSource.First, Dst: listenerAddr,
-		SrcPort: 40000, DstPort: 9, Payload: 64}.MustBuild()
+		SrcPort: sport, DstPort: dport, Payload: payload}.MustBuild()
 }
 
 // TestConversationUDPClosedPort: a forged flood to a port without a socket
@@ -182,7 +184,7 @@ func TestConversationUDPClosedPort(t *testing.T) {
 			cl.conversationCounters(t)[maps.CounterNoSocket]-c00[maps.CounterNoSocket])
 	}
 	before, c0 := cl.stack(t), cl.conversationCounters(t)
-	flood := cl.startFlood(t, cl.udpFlood(), forgedSources, floodBound)
+	flood := cl.startFlood(t, cl.forgedUDP(40000, 9, 64), forgedSources, floodBound)
 	waitFor(t, "the flood to reach the listener", 30*time.Second, func() bool {
 		return cl.conversationCounters(t)[maps.CounterNoSocket] > c0[maps.CounterNoSocket]+1000
 	})
@@ -216,7 +218,7 @@ func TestConversationUnderAttack(t *testing.T) {
 	cl := newCookieLab(t)
 	p := cl.attachPolicy(t, "conversations: {udp: under_attack, arm: {rate: 1000/s, hold: 3s}}\nrules: []\n")
 	before, c0 := cl.stack(t), cl.conversationCounters(t)
-	flood := cl.startFlood(t, cl.udpFlood(), forgedSources, floodBound)
+	flood := cl.startFlood(t, cl.forgedUDP(40000, 9, 64), forgedSources, floodBound)
 	p.waitFor(t, "conversations: check armed", time.Minute)
 	armedAt := cl.stack(t).minus(before)
 	if c := cl.statusJSON(t).Interfaces[0].Conversations["udp"]; c.When != "under_attack" || !c.Armed {

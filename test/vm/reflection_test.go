@@ -13,7 +13,6 @@ import (
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
-	"github.com/xdplimit/xdplimit/pktgen"
 )
 
 // The reflection guard end to end: the listener's namespace resolves names
@@ -93,11 +92,6 @@ func lookups(t *testing.T, ns *testutil.Netns, server string, n int, timeout tim
 	return r
 }
 
-func (cl *cookieLab) forgedAnswers() []byte {
-	return pktgen.Frame{SrcMAC: cl.MAC, DstMAC: cl.PeerMAC, Src: forgedSource.First, Dst: listenerAddr,
-		SrcPort: 53, DstPort: 40000, Payload: 1000}.MustBuild()
-}
-
 // TestReflectionDNS: under a flood of forged DNS answers, the guard drops
 // the flood and the host's own lookups succeed; the signature rule of
 // examples/dns-amplification.yaml, side by side, is reported.
@@ -116,7 +110,7 @@ func TestReflectionDNS(t *testing.T) {
 	}
 	c0, rx0, before := cl.conversationCounters(t), cl.PeerNS.RxSeen(t, cl.PeerName), cl.stack(t)
 	ring0 := cl.PeerNS.RxDropped(t, cl.PeerName)
-	flood := cl.startFlood(t, cl.forgedAnswers(), forgedSources, floodBound)
+	flood := cl.startFlood(t, cl.forgedUDP(53, 40000, 1000), forgedSources, floodBound)
 	waitFor(t, "the flood to reach the listener", 30*time.Second, func() bool {
 		return cl.conversationCounters(t)[maps.CounterNoRequest] > c0[maps.CounterNoRequest]+1000
 	})
@@ -158,7 +152,7 @@ func TestReflectionDNS(t *testing.T) {
 	if cl.egressAttached(t) {
 		t.Errorf("the request recorder stayed on the egress after a reload without the guard")
 	}
-	flood = cl.startFlood(t, cl.forgedAnswers(), forgedSources, floodBound)
+	flood = cl.startFlood(t, cl.forgedUDP(53, 40000, 1000), forgedSources, floodBound)
 	time.Sleep(time.Second)
 	// A thousand: half of them wait out their timeout.
 	sig := lookups(t, cl.PeerNS, resolver, 1000, time.Second)
