@@ -152,6 +152,14 @@ func TestRunQEMU(t *testing.T) {
 					t.Errorf("BootHung %q TimedOut %v", r.BootHung, r.TimedOut)
 				}
 			}},
+		{"panic before boot", `
+			echo "[   13.5] Kernel panic - not syncing: Fatal exception in interrupt"
+			exec sleep 30`,
+			func(t *testing.T, r *vmResult) {
+				if !strings.Contains(r.BootHung, "kernel panicked during boot") || r.PanicLine == "" || r.TimedOut {
+					t.Errorf("BootHung %q PanicLine %q TimedOut %v", r.BootHung, r.PanicLine, r.TimedOut)
+				}
+			}},
 		{"silent boot", `exec sleep 30`,
 			func(t *testing.T, r *vmResult) {
 				if !strings.Contains(r.BootHung, "no BOOT sentinel") {
