@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,13 +33,16 @@ func startDNS(t *testing.T, ns *testutil.Netns, addr string) {
 		"--port=53", "--address=/example.test/192.0.2.1", "--user=root", "--pid-file=", "--cache-size=1000")
 	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
+	// In a process group of its own: dnsmasq forks helpers, and a
+	// dnsmasq outlived a test whose cleanup killed only the first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := ns.Do(cmd.Start); err != nil {
 		t.Fatalf("starting dnsmasq: %v", err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		if t.Failed() {
 			t.Logf("dnsmasq output:\n%s", out)
