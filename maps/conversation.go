@@ -269,3 +269,10 @@ func (c ConvCheck) When() string {
 	}
 	return "under_attack"
 }
+
+// JudgesAll says whether check c judges every packet now: it is on, and
+// always or among armed (ConvArmed).
+func (cv Conversations) JudgesAll(c Check, armed []Check) bool {
+	cc := cv.Of(c)
+	return cc.On && (cc.Always || slices.Contains(armed, c))
+}

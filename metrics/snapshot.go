@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -209,7 +208,7 @@ func (s Snapshot) conversationsLine() string {
 			continue
 		}
 		p := c.String() + " " + cc.When()
-		if !cc.Always && slices.Contains(s.Armed, c) {
+		if !cc.Always && s.Conversations.JudgesAll(c, s.Armed) {
 			p += " (armed)"
 		}
 		if cc.Shadow {

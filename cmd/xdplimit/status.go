@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -259,7 +258,7 @@ func printConversations(w io.Writer, l *maps.Limiter, cs map[maps.Counter]maps.C
 	for _, c := range maps.AllChecks {
 		cc := cv.Of(c)
 		state := cc.When()
-		if cc.On && (cc.Always || slices.Contains(armed, c)) {
+		if cv.JudgesAll(c, armed) {
 			state += ", armed"
 		}
 		if cc.On && cc.Shadow {

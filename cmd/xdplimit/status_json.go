@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"slices"
 	"time"
 
 	"github.com/xdplimit/xdplimit/agent"
@@ -179,7 +178,7 @@ func conversationsOf(l *maps.Limiter) (map[string]convCheckJSON, error) {
 	out := map[string]convCheckJSON{}
 	for _, c := range maps.AllChecks {
 		cc := cv.Of(c)
-		out[c.String()] = convCheckJSON{When: cc.When(), Armed: cc.On && (cc.Always || slices.Contains(armed, c)),
+		out[c.String()] = convCheckJSON{When: cc.When(), Armed: cv.JudgesAll(c, armed),
 			Shadow: cc.On && cc.Shadow}
 	}
 	return out, nil
