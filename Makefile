@@ -122,7 +122,7 @@ VM_TEST_PKGS_6.1  ?= ./maps ./test/vm ./agent ./cmd/xdplimit ./fleet ./replay ./
 	./metrics ./droplog ./pktgen ./test/service ./bench ./internal/harness/bpfprof ./test/vm/qemu/smoke
 VM_TEST_PKGS ?=
 VM_TREES     ?= docs deploy examples policy/testdata
-VM_TOOLS     ?= redis-server redis-cli prometheus promtool tcpdump nsenter dnsmasq dnsperf iperf3 \
+VM_TOOLS     ?= nft redis-server redis-cli prometheus promtool tcpdump nsenter dnsmasq dnsperf iperf3 \
 	$(CROWDSEC_DIR)/usr/bin/crowdsec $(CROWDSEC_DIR)/usr/bin/cscli
 CROWDSEC_DIR ?= $(or $(XDPLIMIT_CROWDSEC_DIR),/var/cache/xdplimit-deps/crowdsec)
 VM_TIMEOUT   ?= 60m
@@ -168,7 +168,7 @@ test-vm:
 			--file $(VM_BIN)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
 			--file $(VM_BIN)/xdplimit-previous --env XDPLIMIT_PREVIOUS_BIN=/usr/local/bin/xdplimit-previous \
 			$(foreach t,$(VM_TOOLS),--tool $(t)) $(foreach d,$(VM_TREES),--tree $(d)) \
-			--module 8021q --module bridge --module sch_ingress --module cls_bpf --lanes $(VM_LANES) --memory $(VM_MEMORY) \
+			--module 8021q --module bridge --module sch_ingress --module cls_bpf --module nf_conntrack --module nft_ct --lanes $(VM_LANES) --memory $(VM_MEMORY) \
 			$(VM_ARGS) -- $$bins || failed="$$failed $$series"; \
 		echo "==== test-vm: Linux $$series took $$(( $$(date +%s) - start ))s ===="; \
 	done; \

@@ -9,13 +9,16 @@
  *     an ICMP port unreachable.
  * What fails is dropped (no_connection, no_socket) before the rules.
  *
- * Only what is addressed to this host is judged: a destination found in
- * xdpl_local, the local routing table's addresses and prefixes, which the
- * control plane keeps there. bpf_fib_lookup cannot tell: on an interface
- * that does not forward (a server's), it answers "forwarding disabled"
- * before it looks at the destination. What the host forwards, or bridges
- * to containers, passes untouched, as do broadcasts and multicasts, which
- * the local table does not hold as local.
+ * What is addressed to this host is judged by its sockets: a destination
+ * found in xdpl_local, the local routing table's addresses and prefixes,
+ * which the control plane keeps there. bpf_fib_lookup cannot tell: on an
+ * interface that does not forward (a server's), it answers "forwarding
+ * disabled" before it looks at the destination. What the host forwards, or
+ * bridges to containers, passes untouched, as do broadcasts and
+ * multicasts, which the local table does not hold as local; unless the
+ * policy asks the TCP check or the reflection guard to judge it by
+ * conntrack (conntrack.h): a forwarded segment without SYN, or a
+ * forwarded datagram from a reflector's port, must then have an entry.
  *
  * Each check is on always, or armed by the control plane while an attack
  * lasts. A check that is not armed looks up one packet in
@@ -37,6 +40,7 @@
 #include "flows.h"
 #include "clock.h"
 #include "reply.h"
+#include "conntrack.h"
 #include <linux/udp.h>
 
 enum {
@@ -199,26 +203,30 @@ static __always_inline void xdpl_conv_watch_count(struct xdpl_pkt *p, __u32 chec
 static __always_inline int xdpl_conv_lookup(struct xdp_md *ctx, struct xdpl_pkt *p,
 					    struct xdpl_gen_cfg *g, __u32 gen)
 {
-	__u32 zero = 0, check, always, gflags = g->flags;
+	__u32 zero = 0, check, always, ct, gflags = g->flags;
 
 	if ((gflags & XDPL_GF_CONV_ECHO) && xdpl_echo_reply(p)) {
 		check = XDPL_CONV_REFLECTION;
 		always = gflags & XDPL_GF_CONV_REFL_ALWAYS;
+		ct = 0; /* conntrack looks up TCP and UDP only */
 	} else if (p->ports != XDPL_PORTS_OK) {
 		return XDPL_CONV_OK;
 	} else if (p->proto == IPPROTO_UDP && (gflags & XDPL_GF_CONV_REFL) &&
 		   xdpl_reflector(gen, p->sport) && !xdpl_reflector(gen, p->dport)) {
 		check = XDPL_CONV_REFLECTION;
 		always = gflags & XDPL_GF_CONV_REFL_ALWAYS;
+		ct = gflags & XDPL_GF_CONV_REFL_CT;
 	} else if (p->proto == IPPROTO_TCP && (gflags & XDPL_GF_CONV_TCP)) {
 		/* A SYN opens a conversation: the rules and cookies judge it. */
 		if ((p->tcp_flags & (XDPL_TCP_SYN | XDPL_TCP_ACK)) == XDPL_TCP_SYN)
 			return XDPL_CONV_OK;
 		check = XDPL_CONV_TCP;
 		always = gflags & XDPL_GF_CONV_TCP_ALWAYS;
+		ct = gflags & XDPL_GF_CONV_TCP_CT;
 	} else if (p->proto == IPPROTO_UDP && (gflags & XDPL_GF_CONV_UDP)) {
 		check = XDPL_CONV_UDP;
 		always = gflags & XDPL_GF_CONV_UDP_ALWAYS;
+		ct = 0; /* a forwarded datagram may open a flow */
 	} else {
 		return XDPL_CONV_OK;
 	}
@@ -231,12 +239,16 @@ static __always_inline int xdpl_conv_lookup(struct xdp_md *ctx, struct xdpl_pkt 
 		if (!tick || (++*tick & (XDPL_CONV_WATCH_EVERY - 1)))
 			return XDPL_CONV_OK;
 	}
-	if (!xdpl_local_dest(p))
+	int local = xdpl_local_dest(p);
+
+	if (!local && !ct)
 		return XDPL_CONV_OK;
 	xdpl_count(XDPL_C_CONV_LOOKUPS, p->len);
 	int owned;
 
-	if (check == XDPL_CONV_REFLECTION)
+	if (!local)
+		owned = xdpl_ct_lookup(ctx, p) != XDPL_CT_NONE;
+	else if (check == XDPL_CONV_REFLECTION)
 		owned = xdpl_requested(ctx, p, g);
 	else if (check == XDPL_CONV_TCP)
 		owned = xdpl_tcp_owned(ctx, p);

@@ -76,6 +76,10 @@ enum xdpl_const {
 	XDPL_GF_CONV_REFL_ALWAYS = 1 << 15,
 	XDPL_GF_CONV_REFL_SHADOW = 1 << 16,
 	XDPL_GF_CONV_ECHO = 1 << 17, /* the guard judges ICMP echo replies too */
+	/* What the host forwards meets the TCP check, or the reflection
+	 * guard, through conntrack (conntrack.h) instead of passing. */
+	XDPL_GF_CONV_TCP_CT = 1 << 18,
+	XDPL_GF_CONV_REFL_CT = 1 << 19,
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,

@@ -357,8 +357,9 @@ func rank(ls maps.LevelSpec) int {
 // time. In mode shadow every check is in shadow too.
 func compileConversations(p *policy.Policy) maps.Conversations {
 	check := func(c policy.ConvCheck) maps.ConvCheck {
-		return maps.ConvCheck{On: c.When != policy.WhenOff, Always: c.When == policy.WhenAlways,
-			Shadow: c.Shadow || p.Mode == policy.ModeShadow}
+		on := c.When != policy.WhenOff
+		return maps.ConvCheck{On: on, Always: c.When == policy.WhenAlways,
+			Shadow: c.Shadow || p.Mode == policy.ModeShadow, Conntrack: on && c.Conntrack}
 	}
 	c := p.Conversations
 	out := maps.Conversations{TCP: check(c.TCP), UDP: check(c.UDP), Reflection: check(c.Reflection),

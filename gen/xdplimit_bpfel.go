@@ -94,6 +94,8 @@ const (
 	XdplimitXdplConstXDPL_GF_CONV_REFL_ALWAYS    XdplimitXdplConst = 32768
 	XdplimitXdplConstXDPL_GF_CONV_REFL_SHADOW    XdplimitXdplConst = 65536
 	XdplimitXdplConstXDPL_GF_CONV_ECHO           XdplimitXdplConst = 131072
+	XdplimitXdplConstXDPL_GF_CONV_TCP_CT         XdplimitXdplConst = 262144
+	XdplimitXdplConstXDPL_GF_CONV_REFL_CT        XdplimitXdplConst = 524288
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET       XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW       XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW     XdplimitXdplConst = 3
@@ -660,6 +662,7 @@ const (
 	XdplimitVarXdplBenchRotate     = "xdpl_bench_rotate"
 	XdplimitVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitVarXdplCoarseOff       = "xdpl_coarse_off"
+	XdplimitVarXdplConntrack       = "xdpl_conntrack"
 	XdplimitVarXdplCookieAcksOn    = "xdpl_cookie_acks_on"
 	XdplimitVarXdplDropRingMask    = "xdpl_drop_ring_mask"
 	XdplimitVarXdplRecord          = "xdpl_record"
@@ -796,6 +799,7 @@ type XdplimitVariableSpecs struct {
 	XdplBenchRotate     *ebpf.VariableSpec `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
+	XdplConntrack       *ebpf.VariableSpec `ebpf:"xdpl_conntrack"`
 	XdplCookieAcksOn    *ebpf.VariableSpec `ebpf:"xdpl_cookie_acks_on"`
 	XdplDropRingMask    *ebpf.VariableSpec `ebpf:"xdpl_drop_ring_mask"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
@@ -966,6 +970,7 @@ type XdplimitVariables struct {
 	XdplBenchRotate     *ebpf.Variable `ebpf:"xdpl_bench_rotate"`
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
+	XdplConntrack       *ebpf.Variable `ebpf:"xdpl_conntrack"`
 	XdplCookieAcksOn    *ebpf.Variable `ebpf:"xdpl_cookie_acks_on"`
 	XdplDropRingMask    *ebpf.Variable `ebpf:"xdpl_drop_ring_mask"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`

@@ -85,6 +85,7 @@ const (
 	XdplimitStagesVarXdplBenchStop       = "xdpl_bench_stop"
 	XdplimitStagesVarXdplClockMode       = "xdpl_clock_mode"
 	XdplimitStagesVarXdplCoarseOff       = "xdpl_coarse_off"
+	XdplimitStagesVarXdplConntrack       = "xdpl_conntrack"
 	XdplimitStagesVarXdplCookieAcksOn    = "xdpl_cookie_acks_on"
 	XdplimitStagesVarXdplDropRingMask    = "xdpl_drop_ring_mask"
 	XdplimitStagesVarXdplRecord          = "xdpl_record"
@@ -223,6 +224,7 @@ type XdplimitStagesVariableSpecs struct {
 	XdplBenchStop       *ebpf.VariableSpec `ebpf:"xdpl_bench_stop"`
 	XdplClockMode       *ebpf.VariableSpec `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.VariableSpec `ebpf:"xdpl_coarse_off"`
+	XdplConntrack       *ebpf.VariableSpec `ebpf:"xdpl_conntrack"`
 	XdplCookieAcksOn    *ebpf.VariableSpec `ebpf:"xdpl_cookie_acks_on"`
 	XdplDropRingMask    *ebpf.VariableSpec `ebpf:"xdpl_drop_ring_mask"`
 	XdplRecord          *ebpf.VariableSpec `ebpf:"xdpl_record"`
@@ -395,6 +397,7 @@ type XdplimitStagesVariables struct {
 	XdplBenchStop       *ebpf.Variable `ebpf:"xdpl_bench_stop"`
 	XdplClockMode       *ebpf.Variable `ebpf:"xdpl_clock_mode"`
 	XdplCoarseOff       *ebpf.Variable `ebpf:"xdpl_coarse_off"`
+	XdplConntrack       *ebpf.Variable `ebpf:"xdpl_conntrack"`
 	XdplCookieAcksOn    *ebpf.Variable `ebpf:"xdpl_cookie_acks_on"`
 	XdplDropRingMask    *ebpf.Variable `ebpf:"xdpl_drop_ring_mask"`
 	XdplRecord          *ebpf.Variable `ebpf:"xdpl_record"`

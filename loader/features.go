@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/maps"
 )
 
 // MinimumKernel is the oldest Linux release that has every required
@@ -95,10 +97,16 @@ var kernelFeatures = []featureProbe{
 	// The reflection guard's request recorder, loaded only with the guard.
 	{name: "TC programs (sched_cls) with bpf_skb_load_bytes", forWhat: "the reflection guard's request recorder on the egress",
 		since: "4.5", optional: true, probe: func() error { return features.HaveProgramHelper(ebpf.SchedCLS, asm.FnSkbLoadBytes) }},
+	// Conntrack's kfuncs are weak in the datapath: without them (or without
+	// the kernel's BTF, which resolves them) forwarded traffic cannot be
+	// judged by conntrack, and a policy that asks is refused.
+	{name: "conntrack lookups from XDP (bpf_xdp_ct_lookup, nf_conntrack)",
+		forWhat: "conversation checks of forwarded traffic (forwarded: conntrack)", since: "6.0", optional: true,
+		probe: maps.ConntrackLookups},
 	// Only CO-RE relocations and kfunc calls need the kernel's own BTF; the
-	// datapath has neither (a test checks), so kernels built without
-	// CONFIG_DEBUG_INFO_BTF run it.
-	{name: "kernel BTF (/sys/kernel/btf/vmlinux)", forWhat: "CO-RE relocations and kfuncs (none used)", since: "5.4",
+	// datapath has neither but weak kfuncs (a test checks), so kernels built
+	// without CONFIG_DEBUG_INFO_BTF run it.
+	{name: "kernel BTF (/sys/kernel/btf/vmlinux)", forWhat: "CO-RE relocations and kfuncs (conntrack lookups only)", since: "5.4",
 		optional: true, probe: probeKernelBTF},
 }
 

@@ -15,10 +15,7 @@ import (
 // unchanged keep their state; a changed limit starts fresh. What to write
 // is planGeneration's; Apply reads what it needs and writes the plan.
 func (l *Limiter) Apply(img *Image) error {
-	if err := img.SynAck.Check(); err != nil {
-		return err
-	}
-	if err := l.checkLogs(img); err != nil {
+	if err := l.checkImage(img); err != nil {
 		return err
 	}
 	l.ctlMu.Lock()
@@ -88,6 +85,21 @@ func (l *Limiter) Apply(img *Image) error {
 	// The switch: only the active word differs from what is in the map.
 	ctl.Active = next
 	return l.objs.XdplCtl.Update(uint32(0), &ctl, ebpf.UpdateAny)
+}
+
+// checkImage refuses what this limiter cannot put in force, before
+// anything is written.
+func (l *Limiter) checkImage(img *Image) error {
+	if err := img.SynAck.Check(); err != nil {
+		return err
+	}
+	if err := l.checkLogs(img); err != nil {
+		return err
+	}
+	if err := img.Conversations.check(); err != nil {
+		return err
+	}
+	return l.checkConntrack(img.Conversations)
 }
 
 // writeNext writes what the inactive generation next reads, and the

@@ -21,6 +21,11 @@ type ConvCheck struct {
 	// Shadow: what the check would drop is counted and sampled, and the
 	// rules then judge it as if the check had passed it.
 	Shadow bool
+	// Conntrack: what the host forwards (a destination not its own) is
+	// judged by netfilter's connection tracking, which must have an entry
+	// for it; without, it passes. The TCP check and the reflection guard
+	// only (a forwarded datagram may open a flow).
+	Conntrack bool
 }
 
 // Conversations is the conversation checks of a policy: TCP without SYN to
@@ -89,25 +94,50 @@ var AllChecks = []Check{CheckTCP, CheckUDP, CheckReflection}
 // Any says whether some check is on.
 func (cv Conversations) Any() bool { return cv.TCP.On || cv.UDP.On || cv.Reflection.On }
 
+// checkBits are a check's generation flags (bpf/xdplimit_consts.h): on,
+// always, in shadow, and judged by conntrack where forwarded (0: the check
+// cannot be).
+type checkBits struct{ on, always, shadow, ct uint32 }
+
+var convBits = map[Check]checkBits{
+	CheckTCP: {uint32(gen.XdplimitXdplConstXDPL_GF_CONV_TCP), uint32(gen.XdplimitXdplConstXDPL_GF_CONV_TCP_ALWAYS),
+		uint32(gen.XdplimitXdplConstXDPL_GF_CONV_TCP_SHADOW), uint32(gen.XdplimitXdplConstXDPL_GF_CONV_TCP_CT)},
+	CheckUDP: {uint32(gen.XdplimitXdplConstXDPL_GF_CONV_UDP), uint32(gen.XdplimitXdplConstXDPL_GF_CONV_UDP_ALWAYS),
+		uint32(gen.XdplimitXdplConstXDPL_GF_CONV_UDP_SHADOW), 0},
+	CheckReflection: {uint32(gen.XdplimitXdplConstXDPL_GF_CONV_REFL), uint32(gen.XdplimitXdplConstXDPL_GF_CONV_REFL_ALWAYS),
+		uint32(gen.XdplimitXdplConstXDPL_GF_CONV_REFL_SHADOW), uint32(gen.XdplimitXdplConstXDPL_GF_CONV_REFL_CT)},
+}
+
+// check validates the section: conntrack judges only what a check can
+// prove by it.
+func (cv Conversations) check() error {
+	for _, c := range AllChecks {
+		if cc := cv.Of(c); cc.Conntrack && (!cc.On || convBits[c].ct == 0) {
+			return fmt.Errorf("conversation check %v: conntrack lookups only for the tcp check and the reflection guard, while on", c)
+		}
+	}
+	return nil
+}
+
+// Conntrack says whether some check judges forwarded packets by conntrack.
+func (cv Conversations) Conntrack() bool { return cv.TCP.Conntrack || cv.Reflection.Conntrack }
+
 func (cv Conversations) flags() uint32 {
 	var f uint32
-	for _, c := range []struct {
-		cc                   ConvCheck
-		on, always, inShadow gen.XdplimitXdplConst
-	}{
-		{cv.TCP, gen.XdplimitXdplConstXDPL_GF_CONV_TCP, gen.XdplimitXdplConstXDPL_GF_CONV_TCP_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_TCP_SHADOW},
-		{cv.UDP, gen.XdplimitXdplConstXDPL_GF_CONV_UDP, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_SHADOW},
-		{cv.Reflection, gen.XdplimitXdplConstXDPL_GF_CONV_REFL, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_SHADOW},
-	} {
-		if !c.cc.On {
+	for _, c := range AllChecks {
+		cc, b := cv.Of(c), convBits[c]
+		if !cc.On {
 			continue
 		}
-		f |= uint32(c.on)
-		if c.cc.Always {
-			f |= uint32(c.always)
+		f |= b.on
+		if cc.Always {
+			f |= b.always
 		}
-		if c.cc.Shadow {
-			f |= uint32(c.inShadow)
+		if cc.Shadow {
+			f |= b.shadow
+		}
+		if cc.Conntrack {
+			f |= b.ct
 		}
 	}
 	if cv.Reflection.On && cv.EchoReplies {
@@ -247,13 +277,14 @@ func (l *Limiter) ConversationsInForce() (Conversations, error) {
 		return Conversations{}, err
 	}
 	f := ctl.Gen[g].Flags
-	check := func(on, always, inShadow gen.XdplimitXdplConst) ConvCheck {
-		return ConvCheck{On: f&uint32(on) != 0, Always: f&uint32(always) != 0, Shadow: f&uint32(inShadow) != 0}
+	check := func(c Check) ConvCheck {
+		b := convBits[c]
+		return ConvCheck{On: f&b.on != 0, Always: f&b.always != 0, Shadow: f&b.shadow != 0, Conntrack: b.ct != 0 && f&b.ct != 0}
 	}
 	return Conversations{
-		TCP:              check(gen.XdplimitXdplConstXDPL_GF_CONV_TCP, gen.XdplimitXdplConstXDPL_GF_CONV_TCP_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_TCP_SHADOW),
-		UDP:              check(gen.XdplimitXdplConstXDPL_GF_CONV_UDP, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_UDP_SHADOW),
-		Reflection:       check(gen.XdplimitXdplConstXDPL_GF_CONV_REFL, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_ALWAYS, gen.XdplimitXdplConstXDPL_GF_CONV_REFL_SHADOW),
+		TCP:              check(CheckTCP),
+		UDP:              check(CheckUDP),
+		Reflection:       check(CheckReflection),
 		ReflectionWindow: time.Duration(ctl.Gen[g].ReflWindowNs),
 		EchoReplies:      f&uint32(gen.XdplimitXdplConstXDPL_GF_CONV_ECHO) != 0,
 	}, nil

@@ -35,7 +35,12 @@ type convLab struct {
 
 func newConvLab(t *testing.T, policy string) *convLab {
 	t.Helper()
-	ns := testutil.NewNetns(t)
+	return newConvLabIn(t, testutil.NewNetns(t), policy)
+}
+
+// newConvLabIn is newConvLab in ns, which the caller prepared.
+func newConvLabIn(t *testing.T, ns *testutil.Netns, policy string) *convLab {
+	t.Helper()
 	ln := listenIn(t, ns)
 	var conn net.Conn
 	var udp net.PacketConn

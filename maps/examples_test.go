@@ -45,6 +45,8 @@ var exampleFrames = map[string]struct {
 		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 443, pktgen.TCPSyn, 0), "api"},
 	"syn-cookie.yaml": {
 		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 443, pktgen.TCPSyn, 0), "web-syn"},
+	"router-conntrack.yaml": {
+		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 443, pktgen.TCPSyn, 0), "syn-per-source"},
 	"ssh-login.yaml": {
 		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 22, pktgen.TCPSyn, 0), "ssh-syn"},
 }

@@ -88,6 +88,9 @@ type Limiter struct {
 	tickNs      uint64
 	trackAfter  uint32
 	sampleOneIn uint32 // Options.SampleOneIn
+	// conntrackErr: why the program, when it was loaded, could not look
+	// up conntrack (ConntrackLookups); nil when it can.
+	conntrackErr error
 	// ctlMu orders this process's writes of the control word: Apply's
 	// and EnableBanLookup's (a fleet engine's, from its own goroutine).
 	ctlMu sync.Mutex
@@ -116,7 +119,8 @@ func Load(opts Options) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{clock: opts.Clock, tickNs: CoarseTick(), trackAfter: opts.TrackAfter, sampleOneIn: opts.SampleOneIn}
+	l := &Limiter{clock: opts.Clock, tickNs: CoarseTick(), trackAfter: opts.TrackAfter, sampleOneIn: opts.SampleOneIn,
+		conntrackErr: conntrackOf(spec)}
 	if l.trackAfter == 0 {
 		l.trackAfter = DefaultTrackAfter
 	}
@@ -216,38 +220,6 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 	return spec, nil
 }
 
-// checkPinnedLayout refuses pinned maps of another layout before anything
-// tries to use them: a map whose value changed size between layouts (the
-// sketch's, in layout 3) would otherwise fail to load with the kernel's
-// words for it, which do not say what to do.
-func checkPinnedLayout(pinned map[string]*ebpf.Map) error {
-	if _, ok := pinned[gen.XdplimitMapXdplMeta]; !ok {
-		return nil
-	}
-	v, err := PinnedLayout(pinned)
-	if err != nil {
-		return err
-	}
-	if v != 0 && v != LayoutVersion {
-		return fmt.Errorf("pinned maps have layout version %d, this xdplimit reads %d: detach first", v, LayoutVersion)
-	}
-	return nil
-}
-
-// sizeFromPinned gives the spec the size of a pinned state table: an adopted
-// or inspected table keeps the size it was attached with (--max-sources);
-// resizing needs a detach. So do the tries (pinned by an earlier build).
-func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
-	for _, name := range append([]string{Sources4Map, SourcesMap, LogsMap, sketchMap, dropSamplesMap}, tries...) {
-		if m, ok := pinned[name]; ok {
-			spec.Maps[name].MaxEntries = m.MaxEntries()
-		}
-	}
-	if m, ok := pinned[banMap]; ok {
-		sizeBans(spec, m.MaxEntries())
-	}
-}
-
 // stagesBuild: the knobs ask for the stage benchmark's build
 // (gen.XdplimitStages), which production's lacks.
 func (opts Options) stagesBuild() bool {
@@ -277,6 +249,13 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 	}
 	if err := spec.Variables["xdpl_sketch_seed"].Set(binary.NativeEndian.Uint64(seed[:])); err != nil {
 		return err
+	}
+	// The conntrack kfuncs' calls stay in the program only where they
+	// resolve (bpf/conntrack.h).
+	if ConntrackLookups() == nil {
+		if err := spec.Variables["xdpl_conntrack"].Set(uint32(1)); err != nil {
+			return err
+		}
 	}
 	// The width follows the map's size: an adopted sketch keeps its own.
 	width := spec.Maps[sketchMap].MaxEntries / uint32(ebpf.MustPossibleCPU()) / uint32(gen.XdplimitXdplConstXDPL_SKETCH_ROWS)

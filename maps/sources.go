@@ -51,7 +51,7 @@ func OpenPinned(pinned map[string]*ebpf.Map) (*Limiter, error) {
 		return nil, err
 	}
 	sizeFromPinned(spec, pinned)
-	l := &Limiter{tickNs: CoarseTick()}
+	l := &Limiter{tickNs: CoarseTick(), conntrackErr: ConntrackLookups()}
 	if err := spec.LoadAndAssign(&l.objs.XdplimitMaps, &ebpf.CollectionOptions{MapReplacements: pinned}); err != nil {
 		return nil, fmt.Errorf("opening pinned maps: %w", err)
 	}
@@ -66,4 +66,36 @@ func OpenPinned(pinned map[string]*ebpf.Map) (*Limiter, error) {
 	}
 	l.clock = meta.Clock
 	return l, nil
+}
+
+// checkPinnedLayout refuses pinned maps of another layout before anything
+// tries to use them: a map whose value changed size between layouts (the
+// sketch's, in layout 3) would otherwise fail to load with the kernel's
+// words for it, which do not say what to do.
+func checkPinnedLayout(pinned map[string]*ebpf.Map) error {
+	if _, ok := pinned[gen.XdplimitMapXdplMeta]; !ok {
+		return nil
+	}
+	v, err := PinnedLayout(pinned)
+	if err != nil {
+		return err
+	}
+	if v != 0 && v != LayoutVersion {
+		return fmt.Errorf("pinned maps have layout version %d, this xdplimit reads %d: detach first", v, LayoutVersion)
+	}
+	return nil
+}
+
+// sizeFromPinned gives the spec the size of a pinned state table: an adopted
+// or inspected table keeps the size it was attached with (--max-sources);
+// resizing needs a detach. So do the tries (pinned by an earlier build).
+func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
+	for _, name := range append([]string{Sources4Map, SourcesMap, LogsMap, sketchMap, dropSamplesMap}, tries...) {
+		if m, ok := pinned[name]; ok {
+			spec.Maps[name].MaxEntries = m.MaxEntries()
+		}
+	}
+	if m, ok := pinned[banMap]; ok {
+		sizeBans(spec, m.MaxEntries())
+	}
 }

@@ -34,6 +34,10 @@ type ConvCheck struct {
 	// Shadow: what the check would drop is counted and logged, and the
 	// rules judge it as if the check had passed it.
 	Shadow bool
+	// Conntrack: what the host forwards is judged by netfilter's
+	// connection tracking (forwarded: conntrack), which must have an entry
+	// for it; otherwise it passes untouched (forwarded: pass).
+	Conntrack bool
 }
 
 // Conversations is the conversations: section: packets addressed to this
@@ -116,6 +120,9 @@ func (c ConvCheck) String() string {
 	if c.When != WhenOff && c.Shadow {
 		s += ", in shadow (counted and logged, never dropped)"
 	}
+	if c.When != WhenOff && c.Conntrack {
+		s += ", forwarded traffic judged by conntrack"
+	}
 	return s
 }
 
@@ -149,6 +156,8 @@ func (c Conversations) String() string {
 //	  tcp: under_attack                     # off | under_attack | always
 //	  udp: {when: always, action: shadow}   # action: drop (default) | shadow
 //	  arm: {rate: 1000/s, hold: 1m}
+//
+// tcp and reflection also take forwarded: pass (default) | conntrack.
 func (d *decoder) conversations(f field) Conversations {
 	c := DefaultConversations()
 	c.Set = true
@@ -160,7 +169,12 @@ func (d *decoder) conversations(f field) Conversations {
 		c.TCP, _ = d.convCheck(cf, "conversations.tcp")
 	}
 	if cf, ok := m["udp"]; ok {
-		c.UDP, _ = d.convCheck(cf, "conversations.udp")
+		var m map[string]field
+		c.UDP, m = d.convCheck(cf, "conversations.udp")
+		if ff, ok := m["forwarded"]; ok && c.UDP.Conntrack {
+			d.errorf(ff.value, "conversations.udp.forwarded", "conntrack cannot judge forwarded UDP: a datagram that "+
+				"opens a new flow has no entry yet, so every new flow would be dropped; only tcp and reflection take conntrack")
+		}
 	}
 	if cf, ok := m["reflection"]; ok {
 		var m map[string]field
@@ -188,7 +202,7 @@ func (d *decoder) convCheck(f field, path string, more ...string) (ConvCheck, ma
 		return ConvCheck{When: When(w)}, nil
 	}
 	c := ConvCheck{When: WhenUnderAttack}
-	m := d.mapping(n, path, append([]string{"when", "action"}, more...)...)
+	m := d.mapping(n, path, append([]string{"when", "action", "forwarded"}, more...)...)
 	if m == nil {
 		return c, nil
 	}
@@ -199,6 +213,10 @@ func (d *decoder) convCheck(f field, path string, more ...string) (ConvCheck, ma
 	if af, ok := m["action"]; ok {
 		a, _ := d.enum(af.value, path+".action", "action", []string{"drop", "shadow"})
 		c.Shadow = a == 1
+	}
+	if ff, ok := m["forwarded"]; ok {
+		fw, _ := d.enum(ff.value, path+".forwarded", "forwarded", []string{"pass", "conntrack"})
+		c.Conntrack = fw == 1
 	}
 	return c, m
 }

@@ -44,7 +44,14 @@ func TestConversationsSection(t *testing.T) {
 		{name: "reflection window too short", src: "conversations: {reflection: {window: 1ms}}\nrules: []\n", errs: []string{
 			"p.yaml:1:38: conversations.reflection.window: window 1ms: give 100ms to 1h0m0s"}},
 		{name: "ports on tcp", src: "conversations: {tcp: {ports: [53]}}\nrules: []\n", errs: []string{
-			`p.yaml:1:23: conversations.tcp: unknown field "ports"; allowed: when, action`}},
+			`p.yaml:1:23: conversations.tcp: unknown field "ports"; allowed: when, action, forwarded`}},
+		{name: "forwarded by conntrack", src: "conversations:\n  tcp: {when: always, forwarded: conntrack}\n  udp: {forwarded: pass}\nrules: []\n",
+			check: want(ConvCheck{When: WhenAlways, Conntrack: true}, ua, 1000, time.Minute)},
+		{name: "udp forwarded by conntrack", src: "conversations: {udp: {forwarded: conntrack}}\nrules: []\n", errs: []string{
+			"p.yaml:1:34: conversations.udp.forwarded: conntrack cannot judge forwarded UDP: a datagram that opens a new flow " +
+				"has no entry yet, so every new flow would be dropped; only tcp and reflection take conntrack"}},
+		{name: "unknown forwarded", src: "conversations: {reflection: {forwarded: nat}}\nrules: []\n", errs: []string{
+			`p.yaml:1:41: conversations.reflection.forwarded: unknown forwarded "nat"; use pass or conntrack`}},
 		{name: "unknown when", src: "conversations: {tcp: sometimes}\nrules: []\n", errs: []string{
 			`p.yaml:1:22: conversations.tcp: unknown when "sometimes"; use off, under_attack or always`}},
 		{name: "unknown action", src: "conversations: {tcp: {action: reject}}\nrules: []\n", errs: []string{

@@ -264,6 +264,9 @@ func printConversations(w io.Writer, l *maps.Limiter, cs map[maps.Counter]maps.C
 		if cc.On && cc.Shadow {
 			state += ", in shadow"
 		}
+		if cc.Conntrack {
+			state += ", forwarded by conntrack"
+		}
 		fmt.Fprintf(w, " %s %s;", c, state)
 	}
 	fmt.Fprintf(w, " dropped no_connection %d, no_socket %d, no_request %d (in shadow %d, %d, %d); %d looked up, %d requests recorded\n",

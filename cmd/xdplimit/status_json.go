@@ -42,6 +42,9 @@ type convCheckJSON struct {
 	When   string `json:"when"` // off, under_attack or always
 	Armed  bool   `json:"armed"`
 	Shadow bool   `json:"shadow"`
+	// Forwarded: how what the host forwards meets the check: pass or
+	// conntrack.
+	Forwarded string `json:"forwarded"`
 }
 
 type policyJSON struct {
@@ -178,8 +181,12 @@ func conversationsOf(l *maps.Limiter) (map[string]convCheckJSON, error) {
 	out := map[string]convCheckJSON{}
 	for _, c := range maps.AllChecks {
 		cc := cv.Of(c)
+		fw := "pass"
+		if cc.Conntrack {
+			fw = "conntrack"
+		}
 		out[c.String()] = convCheckJSON{When: cc.When(), Armed: cv.JudgesAll(c, armed),
-			Shadow: cc.On && cc.Shadow}
+			Shadow: cc.On && cc.Shadow, Forwarded: fw}
 	}
 	return out, nil
 }

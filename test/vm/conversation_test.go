@@ -28,7 +28,14 @@ const udpEchoPort = 7
 // conversationCounters reads the limiter's conversation counters.
 func (cl *cookieLab) conversationCounters(t *testing.T) map[maps.Counter]uint64 {
 	t.Helper()
-	st, err := loader.Open(cl.PeerName)
+	return convCounters(t, cl.PeerName)
+}
+
+// convCounters reads the conversation counters of the limiter attached to
+// ifname.
+func convCounters(t *testing.T, ifname string) map[maps.Counter]uint64 {
+	t.Helper()
+	st, err := loader.Open(ifname)
 	if err != nil {
 		t.Fatal(err)
 	}

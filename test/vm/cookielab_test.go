@@ -68,6 +68,7 @@ var (
 type cookieLab struct {
 	*lab                   // F (NS) and L (PeerNS): attach, status and the generator work on L's end
 	C      *testutil.Netns // the client's namespace
+	client *testutil.Veth  // C's end (NS) and F's (PeerNS)
 	sink   *returnSink     // on F's end of the listener's veth
 	srv    *server
 	policy string // the attach's policy file
@@ -112,7 +113,7 @@ func newCookieLab(t *testing.T) *cookieLab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	cl := &cookieLab{lab: &lab{Veth: v, gen: g}, C: c, sink: sink, policy: filepath.Join(t.TempDir(), "policy.yaml")}
+	cl := &cookieLab{lab: &lab{Veth: v, gen: g}, C: c, client: cv, sink: sink, policy: filepath.Join(t.TempDir(), "policy.yaml")}
 	cl.srv = startServer(t, l, cookiePort, plainPort)
 	return cl
 }
@@ -381,14 +382,20 @@ type bgFlood struct {
 // a second (p99 under 60 ms pinned, in three runs).
 func (cl *cookieLab) startFlood(t *testing.T, frame []byte, src pktgen.Sources, count uint64) *bgFlood {
 	t.Helper()
-	if err := cl.gen.SetSources(src); err != nil {
+	return cl.lab.startFlood(t, frame, src, count)
+}
+
+// startFlood is cookieLab.startFlood from l's NS end.
+func (l *lab) startFlood(t *testing.T, frame []byte, src pktgen.Sources, count uint64) *bgFlood {
+	t.Helper()
+	if err := l.gen.SetSources(src); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &bgFlood{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
-		f.res, f.err = cl.gen.Send(ctx, cl.NS.Path(), cl.Name, frame, count, 0)
+		f.res, f.err = l.gen.Send(ctx, l.NS.Path(), l.Name, frame, count, 0)
 	}()
 	t.Cleanup(func() { cancel(); <-f.done })
 	return f

@@ -1,0 +1,83 @@
+package vm
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/pktgen"
+)
+
+// The TCP check on a router: xdplimit on the router F's end of the
+// client's veth judges what F forwards to the listener by F's connection
+// tracking (forwarded: conntrack), while a forged ACK flood from the
+// client's side and a real transfer (iperf3, client to listener) cross it.
+// The same flood with no check is reported beside it.
+
+// TestConversationForwardedACKFlood: with conntrack lookups, every forged
+// ACK that met the router's program is dropped there, the listener sends
+// no resets, and the transfer, which conntrack tracks, completes.
+func TestConversationForwardedACKFlood(t *testing.T) {
+	cl := newCookieLab(t)
+	cl.NS.TrackConnections(t)
+	cr := cl.client.PeerName
+	// The forged sources are routed to F's blackhole: without this F's
+	// reverse-path filter would drop the flood itself, checked or not.
+	setSysctls(t, cl.NS, map[string]string{"net.ipv4.conf.all.rp_filter": "0", "net.ipv4.conf." + cr + ".rp_filter": "0"})
+	fw := &lab{Veth: cl.client, gen: cl.gen}
+	ack := pktgen.Frame{SrcMAC: cl.client.MAC, DstMAC: cl.client.PeerMAC, Src: forgedSource.First, Dst: listenerAddr,
+		Proto: pktgen.ProtoTCP, SrcPort: 40000, DstPort: iperfPort, TCPFlags: pktgen.TCPAck, TCPSeq: 1000, TCPAck: 0x5eed}
+	runs := []*ackFloodRun{
+		// The check first: the flood without it leaves conntrack entries
+		// behind (netfilter picks up connections mid-stream).
+		{name: "conntrack check", policy: "conversations: {tcp: {when: always, forwarded: conntrack}}\nrules: []\n"},
+		{name: "no check", policy: "rules: []\n"},
+	}
+	policy := writePolicy(t, runs[0].policy)
+	p := fw.start(t, "attach", cr, "--policy", policy, "--detach-on-exit")
+	p.waitAttached(t, 2*time.Minute)
+	for i, r := range runs {
+		if i > 0 {
+			if err := os.WriteFile(policy, []byte(r.policy), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := fw.run(t, "reload", cr); err != nil {
+				t.Fatalf("reload: %v\n%s", err, out)
+			}
+		}
+		before, c0, sunk0 := cl.stack(t), convCounters(t, cr), cl.sink.dropped(t)
+		rx0, ring0 := cl.NS.RxSeen(t, cr), cl.NS.RxDropped(t, cr)
+		flood := fw.startFlood(t, ack.MustBuild(), forgedSources, floodBound)
+		time.Sleep(500 * time.Millisecond)
+		r.bps, r.err = cl.iperf(t, 3*time.Second)
+		_, running := flood.stop(t)
+		cl.PeerNS.Settle(t)
+		r.st = cl.stack(t).minus(before)
+		r.forged = cl.sink.dropped(t) - sunk0
+		r.noConn = convCounters(t, cr)[maps.CounterNoConnection] - c0[maps.CounterNoConnection]
+		r.seen = cl.NS.RxSeen(t, cr) - rx0 - (cl.NS.RxDropped(t, cr) - ring0)
+		t.Logf("%-16s transfer %.1f Mbit/s (err %v); %d frames met the router's program, %d dropped as no_connection; %s, %d of them to forged sources",
+			r.name, r.bps/1e6, r.err, r.seen, r.noConn, r.st, r.forged)
+		if !running {
+			t.Errorf("%s: the flood ended before the transfer did", r.name)
+		}
+	}
+	check := runs[0]
+	if check.err != nil || check.bps == 0 {
+		t.Errorf("with the conntrack check the transfer under the flood failed: %v", check.err)
+	}
+	if check.forged != 0 {
+		t.Errorf("with the conntrack check the listener sent %d resets to forged sources: forged ACKs were forwarded", check.forged)
+	}
+	// What met the router's program and was not dropped is the transfer's
+	// (and its handshake's): F forwarded it, and the listener took it in.
+	if check.noConn+check.st.ipIn+20 < check.seen {
+		t.Errorf("%d frames met the router's program, %d reached the listener, only %d were dropped as no_connection",
+			check.seen, check.st.ipIn, check.noConn)
+	}
+	if runs[1].forged < 1000 {
+		t.Errorf("without the check the listener sent only %d resets to forged sources: the flood was not forwarded, "+
+			"the comparison shows nothing", runs[1].forged)
+	}
+}
