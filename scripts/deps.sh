@@ -2,7 +2,7 @@
 # Installs everything the build, the tests and the benchmarks need, from Debian's packages.
 # Idempotent: `apt-get update` runs once per machine (a stamp file records it), then one
 # `apt-get install` that is a no-op when all packages are present. Packages that must not be
-# installed (see fetch_crowdsec) are unpacked into a cache directory instead.
+# installed (see unpack) are unpacked into a cache directory instead.
 set -euo pipefail
 
 PKGS=(
@@ -23,6 +23,12 @@ PKGS=(
   # Real servers and clients for the conversation checks' end-to-end tests: a DNS
   # server and load generator, a TCP transfer.
   dnsmasq-base dnsperf bind9-dnsutils iperf3
+  # memcached: real UDP answers for the reflection guard's memcached test. Its postinst
+  # would start a server; install_pkgs keeps it from doing so (where systemd runs, its unit
+  # is still enabled for the next boot, as redis-server's is).
+  memcached
+  # What chronyd and chronyc (unpacked below, not installed) link against.
+  libcap2 libedit2 libgnutls30 libnettle8 libseccomp2
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -38,6 +44,24 @@ apt_update_once() {
   fi
 }
 
+# install_pkgs installs packages without letting their maintainer scripts start a daemon
+# (memcached's would; the tests start their own servers in their namespaces): invoke-rc.d and
+# deb-systemd-invoke ask /usr/sbin/policy-rc.d, and its exit status 101 refuses every start.
+# An existing policy-rc.d (a container image's) is left as it is; one added here is removed
+# afterwards, also when the install fails.
+install_pkgs() {
+  local policy=/usr/sbin/policy-rc.d added=
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# xdplimit scripts/deps.sh: no service starts while it installs.\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    added=1
+  fi
+  local rc=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" || rc=$?
+  if [ -n "$added" ]; then rm -f "$policy"; fi
+  return $rc
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -46,39 +70,51 @@ if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#PKGS[@]} packages present"
 else
   apt_update_once
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  install_pkgs "${missing[@]}"
 fi
 
-# crowdsec: the crowdsec package tests run a real Local API from Debian's binaries
-# (internal/testkit/crowdsecproc). Installing the package is not an option: its postinst registers
-# with the online API, fails offline and leaves dpkg half-configured, which breaks every later
-# apt-get install. So it is downloaded and unpacked with dpkg-deb -x into a fixed directory;
-# its binaries need only libc and libsqlite3 (in PKGS). The stamp holds the unpacked version:
-# a later run with the stamp and both binaries present does nothing.
-CROWDSEC_DIR=${XDPLIMIT_CROWDSEC_DIR:-/var/cache/xdplimit-deps/crowdsec}
-fetch_crowdsec() {
-  local cs_stamp=$CROWDSEC_DIR/.xdplimit-stamp
-  if [ -s "$cs_stamp" ] && [ -x "$CROWDSEC_DIR/usr/bin/crowdsec" ] && [ -x "$CROWDSEC_DIR/usr/bin/cscli" ]; then
-    echo "deps: crowdsec $(cat "$cs_stamp") unpacked in $CROWDSEC_DIR"
+# unpack PKG DIR BIN...: downloads Debian's PKG and unpacks it with dpkg-deb -x into DIR,
+# without installing it (no maintainer script runs, dpkg does not know it). The stamp holds the
+# unpacked version: a later run with the stamp and every BIN (paths inside DIR) present does
+# nothing.
+unpack() {
+  local pkg=$1 dir=$2
+  shift 2
+  local pstamp=$dir/.xdplimit-stamp ok=1 b
+  for b in "$@"; do [ -x "$dir/$b" ] || ok=; done
+  if [ -s "$pstamp" ] && [ -n "$ok" ]; then
+    echo "deps: $pkg $(cat "$pstamp") unpacked in $dir"
     return
   fi
   apt_update_once
-  tmp=$(mktemp -d "$(dirname "$CROWDSEC_DIR")/.crowdsec.XXXXXX")
+  mkdir -p "$(dirname "$dir")"
+  tmp=$(mktemp -d "$(dirname "$dir")/.$pkg.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   # Downloading as root into a directory _apt cannot write makes apt warn; it is harmless,
   # and running the download as root avoids it.
-  (cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download crowdsec)
+  (cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download "$pkg")
   local deb
-  deb=$(ls "$tmp"/crowdsec_*.deb)
+  deb=$(ls "$tmp/${pkg}_"*.deb)
   mkdir "$tmp/root"
   dpkg-deb -x "$deb" "$tmp/root"
   dpkg-deb -f "$deb" Version >"$tmp/root/.xdplimit-stamp"
   # Replace the directory whole (rename), so an interrupted run never leaves a half-unpacked
   # tree behind a stamp.
-  rm -rf "$CROWDSEC_DIR"
-  mv "$tmp/root" "$CROWDSEC_DIR"
+  rm -rf "$dir"
+  mv "$tmp/root" "$dir"
   rm -rf "$tmp"
-  echo "deps: crowdsec $(cat "$cs_stamp") unpacked in $CROWDSEC_DIR"
+  trap - EXIT
+  echo "deps: $pkg $(cat "$pstamp") unpacked in $dir"
 }
-mkdir -p "$(dirname "$CROWDSEC_DIR")"
-fetch_crowdsec
+
+# crowdsec: the crowdsec package tests run a real Local API from Debian's binaries
+# (internal/testkit/crowdsecproc). Installing the package is not an option: its postinst registers
+# with the online API, fails offline and leaves dpkg half-configured, which breaks every later
+# apt-get install. Its binaries need only libc and libsqlite3 (in PKGS).
+unpack crowdsec "${XDPLIMIT_CROWDSEC_DIR:-/var/cache/xdplimit-deps/crowdsec}" usr/bin/crowdsec usr/bin/cscli
+
+# chrony: the reflection guard's NTP test runs chronyd as a client and as a server in its
+# namespaces, with -x (the system clock untouched). Installing the package is not an option
+# either: it conflicts with systemd-timesyncd (apt would remove the host's time service), and
+# its postinst starts a chronyd that sets the host's clock. Its libraries are in PKGS.
+unpack chrony "${XDPLIMIT_CHRONY_DIR:-/var/cache/xdplimit-deps/chrony}" usr/sbin/chronyd usr/bin/chronyc
