@@ -33,9 +33,12 @@ func (f Frame) Build() ([]byte, error) {
 		ip = ip6
 	}
 
-	payload := make([]byte, f.Payload)
-	for i := range payload {
-		payload[i] = byte(i)
+	payload := f.Data
+	if payload == nil {
+		payload = make([]byte, f.Payload)
+		for i := range payload {
+			payload[i] = byte(i)
+		}
 	}
 	if f.Frag == nil || f.Frag.Offset == 0 {
 		l4, err := transport(f, l4Proto, ip)
@@ -65,6 +68,9 @@ func (f Frame) validate() error {
 	}
 	if f.Payload < 0 || f.IPv4Options < 0 || f.IPv4Options > 10 {
 		return fmt.Errorf("pktgen: bad sizes (payload %d, options %d)", f.Payload, f.IPv4Options)
+	}
+	if f.Data != nil && f.Payload != 0 && f.Payload != len(f.Data) {
+		return fmt.Errorf("pktgen: payload %d with %d bytes of data", f.Payload, len(f.Data))
 	}
 	if f.Frag != nil && f.Frag.Offset%8 != 0 {
 		return fmt.Errorf("pktgen: fragment offset %d is not a multiple of 8", f.Frag.Offset)

@@ -103,6 +103,9 @@ type Frame struct {
 	// with a counting pattern), or after the IP and extension headers for a
 	// non-first fragment.
 	Payload int
+	// Data, when set, is the payload itself, such as a real server's answer
+	// for a reflection flood; Payload must then be 0 or len(Data).
+	Data []byte
 }
 
 // TCPOption is one TCP option: its kind and the bytes after the length.
