@@ -29,15 +29,22 @@ func startDNS(t *testing.T, ns *testutil.Netns, addr string) {
 	t.Helper()
 	bin, err := exec.LookPath("dnsmasq")
 	testutil.Require(t, err == nil, "dnsmasq not found (Debian package dnsmasq-base; run make deps)")
-	cmd := exec.Command(bin, "--no-daemon", "--no-resolv", "--no-hosts", "--bind-interfaces", "--listen-address="+addr,
-		"--port=53", "--address=/example.test/192.0.2.1", "--user=root", "--pid-file=", "--cache-size=1000")
+	startDaemon(t, ns, "dnsmasq", exec.Command(bin, "--no-daemon", "--no-resolv", "--no-hosts", "--bind-interfaces", "--listen-address="+addr,
+		"--port=53", "--address=/example.test/192.0.2.1", "--user=root", "--pid-file=", "--cache-size=1000"))
+}
+
+// startDaemon starts a server (name, for the log) that runs in the
+// foreground in ns until the test ends, when its whole process group is
+// killed, also when the test fails; its output, returned, is printed then.
+// A process group of its own: dnsmasq forks helpers, and a dnsmasq
+// outlived a test whose cleanup killed only the first.
+func startDaemon(t *testing.T, ns *testutil.Netns, name string, cmd *exec.Cmd) *testutil.SyncBuffer {
+	t.Helper()
 	out := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	// In a process group of its own: dnsmasq forks helpers, and a
-	// dnsmasq outlived a test whose cleanup killed only the first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := ns.Do(cmd.Start); err != nil {
-		t.Fatalf("starting dnsmasq: %v", err)
+		t.Fatalf("starting %s: %v", name, err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
@@ -45,9 +52,10 @@ func startDNS(t *testing.T, ns *testutil.Netns, addr string) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		if t.Failed() {
-			t.Logf("dnsmasq output:\n%s", out)
+			t.Logf("%s output:\n%s", name, out)
 		}
 	})
+	return out
 }
 
 // dnsperfResult is what dnsperf counted of its queries.
