@@ -405,16 +405,22 @@ func (l *lab) startFlood(t *testing.T, frame []byte, src pktgen.Sources, count u
 // running: whether it outlasted what the test ran beside it.
 func (f *bgFlood) stop(t *testing.T) (pktgen.Result, bool) {
 	t.Helper()
-	running := true
-	select {
-	case <-f.done:
-		running = false
-	default:
-	}
+	running := !f.ended()
 	f.cancel()
 	<-f.done
 	if f.err != nil && !errors.Is(f.err, context.Canceled) {
 		t.Errorf("flood: %v", f.err)
 	}
 	return f.res, running
+}
+
+// ended says whether the flood has ended by itself (sent its count, or
+// met its timeout).
+func (f *bgFlood) ended() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
 }
