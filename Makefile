@@ -122,9 +122,11 @@ VM_TEST_PKGS_6.1  ?= ./maps ./test/vm ./agent ./cmd/xdplimit ./fleet ./replay ./
 	./metrics ./droplog ./pktgen ./test/service ./bench ./internal/harness/bpfprof ./test/vm/qemu/smoke
 VM_TEST_PKGS ?=
 VM_TREES     ?= docs deploy examples policy/testdata
-VM_TOOLS     ?= nft redis-server redis-cli prometheus promtool tcpdump nsenter dnsmasq dnsperf iperf3 \
-	$(CROWDSEC_DIR)/usr/bin/crowdsec $(CROWDSEC_DIR)/usr/bin/cscli
+VM_TOOLS     ?= nft redis-server redis-cli prometheus promtool tcpdump nsenter dnsmasq dnsperf iperf3 memcached \
+	$(CROWDSEC_DIR)/usr/bin/crowdsec $(CROWDSEC_DIR)/usr/bin/cscli \
+	$(CHRONY_DIR)/usr/sbin/chronyd $(CHRONY_DIR)/usr/bin/chronyc
 CROWDSEC_DIR ?= $(or $(XDPLIMIT_CROWDSEC_DIR),/var/cache/xdplimit-deps/crowdsec)
+CHRONY_DIR   ?= $(or $(XDPLIMIT_CHRONY_DIR),/var/cache/xdplimit-deps/chrony)
 VM_TIMEOUT   ?= 60m
 # Per test binary: the maps suite takes over 10 min under emulation (TCG).
 VM_TEST_TIMEOUT ?= 25m
