@@ -1,6 +1,7 @@
 package maps_test
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -108,5 +109,27 @@ func TestConversationConntrackRefused(t *testing.T) {
 	}
 	if cv, err := l.ConversationsInForce(); err != nil || !cv.UDP.On || cv.UDP.Conntrack {
 		t.Fatalf("in force after the refusal: %+v, %v", cv, err)
+	}
+}
+
+// TestConversationConntrackUnavailable: a program loaded without conntrack
+// lookups cannot make them, and the limiter refuses a policy that asks,
+// naming what is missing, and keeps the one in force.
+func TestConversationConntrackUnavailable(t *testing.T) {
+	l := load(t, maps.ClockMap, "conversations: {tcp: always}\nrules: []\n")
+	missing := errors.New("conntrack lookups need the nf_conntrack module, which is not loaded (modprobe nf_conntrack)")
+	t.Cleanup(maps.LoadedWithoutConntrack(l, missing))
+	img := xdpltest.Compile(t, "conversations: {tcp: {when: always, forwarded: conntrack}}\nrules: []\n")
+	err := l.Apply(img)
+	if err == nil || (!strings.Contains(err.Error(), "modprobe nf_conntrack") && !strings.Contains(err.Error(), "detach and attach again")) {
+		t.Fatalf("apply: %v, want a refusal naming what is missing", err)
+	}
+	if cv, err := l.ConversationsInForce(); err != nil || !cv.TCP.On || cv.TCP.Conntrack {
+		t.Fatalf("in force after the refusal: %+v, %v", cv, err)
+	}
+	// Without conntrack the same check for this host's own traffic is
+	// accepted.
+	if err := l.Apply(xdpltest.Compile(t, "conversations: {tcp: always, udp: always}\nrules: []\n")); err != nil {
+		t.Fatal(err)
 	}
 }

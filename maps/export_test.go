@@ -3,3 +3,12 @@ package maps
 // BytesOf is bytesOf for the external tests: a slice of n zeroed values of
 // size bytes, the shape the batch calls take.
 var BytesOf = bytesOf
+
+// LoadedWithoutConntrack makes l behave as a limiter whose program was
+// loaded where conntrack lookups were not available, for why, until the
+// returned function restores it (the tests' limiters are pooled).
+func LoadedWithoutConntrack(l *Limiter, why error) (restore func()) {
+	was := l.conntrackErr
+	l.conntrackErr = why
+	return func() { l.conntrackErr = was }
+}
