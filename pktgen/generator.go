@@ -56,6 +56,12 @@ type Sources struct {
 	// over all 32 bits include martians (0/8, 127/8, 224/4) that a
 	// receiving stack drops, though XDP programs see them.
 	Mask uint32
+	// DstPorts varies the destination port instead of the source address
+	// (a flood to many ports of one host): the generator rewrites the
+	// 32-bit word of the transport header's two ports, Random over Mask's
+	// low 16 bits, Sequential over Count ports from the template's. The
+	// source is First (or the template's) in every frame.
+	DstPorts bool
 }
 
 // Config configures a Generator.

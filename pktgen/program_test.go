@@ -182,3 +182,65 @@ func TestCsumReplace4(t *testing.T) {
 		checkChecksums(t, out)
 	}
 }
+
+// TestProgramDstPorts: with Sources.DstPorts the program varies the
+// destination port and keeps both checksums valid; the source stays.
+func TestProgramDstPorts(t *testing.T) {
+	testutil.RequireRoot(t)
+	g, err := Open(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for name, frame := range map[string][]byte{
+		"UDP4": UDP4(src4, dst4, 53, 1000, 18),
+		"TCP6": TCP6(src6, dst6, 53, 1000, TCPAck, 10),
+	} {
+		l, err := parseLayout(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []Sources{{Mode: Sequential, Count: 4, DstPorts: true}, {Mode: Random, DstPorts: true}} {
+			t.Run(name+"/"+s.Mode.String(), func(t *testing.T) { checkPorts(t, g, l, frame, s) })
+		}
+	}
+}
+
+func checkPorts(t *testing.T, g *Generator, l layout, frame []byte, s Sources) {
+	if err := g.SetSources(s); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, cfg, err := g.prepare(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.objs.Config.Set(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.resetState([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	err = cpupin.OnCPU(0, func() error {
+		for i := 0; i < 9; i++ {
+			opts := ebpf.RunOptions{Data: tmpl, DataOut: make([]byte, len(tmpl)+256), Repeat: 1}
+			if _, err := g.objs.Prog.Run(&opts); err != nil {
+				return err
+			}
+			out := opts.DataOut
+			want := uint16(1000 + i%4)
+			if s.Mode == Random {
+				want = uint16(mix64(uint64(i)))
+			}
+			if got := binary.BigEndian.Uint16(out[l.l4Off+2:]); got != want || l.src(out) != l.src(tmpl) ||
+				binary.BigEndian.Uint16(out[l.l4Off:]) != 53 {
+				return fmt.Errorf("frame %d: source %v port %d to port %d, want %v port 53 to %d", i, l.src(out),
+					binary.BigEndian.Uint16(out[l.l4Off:]), got, l.src(tmpl), want)
+			}
+			checkChecksums(t, out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -31,6 +31,9 @@ func (g *Generator) prepare(frame []byte) ([]byte, gen.PktgenPktgenCfg, error) {
 		first = s.First.Unmap()
 		setSource(template, l, first)
 	}
+	if s.DstPorts {
+		return g.preparePorts(template, l)
+	}
 	if s.Mode == Sequential && uint64(s.Count)+uint64(low32(first)) > 1<<32 {
 		return nil, cfg, fmt.Errorf("pktgen: %d sources from %v overflow 32 bits", s.Count, first)
 	}
@@ -46,18 +49,24 @@ func (g *Generator) prepare(frame []byte) ([]byte, gen.PktgenPktgenCfg, error) {
 		Mask:   s.Mask,
 		SrcOff: uint16(l.varyOff()),
 	}
-	// Every frame starts from the template's leading bytes (its headers):
-	// pages come back from the receiver possibly edited.
+	if l.ipCsumOff >= 0 {
+		cfg.Flags |= uint32(gen.PktgenPktgenFlagsPKTGEN_F_IP4CSUM)
+		cfg.IpCsumOff = uint16(l.ipCsumOff)
+	}
+	fillTemplate(&cfg, template, l)
+	return template, cfg, nil
+}
+
+// fillTemplate gives cfg the template's headers and its transport checksum.
+// Every frame starts from the template's leading bytes (its headers):
+// pages come back from the receiver possibly edited.
+func fillTemplate(cfg *gen.PktgenPktgenCfg, template []byte, l layout) {
 	words := min(len(template)/8, len(cfg.Hdr))
 	for i := 0; i < words; i++ {
 		cfg.Hdr[i] = binary.NativeEndian.Uint64(template[i*8:])
 	}
 	cfg.HdrWords = uint16(words)
 	cfg.FrameLen = uint16(len(template))
-	if l.ipCsumOff >= 0 {
-		cfg.Flags |= uint32(gen.PktgenPktgenFlagsPKTGEN_F_IP4CSUM)
-		cfg.IpCsumOff = uint16(l.ipCsumOff)
-	}
 	if l.l4CsumOff >= 0 {
 		cfg.Flags |= uint32(gen.PktgenPktgenFlagsPKTGEN_F_L4CSUM)
 		cfg.L4CsumOff = uint16(l.l4CsumOff)
@@ -65,6 +74,26 @@ func (g *Generator) prepare(frame []byte) ([]byte, gen.PktgenPktgenCfg, error) {
 			cfg.Flags |= uint32(gen.PktgenPktgenFlagsPKTGEN_F_L4UDP)
 		}
 	}
+}
+
+// preparePorts is prepare's configuration for Sources.DstPorts: the word
+// varied is the ports', which the IPv4 header checksum does not cover (the
+// transport checksum does, through the same RFC 1624 update).
+func (g *Generator) preparePorts(template []byte, l layout) ([]byte, gen.PktgenPktgenCfg, error) {
+	var cfg gen.PktgenPktgenCfg
+	if l.l4Off < 0 || (l.proto != 6 && l.proto != 17) || len(template) < l.l4Off+4 {
+		return nil, cfg, fmt.Errorf("pktgen: varying ports needs a TCP or UDP header")
+	}
+	if l.l4Off > int(gen.PktgenPktgenLimitsPKTGEN_MAX_OFF) || l.l4CsumOff > int(gen.PktgenPktgenLimitsPKTGEN_MAX_OFF) {
+		return nil, cfg, fmt.Errorf("pktgen: headers longer than %d bytes", gen.PktgenPktgenLimitsPKTGEN_MAX_OFF)
+	}
+	s := g.sources
+	base := binary.BigEndian.Uint32(template[l.l4Off:])
+	if s.Mode == Sequential && uint64(s.Count)+uint64(base&0xffff) > 1<<16 {
+		return nil, cfg, fmt.Errorf("pktgen: %d ports from %d overflow 16 bits", s.Count, base&0xffff)
+	}
+	cfg = gen.PktgenPktgenCfg{Mode: uint32(s.Mode), Base: base, Count: s.Count, Mask: s.Mask & 0xffff, SrcOff: uint16(l.l4Off)}
+	fillTemplate(&cfg, template, l)
 	return template, cfg, nil
 }
 
