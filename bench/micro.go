@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/xdplimit/xdplimit/internal/netns"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -108,6 +109,10 @@ type microCase struct {
 	ns  sample
 	err error
 
+	// netns, when set, is the namespace the case runs in: the socket
+	// lookups of BPF_PROG_TEST_RUN search the calling thread's.
+	netns *netns.Netns
+
 	// The limiter behind prog, when there is one, and what its counters
 	// said before the measured calls: the many-source cases report how
 	// often a packet cost a table insert.
@@ -149,7 +154,12 @@ func (c *microCase) advance(runs int) {
 
 // run makes two BPF_PROG_TEST_RUN calls, of repeat/4 and repeat runs, and
 // returns ns per packet timed by the slope between them (slopeTimer).
-func (c *microCase) run(repeat int) (float64, error) {
+func (c *microCase) run(repeat int) (ns float64, err error) {
+	err = inNetns(c.netns, func() error { ns, err = c.slope(repeat); return err })
+	return ns, err
+}
+
+func (c *microCase) slope(repeat int) (float64, error) {
 	var s slopeTimer
 	for _, n := range s.counts(repeat) {
 		ret, err := s.call(c.prog, c.frame, n)
@@ -239,7 +249,7 @@ func (r *microResults) warm(e *env) {
 			continue
 		}
 		e.Logf("micro: warming %q (%d runs)", c.name, c.warm)
-		if _, _, err := c.prog.Benchmark(c.frame, c.warm, nil); err != nil {
+		if err := inNetns(c.netns, func() error { _, _, err := c.prog.Benchmark(c.frame, c.warm, nil); return err }); err != nil {
 			c.err = err
 		}
 		c.advance(c.warm)

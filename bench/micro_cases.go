@@ -113,6 +113,7 @@ func (s *microSetup) addAll() {
 	addSynCookieCases(s.add, s.limiter)
 	addStageCases(s.add, s.limiter, &s.closers, base32)
 	addFloorCases(s.add, s.limiter, base32)
+	s.addConversations()
 	for _, c := range s.res.Cases {
 		if c.err == nil {
 			c.advance(0)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -161,6 +162,7 @@ func (r *report) write(e *env, out, chart, script string) error {
 		return err
 	}
 	r.writeSynCookie(&b)
+	r.writeConversations(&b)
 	r.writeDropLog(&b)
 	r.writeAccuracy(&b)
 	r.writeControl(&b)
@@ -222,7 +224,11 @@ func (r *report) writeMicro(b *strings.Builder) error {
 			name += " — " + c.note
 		}
 		if c.err != nil || len(c.ns) == 0 {
-			p("| %s | failed: %s | | | | | |\n", name, strings.ReplaceAll(errString(c.err), "\n", " "))
+			what := "failed: "
+			if errors.Is(c.err, errNotMeasured) {
+				what = "" // the error says "not measured" and why
+			}
+			p("| %s | %s%s | | | | | |\n", name, what, strings.ReplaceAll(errString(c.err), "\n", " "))
 			continue
 		}
 		ratio, above := "-", "-"
