@@ -72,6 +72,9 @@ type macroResults struct {
 	LoadAfter   string
 	SetupErrors []string
 	Duration    time.Duration
+	// Conv is the conversation checks' floods (macro_conv.go), measured
+	// in the same repetitions.
+	Conv *convVeth
 }
 
 func (r *macroResults) cell(config, scenario string) *macroCell {
@@ -155,7 +158,7 @@ func loadavg() string {
 func macroBench(e *env, quick bool) (*macroResults, error) {
 	// 4M frames take 0.35 s at bare XDP_DROP's rate and 2-7 s up the stack
 	// on this VM (four times that when other work loads it): 5 repetitions
-	// of 21 runs fit the time budget.
+	// of 21 runs, and the conversation floods' 9, fit the time budget.
 	res := &macroResults{Count: 4_000_000, Reps: 5, Scenarios: macroScenarios, LoadBefore: loadavg()}
 	if quick {
 		res.Count, res.Reps = 500_000, 2
@@ -171,6 +174,12 @@ func macroBench(e *env, quick bool) (*macroResults, error) {
 	res.Configs = xdpConfigs(xdpPair)
 	closeNetfilter := res.addNetfilterConfigs(e)
 	defer closeNetfilter()
+	if conv, closeConv, err := newConvVeth(e); err != nil {
+		res.SetupErrors = append(res.SetupErrors, fmt.Sprintf("conversation checks: %v", err))
+	} else {
+		res.Conv = conv
+		defer closeConv()
+	}
 	for _, c := range res.Configs {
 		c.cells = map[string]*macroCell{}
 		for _, s := range res.Scenarios {
@@ -306,6 +315,11 @@ func (r *macroResults) runAll(e *env, g *pktgen.Generator) error {
 					e.Logf("macro: %s / %s: %v", c.id, s.id, err)
 					cell.errs = append(cell.errs, errString(err))
 				}
+			}
+		}
+		if r.Conv != nil {
+			if err := r.Conv.runRep(e, g, r.Count, rep); err != nil {
+				return err
 			}
 		}
 	}
