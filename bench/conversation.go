@@ -128,7 +128,7 @@ func inNetns(ns *netns.Netns, fn func() error) error {
 	return fnErr
 }
 
-// convFrames are the micro cases' packets.
+// convACK is a bare TCP ACK, as a flood of made-up connections sends it.
 func convACK(src, dst netip.Addr, sport, dport uint16) []byte {
 	return pktgen.Frame{Src: src, Dst: dst, Proto: pktgen.ProtoTCP, SrcPort: sport, DstPort: dport,
 		TCPFlags: pktgen.TCPAck, TCPSeq: 5, TCPAck: 7}.MustBuild()
