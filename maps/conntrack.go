@@ -58,7 +58,13 @@ func conntrackOf(spec *ebpf.CollectionSpec) error {
 // loaded program cannot make: it resolved the kfunc when it was loaded,
 // or it never will.
 func (l *Limiter) checkConntrack(cv Conversations) error {
-	if !cv.Conntrack() || l.conntrackErr == nil {
+	if !cv.Conntrack() {
+		return nil
+	}
+	if !l.conntrackKnown {
+		l.conntrackErr, l.conntrackKnown = ConntrackLookups(), true
+	}
+	if l.conntrackErr == nil {
 		return nil
 	}
 	if ConntrackLookups() == nil {

@@ -8,7 +8,7 @@ var BytesOf = bytesOf
 // loaded where conntrack lookups were not available, for why, until the
 // returned function restores it (the tests' limiters are pooled).
 func LoadedWithoutConntrack(l *Limiter, why error) (restore func()) {
-	was := l.conntrackErr
-	l.conntrackErr = why
-	return func() { l.conntrackErr = was }
+	was, known := l.conntrackErr, l.conntrackKnown
+	l.conntrackErr, l.conntrackKnown = why, true
+	return func() { l.conntrackErr, l.conntrackKnown = was, known }
 }

@@ -89,8 +89,12 @@ type Limiter struct {
 	trackAfter  uint32
 	sampleOneIn uint32 // Options.SampleOneIn
 	// conntrackErr: why the program, when it was loaded, could not look
-	// up conntrack (ConntrackLookups); nil when it can.
-	conntrackErr error
+	// up conntrack (ConntrackLookups); nil when it can. conntrackKnown:
+	// Load decided; a limiter of pinned maps asks the kernel when a policy
+	// needs it, not when it opens (reading BTF takes seconds under
+	// emulation, and status, top and reload open pins).
+	conntrackErr   error
+	conntrackKnown bool
 	// ctlMu orders this process's writes of the control word: Apply's
 	// and EnableBanLookup's (a fleet engine's, from its own goroutine).
 	ctlMu sync.Mutex
@@ -120,7 +124,7 @@ func Load(opts Options) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{clock: opts.Clock, tickNs: CoarseTick(), trackAfter: opts.TrackAfter, sampleOneIn: opts.SampleOneIn,
-		conntrackErr: conntrackOf(spec)}
+		conntrackErr: conntrackOf(spec), conntrackKnown: true}
 	if l.trackAfter == 0 {
 		l.trackAfter = DefaultTrackAfter
 	}

@@ -51,7 +51,7 @@ func OpenPinned(pinned map[string]*ebpf.Map) (*Limiter, error) {
 		return nil, err
 	}
 	sizeFromPinned(spec, pinned)
-	l := &Limiter{tickNs: CoarseTick(), conntrackErr: ConntrackLookups()}
+	l := &Limiter{tickNs: CoarseTick()}
 	if err := spec.LoadAndAssign(&l.objs.XdplimitMaps, &ebpf.CollectionOptions{MapReplacements: pinned}); err != nil {
 		return nil, fmt.Errorf("opening pinned maps: %w", err)
 	}
