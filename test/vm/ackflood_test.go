@@ -122,21 +122,31 @@ func TestConversationACKFloodTransfer(t *testing.T) {
 			t.Errorf("%s: the flood ended before the transfer did", r.name)
 		}
 	}
-	check := runs[0]
+	judgeACKFlood(t, runs[0], runs[1])
+}
+
+// judgeACKFlood judges a flood of forged ACKs met by a check against the
+// same flood met by none: with the check the transfer completes, no
+// forged ACK reaches the listener (it sends no reset to a forged source),
+// and every frame that met the program but the transfer's was dropped;
+// without it the flood must have reached the listener, or the comparison
+// shows nothing.
+func judgeACKFlood(t *testing.T, check, none *ackFloodRun) {
+	t.Helper()
 	if check.err != nil || check.bps == 0 {
-		t.Errorf("with the tcp check the transfer under the flood failed: %v", check.err)
+		t.Errorf("%s: the transfer under the flood failed: %v", check.name, check.err)
 	}
 	if check.forged != 0 {
-		t.Errorf("with the tcp check the listener sent %d resets to forged sources: forged ACKs reached its stack", check.forged)
+		t.Errorf("%s: the listener sent %d resets to forged sources: forged ACKs reached its stack", check.name, check.forged)
 	}
-	// What met the program and reached the stack is the transfer's own;
-	// everything else was dropped by the check.
+	// What met the program and reached the listener's stack is the
+	// transfer's own (and its handshake's); everything else was dropped.
 	if check.noConn+check.st.ipIn+20 < check.seen {
-		t.Errorf("%d frames met the program, %d reached the stack, only %d were dropped as no_connection",
-			check.seen, check.st.ipIn, check.noConn)
+		t.Errorf("%s: %d frames met the program, %d reached the listener's stack, only %d were dropped as no_connection",
+			check.name, check.seen, check.st.ipIn, check.noConn)
 	}
-	if runs[1].forged < 1000 {
-		t.Errorf("without the check the listener sent only %d resets to forged sources: the flood did not reach it, the comparison shows nothing",
-			runs[1].forged)
+	if none.forged < 1000 {
+		t.Errorf("%s: the listener sent only %d resets to forged sources: the flood did not reach it, the comparison shows nothing",
+			none.name, none.forged)
 	}
 }
