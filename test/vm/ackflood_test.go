@@ -105,24 +105,32 @@ func TestConversationACKFloodTransfer(t *testing.T) {
 		} else {
 			cl.reload(t, r.policy)
 		}
-		before, c0, sunk0 := cl.stack(t), cl.conversationCounters(t), cl.sink.dropped(t)
-		rx0, ring0 := cl.PeerNS.RxSeen(t, cl.PeerName), cl.PeerNS.RxDropped(t, cl.PeerName)
-		flood := cl.startFlood(t, ack, forgedSources, floodBound)
-		time.Sleep(500 * time.Millisecond)
-		r.bps, r.err = cl.iperf(t, 3*time.Second)
-		_, running := flood.stop(t)
-		cl.PeerNS.Settle(t)
-		r.st = cl.stack(t).minus(before)
-		r.forged = cl.sink.dropped(t) - sunk0
-		r.noConn = cl.conversationCounters(t)[maps.CounterNoConnection] - c0[maps.CounterNoConnection]
-		r.seen = cl.PeerNS.RxSeen(t, cl.PeerName) - rx0 - (cl.PeerNS.RxDropped(t, cl.PeerName) - ring0)
-		t.Logf("%-16s transfer %.1f Mbit/s (err %v); %d frames met the program, %d dropped as no_connection; %s, %d of them to forged sources",
-			r.name, r.bps/1e6, r.err, r.seen, r.noConn, r.st, r.forged)
-		if !running {
-			t.Errorf("%s: the flood ended before the transfer did", r.name)
-		}
+		cl.ackFloodRound(t, r, cl.lab, ack, cl.PeerNS, cl.PeerName)
 	}
 	judgeACKFlood(t, runs[0], runs[1])
+}
+
+// ackFloodRound runs r's transfer beside a flood of frame from sender's
+// end, and reads what the program on ifname in ns and the listener made
+// of it.
+func (cl *cookieLab) ackFloodRound(t *testing.T, r *ackFloodRun, sender *lab, frame []byte, ns *testutil.Netns, ifname string) {
+	t.Helper()
+	before, c0, sunk0 := cl.stack(t), convCounters(t, ifname), cl.sink.dropped(t)
+	rx0, ring0 := ns.RxSeen(t, ifname), ns.RxDropped(t, ifname)
+	flood := sender.startFlood(t, frame, forgedSources, floodBound)
+	time.Sleep(500 * time.Millisecond)
+	r.bps, r.err = cl.iperf(t, 3*time.Second)
+	_, running := flood.stop(t)
+	cl.PeerNS.Settle(t)
+	r.st = cl.stack(t).minus(before)
+	r.forged = cl.sink.dropped(t) - sunk0
+	r.noConn = convCounters(t, ifname)[maps.CounterNoConnection] - c0[maps.CounterNoConnection]
+	r.seen = ns.RxSeen(t, ifname) - rx0 - (ns.RxDropped(t, ifname) - ring0)
+	t.Logf("%-16s transfer %.1f Mbit/s (err %v); %d frames met the program on %s, %d dropped as no_connection; %s, %d of them to forged sources",
+		r.name, r.bps/1e6, r.err, r.seen, ifname, r.noConn, r.st, r.forged)
+	if !running {
+		t.Errorf("%s: the flood ended before the transfer did", r.name)
+	}
 }
 
 // judgeACKFlood judges a flood of forged ACKs met by a check against the

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
@@ -46,22 +45,7 @@ func TestConversationForwardedACKFlood(t *testing.T) {
 				t.Fatalf("reload: %v\n%s", err, out)
 			}
 		}
-		before, c0, sunk0 := cl.stack(t), convCounters(t, cr), cl.sink.dropped(t)
-		rx0, ring0 := cl.NS.RxSeen(t, cr), cl.NS.RxDropped(t, cr)
-		flood := fw.startFlood(t, ack.MustBuild(), forgedSources, floodBound)
-		time.Sleep(500 * time.Millisecond)
-		r.bps, r.err = cl.iperf(t, 3*time.Second)
-		_, running := flood.stop(t)
-		cl.PeerNS.Settle(t)
-		r.st = cl.stack(t).minus(before)
-		r.forged = cl.sink.dropped(t) - sunk0
-		r.noConn = convCounters(t, cr)[maps.CounterNoConnection] - c0[maps.CounterNoConnection]
-		r.seen = cl.NS.RxSeen(t, cr) - rx0 - (cl.NS.RxDropped(t, cr) - ring0)
-		t.Logf("%-16s transfer %.1f Mbit/s (err %v); %d frames met the router's program, %d dropped as no_connection; %s, %d of them to forged sources",
-			r.name, r.bps/1e6, r.err, r.seen, r.noConn, r.st, r.forged)
-		if !running {
-			t.Errorf("%s: the flood ended before the transfer did", r.name)
-		}
+		cl.ackFloodRound(t, r, fw, ack.MustBuild(), cl.NS, cr)
 	}
 	judgeACKFlood(t, runs[0], runs[1])
 }
