@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agent is the attach lifecycle of xdplimit, what `xdplimit attach`
 // runs in the foreground: it takes the interface's lock and serves its
 // control socket, claims the metrics address (or finds the attach process

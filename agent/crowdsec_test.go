@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package agent_test
 
 // The CrowdSec bouncer end to end: a real Local API (Debian's crowdsec,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package agent
 
 // The fleet status file: a running agent's fleet sync state, for

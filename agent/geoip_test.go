@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package agent_test
 
 // GeoIP end to end: databases written with MaxMind's writer, a policy

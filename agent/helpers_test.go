@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package agent_test
 
 // The agent of a test: started natively on the receiving end of a veth pair

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package banfeed is the gate every ban from outside the host passes before
 // it reaches the ban table: the fleet's Redis hash, and any other feed of
 // bans (a CrowdSec bouncer). Whoever can write to a feed can offer any ban;

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bench measures xdplimit against the parser alone (the floor under
 // every verdict), the physical limit (a bare XDP_DROP), nftables and
 // iptables-legacy hashlimit on this machine, the drop log and top under a

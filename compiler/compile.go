@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package compiler turns a validated policy into the datapath's form, a
 // maps.Image: one bitmap of rules per value of each classified field, LPM
 // entries for prefixes, and each rule's levels as model parameters in

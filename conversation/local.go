@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package conversation runs the conversation checks' control plane: it
 // keeps the datapath's table of this host's local addresses in step with
 // the local routing table, and arms the checks that act only under attack

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package crowdsec is a CrowdSec bouncer: a client of the Local API's
 // decision stream (GET /v1/decisions/stream, as crowdsec 1.4.6 serves it)
 // that applies ban decisions on IP addresses and ranges to xdplimit's ban

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package crowdsec
 
 // Hostile answers a real LAPI cannot be made to send: garbage, truncated

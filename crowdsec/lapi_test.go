@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package crowdsec
 
 // Tests against a real CrowdSec Local API (Debian's crowdsec 1.4.6, as

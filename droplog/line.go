@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package droplog writes the drops the datapath samples into its rings as
 // JSON lines, for log pipelines (journald, fail2ban, CrowdSec, a SIEM). It
 // reads the ring with its own cursor, so `xdplimit top` reads it at the same

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package examples embeds the example policies, so that `xdplimit demo`
 // ships its policy inside the binary and tests load every example.
 package examples

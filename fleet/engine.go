@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fleet holds limits for a whole fleet of hosts through Redis. The
 // datapath never waits for it: each host enforces from its own BPF state,
 // and every sync interval the engine exchanges what the host admitted for

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package fleet
 
 // The sync loop: a sync every interval, and between syncs the datapath's

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package fleet
 
 // One sync, step by step: the keys taken from the datapath, the exchange

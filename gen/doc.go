@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package gen holds the Go bindings bpf2go generates from the C programs in
 // bpf/. The .go and .o files here are committed: they are built with a pinned
 // clang (clang-19) by `make generate`, and CI fails when they are stale.

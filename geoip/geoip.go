@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package geoip turns country codes and autonomous system numbers into
 // prefix sets, from MaxMind DB files (GeoLite2-Country, GeoLite2-City,
 // GeoLite2-ASN and the commercial and third-party databases of the same

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loader attaches the limiter to an interface and keeps its state
 // pinned in bpffs, so that enforcement outlives the control plane: a new
 // `attach` adopts the pinned program state without a gap, and `detach`

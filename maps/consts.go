@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package maps is the typed face of the limiter's BPF maps: it loads the
 // program, writes a compiled policy (an Image, built by package compiler)
 // as a new generation, and reads the counters back. Nothing outside this

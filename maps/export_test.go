@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package maps
 
 // BytesOf is bytesOf for the external tests: a slice of n zeroed values of

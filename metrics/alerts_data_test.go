@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package metrics
 
 // alertTests are promtool's unit tests of the alerts on synthetic series,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics exports the limiter's counters to Prometheus. A collector
 // reads the per-CPU counter maps of every registered interface when scraped
 // and sums them: there is no polling loop, and a scrape costs a few map

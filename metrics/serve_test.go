@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package metrics_test
 
 // The exporter's HTTP server: /healthz and /metrics, shutdown, a taken

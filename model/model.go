@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package model holds Go reference models of the datapath's limiter
 // algorithms. They mirror bpf/limiters.h operation for operation, in the same
 // integer arithmetic, so that a trace replayed through a model and through

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package model
 
 // ExactLog is an exact sliding-window rate limiter: it remembers the time of

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package packaging holds what `make dist` needs besides the code: the nfpm
 // configuration of the .deb, its maintainer scripts, copyright file and
 // example policy, and the Debian version scheme (deb-version.sh). Its tests

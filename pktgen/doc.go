@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pktgen builds test frames and floods them through a veth at XDP
 // rates.
 //

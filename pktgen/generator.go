@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The Generator's lifecycle and settings: the source modes, Config, loading
 // xdpl_pktgen (Open, held in the XDP dispatcher) and Close. Sending is in
 // send.go, turning a frame into the program's template in template.go.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Send and what it reports: the live-frames test runs on threads locked into
 // the sender's namespace (and pinned to CPUs when asked), the per-CPU counters
 // read before and after, and how cancellation and the timeout end a run.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // From a caller's frame to what xdpl_pktgen needs: the template with its
 // source set to Sources.First, and the program's configuration (mode, offsets,
 // checksum flags, header words). The checksum update here is the same RFC 1624

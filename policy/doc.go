@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package policy parses and validates xdplimit's YAML policy files into a
 // typed, normalised Policy that the compiler turns into BPF map entries.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package policy
 
 // Unparsed is what happens to frames the parser cannot judge: no IP header

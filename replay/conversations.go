@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The conversation checks in a replay. The tcp and udp checks ask the
 // kernel's sockets, which in a replay are those of the host running it,
 // not of the captured one: they are not replayed, and the report says so.

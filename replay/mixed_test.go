@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package replay
 
 // The mixed capture: legitimate traffic and attacks together, replayed

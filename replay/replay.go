@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package replay runs the real XDP program over a packet capture, with the
 // capture's timestamps as the program's clock, and reports what a policy
 // would have done to that traffic: `xdplimit policy test`.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // What a replay reports: packet counts per rule and per outcome, the bans
 // rules started, the sources with the most drops and the frames explained.
 // Rendering them is report.go's and report_json.go's job.

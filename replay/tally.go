@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Counting each recorded decision into the report, and checking the sum
 // against the counters the program keeps itself, so that a decision the
 // program failed to record cannot make the report quietly wrong.

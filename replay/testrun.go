@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Handing a captured frame to BPF_PROG_TEST_RUN as the datapath would see
 // it: how much of a long frame the program sees, padding snapped frames back
 // to their wire length, and the return code each verdict must come with.

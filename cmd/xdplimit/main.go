@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command xdplimit attaches the per-source XDP flood limiter to an interface,
 // reloads its policy, and reports what it does.
 package main

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package buildinfo says which build of xdplimit is running: what `xdplimit
 // version` and `xdplimit --version` print.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Servers the tests and the benchmark run as children (redis-server, the
 // CrowdSec LAPI): started from a thread of the caller's choosing, which
 // decides their network namespace, with their output kept in a log file.

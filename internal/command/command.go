@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package command runs external programs with a hard time limit. The tests
 // (through internal/testkit/testutil) and the benchmark program use it; production
 // does not.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cpupin runs code on an OS thread of its own, pinned to a CPU or
 // not: BPF_PROG_TEST_RUN ignores RunOptions.CPU for XDP, and the datapath's
 // per-CPU state (the admission sketch, the flow and refused caches) makes a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fileutil reads configuration files defensively. Production uses
 // it for every file an operator names: the policy and its list files
 // (policy), the Redis password file (fleet) and the files the policy watcher

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package netns creates, enters and deletes network namespaces, builds veth
 // pairs between them and reads their SNMP counters. It is the one place
 // xdplimit does this: production uses it (the demo's lab, the traffic

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package netns
 
 // Create makes a namespace with an exact name, for tests of CleanupStale

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package termsafe makes text from outside safe to print on a terminal.
 //
 // Ban reasons and origins, fleet host ids, Redis error text, CrowdSec

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package watch tells a long-running process when a configuration file, or
 // a file it names, has changed content. Production uses it: attach reloads
 // its policy when the policy or a list file changes.

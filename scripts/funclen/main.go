@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command funclen reports the Go functions longer than a limit, for
 // scripts/check-sizes.sh. A function a reader cannot hold in their head at
 // once is where bugs hide; a table-driven test's table is data read a row at

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package evasion holds the differential tests of xdplimit's parser: a
 // seeded generator of adversarial frames sent through the real Linux stack
 // (stack_test.go), and a fuzz target comparing the BPF parser with a Go one

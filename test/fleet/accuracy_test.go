@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package fleet
 
 // Accuracy of fleet limits end to end: real attach processes on

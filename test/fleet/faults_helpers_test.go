@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package fleet
 
 // Readings and waits of the fault tests (faults_test.go): the attach logs

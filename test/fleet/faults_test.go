@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package fleet
 
 // Faults of the fleet sync end to end: real attach

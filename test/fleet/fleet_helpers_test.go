@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package fleet
 
 // The fleet of a test: one real `xdplimit attach` per lab host, on the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package fleet
 
 // The readings the end-to-end tests make of a fleet: rule counters from the

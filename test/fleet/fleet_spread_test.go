@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package fleet
 
 // The floods of the end-to-end tests: one source spread over several hosts

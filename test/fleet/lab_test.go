@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fleet holds the end-to-end tests of fleet-wide limits, run in
 // internal/testkit/fleetlab's Lab. TestLab proves the lab
 // itself: every host reaches Redis (single and cluster) through its own

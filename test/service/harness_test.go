@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package service tests xdplimit the way its systemd unit runs it: the
 // shipped unit's own ExecStart and ExecReload lines (with %i, the binary
 // and the policy directory put in place) started in a receiving network

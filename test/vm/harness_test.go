@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package vm is the end-to-end suite: real traffic from the live-frames
 // generator through veth pairs in namespaces the tests create, with the real
 // xdplimit binary attached on the receiving end, and the packets that reach

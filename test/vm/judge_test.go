@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // How a flood's outcome is judged: the tolerance on admitted counts, the
 // bound that allows for a loaded machine's lost sending time, and the checks
 // that xdplimit's counts agree with what the generator sent and with what the

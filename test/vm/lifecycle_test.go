@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // What attach leaves behind when it ends: a foreign program it refuses to
 // replace without --force, a killed attach whose limiter keeps enforcing and
 // is adopted, and SIGTERM that keeps the limiter until detach.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Limits enforced on real traffic: per rule, over two receive queues, by
 // each algorithm, per IPv6 prefix, and the allow, deny and shadow paths.
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bpfprof samples where a thread's CPU time goes while it runs a
 // BPF program with BPF_PROG_TEST_RUN, and names each sample's place: a
 // source line of the program (from its BTF line info and the addresses the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fleetsim simulates a fleet of xdplimit hosts on one machine: each
 // host is the real XDP program, loaded with an injected clock
 // (maps.ClockMap) and run with BPF_PROG_TEST_RUN, beside its real sync

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package redisproc runs redis-server child processes inside network
 // namespaces, for the fleet tests (through internal/testkit/testutil, which adds
 // testing.TB cleanup) and for the benchmark program; production does not

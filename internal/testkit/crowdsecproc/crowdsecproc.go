@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package crowdsecproc owns the CrowdSec fixtures of the tests: it runs a
 // CrowdSec Local API (LAPI) as a child process, from Debian's crowdsec
 // binaries as `make deps` unpacks them, writes its configuration, registers

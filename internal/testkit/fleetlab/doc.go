@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fleetlab builds a fleet of real xdplimit hosts on one machine, for
 // test/fleet's end-to-end tests of real attach processes: network
 // namespaces, veth links, a Redis namespace behind a bridge, floods from the

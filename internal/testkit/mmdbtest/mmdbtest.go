@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mmdbtest writes MaxMind DB files for tests with MaxMind's own
 // writer (github.com/maxmind/mmdbwriter), in the layouts of
 // GeoLite2-Country and GeoLite2-ASN, so that the geoip package, the policy

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testutil is the plain test kit: feature gates that cannot hide a
 // test forever in CI, and testing.TB wrappers around the leaf internals
 // (named network namespaces and veth pairs deleted by the test's cleanup,

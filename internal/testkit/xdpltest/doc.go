@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package xdpltest is the project-aware test kit: the one place tests get a
 // compiled policy, a loaded program or a native attach on a veth of their
 // own, the way cilium/ebpf's internal/testutils is the one place its tests

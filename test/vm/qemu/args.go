@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Checks of the command's operands (test binaries, --file, --tool, --tree
 // and --env), made before anything is downloaded or booted, so that a typo
 // costs a second and not a VM boot. Every executable that goes into the VM

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Filling a kernel cache entry: apt-get download of the image package and the
 // unpacking of what a boot needs, staged in a scratch directory and renamed
 // into place so that concurrent or interrupted runs never see half an entry.

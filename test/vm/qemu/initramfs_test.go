@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Building the guest's initramfs: the cpio writer against GNU cpio, the
 // init script as shell, and a package's testdata/ in the archive.
 

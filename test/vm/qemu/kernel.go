@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Which kernel the VM boots: the Debian image package a metapackage points to,
 // resolved with apt-cache, and its entry in the cache. Downloading an entry is
 // in download.go, its modules in modules.go.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Finding the kernel: its image package from the meta package's control
 // file, and its modules by name, compressed or not.
 

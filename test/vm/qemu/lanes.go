@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The part of the init script that runs the test binaries: one after the
 // other with their output live on the console, or in lanes, several at once.
 

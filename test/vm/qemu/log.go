@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // What the runner writes for a person to read: the console log file (one per
 // run, the newest kept), whole-line writes shared by the console reader and the
 // runner, and command lines and module lists in a form that can be pasted back

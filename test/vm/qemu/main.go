@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command qemu runs statically linked Go test binaries inside a qemu VM booted
 // from a Debian cloud kernel (by default the 6.1 LTS one; --kernel picks
 // another, such as 6.12), so that the XDP code is tested against the kernels

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Helpers the tests share (host tools as independent references, the
 // console marker) and the checks on what the command is asked to run.
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The kernel modules the VM loads (veth and --module): found in the unpacked
 // package, decompressed for busybox insmod, checked against the kernel's
 // vermagic and ordered by their .modinfo dependencies. Apart from kernel.go

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Running QEMU and reading the guest's console: the sentinel lines the
 // init script prints, the console's cleanup, the verdict drawn from them,
 // and the kill paths of a run.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The verdict on a run, drawn from the init script's sentinel lines alone,
 // and the per-boot marker that keeps test output from being taken for them.
 // Kept apart from the runner so that the rules for PASS can be read, and unit

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Host tools in the VM: the servers and capture tools that tests start as
 // child processes (redis-server, prometheus, tcpdump) are Debian's builds,
 // linked against the host's C library. Each goes into the VM at its host
