@@ -1,6 +1,6 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //go:build ignore
 
-/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* The live-frames traffic generator and its receiver-side helpers.
  *
  * xdpl_pktgen runs under BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES:
