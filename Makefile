@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # xdplimit: run `make deps` once on a fresh machine (as root), then `make demo` or `make test`.
 GO        ?= go
 CLANG     ?= clang-19

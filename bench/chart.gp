@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Draws the veth comparison of BENCHMARKS.md: one cluster of bars per
 # scenario, one bar per configuration, the median with its min-max range;
 # on top frames per second of wall time, below frames per CPU-second (which

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # deb-version.sh DESCRIBE DATE: the Debian package version for a build whose
 # `git describe --tags --always --dirty` is DESCRIBE, its commit dated DATE
 # (YYYYMMDD). Tags are vMAJOR.MINOR.PATCH[-PRERELEASE].

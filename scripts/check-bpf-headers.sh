@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fails when a header in bpf/ does not compile on its own: each one must
 # include what it uses, so that any .bpf.c can include any of them in any
 # order. The flags are gen/doc.go's (bpf2go's) for the BPF target.

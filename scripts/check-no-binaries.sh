@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fails when a tracked file outside gen/ is an ELF binary: build outputs
 # (`go build ./test/vm/qemu` leaves ./qemu behind) must never be committed.
 # gen/ holds the BPF objects bpf2go builds, which are committed on purpose.

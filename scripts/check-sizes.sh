@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Keeps each file and function small enough to read whole: a hand-written
 # .go, .c or .h file over MAX_FILE_LINES lines, or a Go function over
 # MAX_FUNC_LINES lines (a test's table of cases left out of its count,

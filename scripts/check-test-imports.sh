@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Keeps what ships apart from what tests. Test kits live in internal/testkit
 # and are the only non-test code that may import package testing; test/
 # holds end-to-end suites. Everything else, and every binary users run

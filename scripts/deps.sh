@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs everything the build, the tests and the benchmarks need, from Debian's packages.
 # Idempotent: `apt-get update` runs once per machine (a stamp file records it), then one
 # `apt-get install` that is a no-op when all packages are present. Packages that must not be

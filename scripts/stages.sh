@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs make targets one after another, as `make test` does, and prints how
 # long each took, as it ends and again together at the end (also when one
 # fails: the stages before it and the one that failed are listed). Stops at

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Refreshes bpf/include/ from the installed Debian packages: libbpf's headers
 # (libbpf-dev, /usr/include/bpf) and the kernel's uapi headers (linux-libc-dev,
 # /usr/include/linux, asm-generic, and the multiarch asm). gen/doc.go builds
