@@ -81,6 +81,7 @@ test-go: build
 
 lint:
 	bash scripts/check-no-binaries.sh
+	bash scripts/check-spdx.sh
 	GO=$(GO) bash scripts/check-test-imports.sh
 	GO=$(GO) bash scripts/check-sizes.sh
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
