@@ -115,8 +115,10 @@ func (cl *cookieLab) waitArriving(t *testing.T, name string, f *bgFlood, arrivin
 // cookie ACKs).
 //
 // At least 99% connect within 1.5 s, and every exchange completes, under
-// a flood the receiver absorbs: the generator paced to half what the
-// listener's end took in at full rate. At the generator's full rate both
+// a flood the receiver absorbs: the generator paced to a quarter of what
+// the listener's end took in at full rate (room for the machine's load to
+// change between the two runs; still several times the rule's pass levels,
+// so that the rule answers most of it). At the generator's full rate both
 // are reported, not asserted: here the generator and the answers share
 // two CPUs, the veth's ring overflows (about 70% of the flood dropped
 // before any XDP program sees it), and the client's segments are dropped
@@ -138,7 +140,7 @@ func TestSynCookieFlood(t *testing.T) {
 
 	full := cl.cookieRun(t, "syncookie, full rate", judged)
 	absorbed := float64(full.arrived) / full.flood.Elapsed.Seconds()
-	if err := cl.gen.SetRate(absorbed / 2); err != nil {
+	if err := cl.gen.SetRate(absorbed / 4); err != nil {
 		t.Fatal(err)
 	}
 	paced := cl.cookieRun(t, "syncookie, paced", judged)
