@@ -15,7 +15,7 @@ BUILD_DATE        := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%S
 BUILDINFO         := github.com/xdplimit/xdplimit/internal/buildinfo
 VERSION_LDFLAGS   := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
 
-.PHONY: all deps generate check-generate build dist test test-go test-vm test-vm-build test-vm-run demo bench lint clean
+.PHONY: all deps generate check-generate build dist test test-go test-vm test-vm-build test-vm-run test-vm-beside test-vm-6.1-rest demo bench lint clean
 
 all: build
 
@@ -62,17 +62,18 @@ dist:
 
 # Everything: generated code fresh, lint, every Go test on this kernel (root:
 # they load the real program and build veth labs), and the VM suite on 6.1
-# and 6.12.
-# Host packages run one at a time (-p 1): accuracy and throughput tests must
-# not share the two CPUs with each other. The host suite leaves a CPU idle
-# for much of its run (it waits on syncs, timers and floods' ends), so the
-# 6.12 VM, which keeps one CPU busy, runs beside it: the stage "a+b" runs
-# both at once (the first's output live, the second's after it ends). The
-# host tests are built to pass on a loaded machine, as a host under attack
-# is. Each stage's time is printed as it ends and all together at the end
-# (scripts/stages.sh).
+# and 6.12. A stage "a+b" runs a and b at once (scripts/stages.sh: a's
+# output live, b's once it ends), where one leaves a CPU the other can use:
+# lint beside building the VM's test binaries; the host suite, which waits
+# on syncs, timers and floods' ends for much of its quarter hour, beside the
+# VMs (test-vm-beside: the 6.12 VM, which keeps about one CPU busy, then the
+# 6.1 VM with the packages of VM_BESIDE_6.1); the rest of the 6.1 packages
+# follow (test-vm-6.1-rest). Host packages still run one at a
+# time (-p 1), so that no two of their floods compete; the host tests are
+# built to pass on a loaded machine, as a host under attack is. Each
+# stage's time is printed as it ends and all together at the end.
 test:
-	@MAKE='$(MAKE)' bash scripts/stages.sh deps check-generate lint build test-vm-build test-go+test-vm-6.12 test-vm-6.1
+	@MAKE='$(MAKE)' bash scripts/stages.sh deps check-generate build lint+test-vm-build test-go+test-vm-beside test-vm-6.1-rest
 
 # HOST_SKIP: tests whose prerequisite this host's kernel lacks by its build,
 # named here with the reason rather than skipped silently (in CI they would
@@ -116,7 +117,8 @@ lint:
 # VM_TEST_PKGS, when set, replaces the lists
 # for every kernel (a focused run). The tools the tests start (VM_TOOLS) go
 # along at their host paths, with their shared libraries, as do the xdplimit
-# binary (XDPLIMIT_BIN) and the previous map layout's, for the upgrade test.
+# binary (XDPLIMIT_BIN) and the previous map layout's, for the upgrade test,
+# and the GeoIP scale test's database, written on the host.
 # Kernel, modules, the KVM verdict and console logs are cached under
 # .cache/vm. XDPLIMIT_VM_ACCEL=kvm|tcg overrides the accelerator; by default
 # a one-time probe decides (TCG here: KVM hangs in this nested VM). Every
@@ -141,11 +143,6 @@ VM_LANES     ?= 2
 # Two binaries at once, each with its limiters: 2 GiB was once exhausted by
 # the maps suite alone.
 VM_MEMORY    ?= 3072
-# The guest kernel's command line: no speculative-execution mitigations,
-# whose return thunks and barriers cost an emulated CPU about 6% of the
-# suite's time and change nothing the tests load (root loads bypass the
-# verifier's own speculation checks either way).
-VM_APPEND    ?= mitigations=off
 VM_ARGS      ?=
 VM_BIN       := .cache/vm/bin
 empty :=
@@ -162,6 +159,16 @@ test-vm: test-vm-build
 test-vm-%:
 	@$(MAKE) --no-print-directory test-vm-run VM_KERNELS=$*
 
+# make test's split of the VM runs (see test): VM_BESIDE_6.1 names 6.1
+# packages that run in a VM of their own beside the host suite, after the
+# 6.12 VM; test-vm-6.1-rest runs the other 6.1 packages. Together they are
+# test-vm's runs, package for package.
+VM_BESIDE_6.1 ?= ./replay ./fleet
+test-vm-beside:
+	@$(MAKE) --no-print-directory test-vm-run VM_KERNELS='6.12 6.1' VM_TEST_PKGS_6.1='$(VM_BESIDE_6.1)'
+test-vm-6.1-rest:
+	@$(MAKE) --no-print-directory test-vm-run VM_KERNELS=6.1 VM_TEST_PKGS_6.1='$(filter-out $(VM_BESIDE_6.1),$(VM_TEST_PKGS_6.1))'
+
 # Builds every kernel's test binaries (VM_KERNELS), the xdplimit binary, the
 # previous release's and the runner into $(VM_BIN), for test-vm-run.
 test-vm-build:
@@ -173,6 +180,9 @@ test-vm-build:
 	trap 'rm -rf "$$tmp"' EXIT; git archive "$$prev" | tar -x -C "$$tmp"; \
 	cd "$$tmp" && GOFLAGS='-mod=mod -buildvcs=false' GOWORK=off CGO_ENABLED=0 \
 		$(GO) build -ldflags='-s -w' -o $(CURDIR)/$(VM_BIN)/xdplimit-previous ./cmd/xdplimit
+	@# The GeoIP scale test's 500k-network database: the writer's work, which
+	@# an emulated CPU takes minutes for.
+	$(GO) run ./internal/testkit/mmdbtest/genlarge -o $(VM_BIN)/geoip-large.mmdb
 	@set -e; \
 	for b in $(sort $(foreach k,$(VM_KERNELS),$(call vm_bins,$(k)))); do \
 		CGO_ENABLED=0 $(GO) test -c -ldflags='-s -w' -o $${b%%:*} $${b#*:}; \
@@ -193,9 +203,10 @@ test-vm-run:
 		$(VM_BIN)/vm-runner --kernel $$pkg --kernel-cache .cache/vm --timeout $(VM_TIMEOUT) --test-timeout $(VM_TEST_TIMEOUT) \
 			--file $(VM_BIN)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
 			--file $(VM_BIN)/xdplimit-previous --env XDPLIMIT_PREVIOUS_BIN=/usr/local/bin/xdplimit-previous \
+			--file $(VM_BIN)/geoip-large.mmdb:/var/lib/xdplimit-test/geoip-large.mmdb \
+			--env XDPLIMIT_GEOIP_LARGE_DB=/var/lib/xdplimit-test/geoip-large.mmdb \
 			$(foreach t,$(VM_TOOLS),--tool $(t)) $(foreach d,$(VM_TREES),--tree $(d)) \
 			--module 8021q --module bridge --module sch_ingress --module cls_bpf --module nf_conntrack --module nft_ct --lanes $(VM_LANES) --memory $(VM_MEMORY) \
-			--append '$(VM_APPEND)' \
 			$(VM_ARGS) -- $$bins || failed="$$failed $$series"; \
 		echo "==== test-vm: Linux $$series took $$(( $$(date +%s) - start ))s ===="; \
 	done; \

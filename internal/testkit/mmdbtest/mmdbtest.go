@@ -29,11 +29,7 @@ type Tree struct{ *mmdbwriter.Tree }
 // "GeoLite2-ASN"); mod may change the writer's options.
 func New(tb testing.TB, dbType string, mod func(*mmdbwriter.Options)) *Tree {
 	tb.Helper()
-	opts := mmdbwriter.Options{DatabaseType: dbType, BuildEpoch: Build.Unix(),
-		Description: map[string]string{"en": "xdplimit test " + dbType}, Languages: []string{"en"},
-		// The tests use the documentation and benchmarking ranges, which
-		// the writer otherwise refuses as reserved.
-		IncludeReservedNetworks: true}
+	opts := options(dbType)
 	if mod != nil {
 		mod(&opts)
 	}
@@ -42,6 +38,14 @@ func New(tb testing.TB, dbType string, mod func(*mmdbwriter.Options)) *Tree {
 		tb.Fatal(err)
 	}
 	return &Tree{tree}
+}
+
+func options(dbType string) mmdbwriter.Options {
+	return mmdbwriter.Options{DatabaseType: dbType, BuildEpoch: Build.Unix(),
+		Description: map[string]string{"en": "xdplimit test " + dbType}, Languages: []string{"en"},
+		// The tests use the documentation and benchmarking ranges, which
+		// the writer otherwise refuses as reserved.
+		IncludeReservedNetworks: true}
 }
 
 // Insert adds network p with its record.

@@ -29,6 +29,20 @@ type vmConfig struct {
 
 // qemuArgs builds the qemu command line.
 func qemuArgs(c vmConfig) []string {
+	cmdline := "console=ttyS0 panic=-1 quiet loglevel=5"
+	if c.Accel != "kvm" {
+		// Under TCG the kernel's boot check finds the vCPUs' TSCs
+		// unsynchronized (each vCPU thread reads the host's TSC at its own
+		// pace) and falls back to the HPET, whose every read is an
+		// emulated device access: the Go runtime's clock, timers and
+		// bpf_ktime_get_ns all pay it. The TSC is the host's and is
+		// monotonic, so tsc=reliable keeps it, as on real hardware.
+		// mitigations=off drops return thunks and barriers that cost
+		// emulated time; root's loads bypass the verifier's speculation
+		// checks either way, so nothing a test loads is verified
+		// differently.
+		cmdline += " tsc=reliable mitigations=off"
+	}
 	args := []string{
 		"-nographic",
 		// No NIC at all: qemu would otherwise add an e1000 on user-mode
@@ -44,7 +58,7 @@ func qemuArgs(c vmConfig) []string {
 		// quiet keeps the boot short on a slow serial console; loglevel=5
 		// after it still lets warnings through (WARN(), "Illegal XDP return
 		// value"), which quiet alone would hide while the tests run.
-		"-append", strings.TrimSpace("console=ttyS0 panic=-1 quiet loglevel=5 " + c.Append),
+		"-append", strings.TrimSpace(cmdline + " " + c.Append),
 		"-no-reboot",
 	}
 	if c.Accel == "kvm" {
