@@ -15,7 +15,7 @@ BUILD_DATE        := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%S
 BUILDINFO         := github.com/xdplimit/xdplimit/internal/buildinfo
 VERSION_LDFLAGS   := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
 
-.PHONY: all deps generate check-generate build dist test test-go test-vm test-vm-build test-vm-run test-vm-beside test-vm-6.1-rest demo bench lint clean
+.PHONY: all deps generate check-generate build dist image test test-go test-vm test-vm-build test-vm-run test-vm-beside test-vm-6.1-rest demo bench lint clean
 
 all: build
 
@@ -59,6 +59,32 @@ dist:
 		$(GO) tool nfpm package --config packaging/nfpm.yaml --packager deb --target $(DIST)/; \
 	rm -rf $(DIST_GEN); \
 	cd $(DIST) && sha256sum xdplimit_* > SHA256SUMS
+
+# ---- image: the container image, in $(DIST) ----
+# An OCI archive, xdplimit_<version>_oci.tar, holding one image index for
+# linux/amd64 and linux/arm64 (podman load, skopeo copy, ctr image import),
+# and a docker-archive per platform, xdplimit_<version>_linux_<arch>.docker.tar
+# (docker load). Each image is one layer: the static binary built as for
+# dist, at /usr/local/bin/xdplimit (the entrypoint), and the licence texts;
+# no shell, no distribution. packaging/mkimage writes it without a daemon,
+# every timestamp SOURCE_DATE_EPOCH: one commit gives byte-identical
+# archives. Named ghcr.io/xdplimit/xdplimit:<version> (packaging/ociimage).
+# It leaves dist's other files alone.
+IMAGE_PLATFORMS := amd64 arm64
+IMAGE_BUILD     := $(DIST)/.image
+
+image:
+	@set -e; rm -rf $(IMAGE_BUILD) && mkdir -p $(IMAGE_BUILD); \
+	for arch in $(IMAGE_PLATFORMS); do \
+		echo "image: building xdplimit for linux/$$arch"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)' \
+			-o $(IMAGE_BUILD)/xdplimit_$$arch ./cmd/xdplimit; \
+	done; \
+	$(GO) run ./packaging/mkimage --out $(DIST) --version '$(VERSION)' --revision '$(COMMIT)' --epoch $(SOURCE_DATE_EPOCH) \
+		$(foreach a,$(IMAGE_PLATFORMS),--bin $(a)=$(IMAGE_BUILD)/xdplimit_$(a)) \
+		--licence LICENSE=LICENSE --licence LICENSE.GPL-2.0=bpf/LICENSE.GPL-2.0 \
+		--licence LICENSE.BSD-2-Clause=bpf/LICENSE.BSD-2-Clause; \
+	rm -rf $(IMAGE_BUILD)
 
 # Everything: generated code fresh, lint, every Go test on this kernel (root:
 # they load the real program and build veth labs), and the VM suite on 6.1
