@@ -30,6 +30,11 @@ PKGS=(
   memcached
   # What chronyd and chronyc (unpacked below, not installed) link against.
   libcap2 libedit2 libgnutls30 libnettle8 libseccomp2
+  # The container test runs the image `make image` builds, rootful, with storage in a temp
+  # dir and the test's own network namespace (test/container): podman and runc, which, unlike
+  # Debian 12's crun, runs containers on a host with hybrid cgroups (v1 controllers beside v2).
+  # skopeo inspects the image archives (docs/kubernetes.md).
+  podman runc skopeo
 )
 
 if [ "$(id -u)" -ne 0 ]; then
