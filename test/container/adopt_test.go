@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,7 +169,8 @@ const policy1 = "rules:\n  - name: r\n    match: {protocol: udp, dst_ports: [9]}
 // with SIGKILL, it leaves the limiter enforcing; a second container adopts
 // it without the program ever leaving the interface, counters kept; a
 // ConfigMap update, made as the kubelet makes it, is reloaded, and a bad
-// one refused with the previous policy kept; the image's detach removes it.
+// one refused with the previous policy kept, also by an agent started with
+// it; the image's detach removes the limiter.
 func TestContainerEnforcesAndIsAdopted(t *testing.T) {
 	start := time.Now()
 	l := newLab(t)
@@ -216,12 +218,21 @@ func TestContainerEnforcesAndIsAdopted(t *testing.T) {
 	l.enforce(t, "adopted")
 	reloadThroughConfigMap(t, l, p, "agent2")
 
-	// The pod's SIGTERM leaves the limiter; the image's detach (as
-	// deploy/kubernetes/tools/detach.yaml runs it) removes it.
+	// The pod's SIGTERM leaves the limiter. A pod started while the
+	// ConfigMap holds a bad policy fails (CrashLoopBackOff), and the
+	// limiter keeps enforcing the last good one.
 	p.must(t, time.Minute, "stop", "--time", "30", "agent2")
 	if l.PeerNS.XDPProgID(t, l.PeerName) == 0 {
 		t.Fatal("SIGTERM detached the limiter")
 	}
+	p.must(t, time.Minute, runArgs(t, spec, c, l.node, "agent3", cfg.Ref())...)
+	if out, _ := p.run(time.Minute, "wait", "agent3"); out == "0\n" {
+		t.Errorf("an agent started with a bad policy exited 0:\n%s", p.logs(t, "agent3"))
+	}
+	if logs := p.logs(t, "agent3"); !strings.Contains(logs, "policy.yaml:") {
+		t.Errorf("the failed start does not name the policy's error:\n%s", logs)
+	}
+	l.enforce(t, "after a start refused its policy")
 	detach := runArgs(t, spec, c, l.node, "detach", cfg.Ref())
 	detach = append(detach[:len(detach)-len(c.Args)], "detach", l.PeerName)
 	p.must(t, time.Minute, detach...)

@@ -29,11 +29,15 @@ import (
 type podman struct {
 	dir    string
 	global []string
-	// runcState is runc's state directory when this test made it: runc
-	// leaves it behind, empty. (podman's --runtime-flag root=DIR would
-	// move it, but the cleanup process conmon starts when a container
-	// exits is not given that flag, and looks in the default place.)
-	runcState string
+	// made are the directories outside dir that podman and runc create
+	// where none existed, and leave behind: runc's state directory (empty
+	// once its containers are gone; podman's --runtime-flag root=DIR
+	// would move it, but the cleanup process conmon starts when a
+	// container exits is not given that flag) and podman's cache of blob
+	// locations, /var/lib/containers/cache, which podman load writes
+	// whatever --root says. They are removed at the end; ones that
+	// existed before are someone else's, and stay.
+	made []string
 }
 
 // requireTools: podman and runc in PATH (make deps installs both). In CI a
@@ -57,8 +61,10 @@ func newPodman(t *testing.T) *podman {
 		t.Fatal(err)
 	}
 	p := &podman{dir: dir}
-	if _, err := os.Stat(runcRoot); os.IsNotExist(err) {
-		p.runcState = runcRoot
+	for _, d := range []string{runcRoot, containersLib} {
+		if _, err := os.Stat(d); os.IsNotExist(err) {
+			p.made = append(p.made, d)
+		}
 	}
 	for _, d := range []string{"root", "runroot", "tmp", "networks"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
@@ -88,15 +94,21 @@ func (p *podman) remove(t *testing.T) {
 	if err := os.RemoveAll(p.dir); err != nil {
 		t.Errorf("removing podman's store: %v", err)
 	}
-	if p.runcState != "" {
-		// Fails, harmlessly, while another runc user keeps state there.
-		_ = os.Remove(p.runcState)
+	for _, d := range p.made {
+		if d == containersLib {
+			_ = os.RemoveAll(filepath.Join(d, "cache"))
+		}
+		// Fails, harmlessly, while another user keeps state there.
+		_ = os.Remove(d)
 	}
 }
 
 // runcRoot is where runc keeps the state of the containers it runs, as
-// root.
-const runcRoot = "/run/runc"
+// root; containersLib where podman keeps what --root does not cover.
+const (
+	runcRoot      = "/run/runc"
+	containersLib = "/var/lib/containers"
+)
 
 // unmountUnder lazily unmounts every mount point below dir, deepest first.
 func unmountUnder(t *testing.T, dir string) {
