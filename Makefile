@@ -69,12 +69,14 @@ dist:
 # no shell, no distribution. packaging/mkimage writes it without a daemon,
 # every timestamp SOURCE_DATE_EPOCH: one commit gives byte-identical
 # archives. Named ghcr.io/xdplimit/xdplimit:<version> (packaging/ociimage).
-# It leaves dist's other files alone.
+# It replaces the archives of an earlier image and leaves dist's other
+# files alone.
 IMAGE_PLATFORMS := amd64 arm64
 IMAGE_BUILD     := $(DIST)/.image
 
 image:
 	@set -e; rm -rf $(IMAGE_BUILD) && mkdir -p $(IMAGE_BUILD); \
+	rm -f $(DIST)/xdplimit_*_oci.tar $(DIST)/xdplimit_*.docker.tar; \
 	for arch in $(IMAGE_PLATFORMS); do \
 		echo "image: building xdplimit for linux/$$arch"; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)' \
