@@ -36,27 +36,42 @@ build:
 	$(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $(BIN) ./cmd/xdplimit
 
 # ---- dist: what a release ships, in $(DIST) ----
-# xdplimit_<version>_linux_amd64: static (no cgo), stripped, paths trimmed.
-# xdplimit_<debversion>_amd64.deb: built by nfpm (a Go tool dependency) from
-# packaging/nfpm.yaml, with man pages and completions generated from the
-# binary's own command tree. SHA256SUMS of both. The Debian version is
+# For each architecture in DIST_ARCHES (Go's names):
+# xdplimit_<version>_linux_<goarch>: static (no cgo), stripped, paths trimmed;
+# xdplimit_<debversion>_<debarch>.deb: built by nfpm (a Go tool dependency)
+# from packaging/nfpm.yaml. Man pages and completions are generated once, by
+# a binary this machine runs (they do not depend on the architecture), and go
+# into every package. SHA256SUMS covers all of them. The Debian version is
 # derived from git describe by packaging/deb-version.sh (see there).
+# DEB_ARCH_<goarch> maps Go's architecture names to Debian's: they happen to
+# be the same for these two, not for others (386 is i386, arm is armhf).
 DIST           ?= dist
 DEB_MAINTAINER ?= xdplimit maintainers <xdplimit@users.noreply.github.com>
-DIST_BIN       := $(DIST)/xdplimit_$(VERSION)_linux_amd64
+DIST_ARCHES    ?= amd64 arm64
+DEB_ARCH_amd64 := amd64
+DEB_ARCH_arm64 := arm64
 DIST_GEN       := $(DIST)/.gen
+dist_bin        = $(DIST)/xdplimit_$(VERSION)_linux_$(1)
+DIST_LDFLAGS   := -s -w $(VERSION_LDFLAGS)
 
 dist:
 	@deb=$$(packaging/deb-version.sh '$(VERSION)' "$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y%m%d)") || exit 1; \
 	set -ex; \
 	rm -rf $(DIST) && mkdir -p $(DIST_GEN); \
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)' -o $(DIST_BIN) ./cmd/xdplimit; \
-	$(DIST_BIN) gendocs $(DIST_GEN); \
+	$(foreach a,$(DIST_ARCHES),test -n '$(DEB_ARCH_$(a))' || { echo "dist: no DEB_ARCH_$(a)"; exit 2; }; \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(a) $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o $(call dist_bin,$(a)) ./cmd/xdplimit;) \
+	docs=$(DIST)/xdplimit_$(VERSION)_linux_$$($(GO) env GOHOSTARCH); \
+	if [ ! -x "$$docs" ]; then \
+		docs=$(DIST_GEN)/xdplimit; \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o $$docs ./cmd/xdplimit; \
+	fi; \
+	$$docs gendocs $(DIST_GEN); \
 	gzip -9n $(DIST_GEN)/man8/*.8; \
 	{ printf 'xdplimit (%s) unstable; urgency=medium\n\n  * Built from commit %s (%s).\n\n' "$$deb" '$(COMMIT)' '$(VERSION)'; \
 	  printf ' -- %s  %s\n' '$(DEB_MAINTAINER)' "$$(date -u -R -d @$(SOURCE_DATE_EPOCH))"; } | gzip -9n > $(DIST_GEN)/changelog.gz; \
-	DEB_VERSION="$$deb" DEB_MAINTAINER='$(DEB_MAINTAINER)' DIST_BIN=$(DIST_BIN) DIST_GEN=$(DIST_GEN) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
-		$(GO) tool nfpm package --config packaging/nfpm.yaml --packager deb --target $(DIST)/; \
+	$(foreach a,$(DIST_ARCHES),DEB_VERSION="$$deb" DEB_ARCH=$(DEB_ARCH_$(a)) DEB_MAINTAINER='$(DEB_MAINTAINER)' \
+		DIST_BIN=$(call dist_bin,$(a)) DIST_GEN=$(DIST_GEN) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+		$(GO) tool nfpm package --config packaging/nfpm.yaml --packager deb --target $(DIST)/;) \
 	rm -rf $(DIST_GEN); \
 	cd $(DIST) && sha256sum xdplimit_* > SHA256SUMS
 

@@ -15,6 +15,9 @@ PKGS=(
   tcpdump
   lintian systemd
   qemu-system-x86 busybox-static cpio kmod
+  # qemu-aarch64-static: the packaging tests run the arm64 release binary under user-mode
+  # emulation.
+  qemu-user-static
   prometheus
   gnuplot-nox
   redis-server redis-tools
