@@ -79,13 +79,29 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 		return;
 	/* Only a sampled drop pays for the CPU's number (a helper call before
 	 * 6.10's inlining on x86). */
+	__u64 written = ring->written;
 	__u32 i = bpf_get_smp_processor_id() * (xdpl_drop_ring_mask + 1) +
-		  (ring->written & xdpl_drop_ring_mask);
+		  (written & xdpl_drop_ring_mask);
 	struct xdpl_drop_sample *d = bpf_map_lookup_elem(&xdpl_drop_samples, &i);
 
 	if (!d)
 		return;
 
+	/* The reader (maps/drops.go) reads the sample through its own mmap on
+	 * another CPU, while this CPU may overwrite it. On a weakly ordered CPU
+	 * (arm64) plain stores become visible to other CPUs in any order, so
+	 * the sample is published as a seqlock: seq is cleared before the
+	 * fields are written and set to the ring's index + 1 after. Both are
+	 * atomic exchanges: before 6.15's store-release, BPF's fetching
+	 * atomics are its only stores with an order. x86's xchg is a full
+	 * barrier; the arm64 JIT (arch/arm64/net/bpf_jit_comp.c,
+	 * emit_lse_atomic and emit_ll_sc_atomic) emits BPF_XCHG as SWPAL, or
+	 * without LSE as LDXR/STLXR then DMB ISH: the kernel's own fully
+	 * ordered xchg, a full barrier on both sides. So the clear is visible
+	 * before any new field, and every field before the new seq. A plain
+	 * store, or a BPF_ADD whose result is unused (STADD, or LDXR/STXR: no
+	 * order), would not do. */
+	__sync_lock_test_and_set(&d->seq, 0);
 	__builtin_memcpy(d->saddr, p->saddr, sizeof(d->saddr));
 	__builtin_memcpy(d->daddr, p->daddr, sizeof(d->daddr));
 	d->len = p->len;
@@ -101,7 +117,10 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 	d->ports = p->ports;
 	d->tcp_flags = p->tcp_flags;
 	d->tos = p->tos;
-	ring->written++;
+	__sync_lock_test_and_set(&d->seq, written + 1);
+	/* Only this CPU writes its head; readers take it as how far to look,
+	 * and trust only seq. */
+	ring->written = written + 1;
 }
 
 /* Counts a rule's packet under its verdict. A counter picked by constant

@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 11,
+	XDPL_LAYOUT_VERSION = 12,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */

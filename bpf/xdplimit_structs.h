@@ -223,7 +223,11 @@ struct xdpl_unparsed_cfg {
 };
 
 /* A sampled dropped packet, for `xdplimit top` and the drop log: one cache
- * line (64 bytes), so that writing one touches a single line. */
+ * line (64 bytes), so that writing one touches a single line. seq publishes
+ * it (account.h, xdpl_sample): the ring's index of the sample plus one once
+ * every other field is written, 0 while they are. Readers load it before
+ * and after the fields and keep the sample only if both are the index they
+ * want. */
 struct xdpl_drop_sample {
 	__be32 saddr[4];
 	__be32 daddr[4];
@@ -240,8 +244,12 @@ struct xdpl_drop_sample {
 	__u8 ports;  /* enum xdpl_ports: whether sport and dport are known */
 	__u8 tcp_flags;
 	__u8 tos;
-	__u32 pad[3];
+	__u32 pad;
+	__u64 seq;
 };
+_Static_assert(sizeof(struct xdpl_drop_sample) == 64, "a sample is one cache line");
+_Static_assert(__builtin_offsetof(struct xdpl_drop_sample, seq) % 8 == 0,
+	       "seq is exchanged atomically and read as an aligned 64-bit word");
 
 /* Per-CPU head of the ring of sampled drops: each CPU writes its own region
  * of xdpl_drop_samples, and readers take what was written since their last

@@ -52,7 +52,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION         XdplimitXdplConst = 11
+	XdplimitXdplConstXDPL_LAYOUT_VERSION         XdplimitXdplConst = 12
 	XdplimitXdplConstXDPL_GENS                   XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES              XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS           XdplimitXdplConst = 4
@@ -331,7 +331,8 @@ type XdplimitXdplDropSample struct {
 	Ports    uint8
 	TcpFlags uint8
 	Tos      uint8
-	Pad      [3]uint32
+	Pad      uint32
+	Seq      uint64
 }
 
 type XdplimitXdplFleetOp struct {

@@ -3,10 +3,7 @@
 package maps
 
 import (
-	"encoding/binary"
-	"fmt"
 	"net/netip"
-	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -88,25 +85,24 @@ func (s DropSample) ListName() (name string, ok bool) {
 // call returned (nil the first time); samples are those written since, at
 // most a ring's size less one per CPU, with the number of samples each CPU
 // wrote in the interval (more than returned when a ring wrapped, or when
-// the datapath overwrote a sample while it was being read).
+// the datapath overwrote a sample while it was being read). A sample the
+// datapath has counted but not yet published is left for the next call.
 // The maps hold only what the datapath wrote: every reader (top, the drop
 // log) keeps its own cursor, so any number read the rings at once.
+// How a sample is read whole on any CPU: dropring.go.
 func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint64, next []uint64, err error) {
 	heads, err := l.dropHeads()
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	mem, err := l.objs.XdplDropSamples.Memory()
+	mem, err := l.dropMem()
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("mapping the drop samples: %w", err)
+		return nil, 0, nil, err
 	}
 	size := uint64(l.DropRingSize())
 	next = make([]uint64, len(heads))
-	type span struct{ cpu, from, to uint64 }
-	var spans []span
 	var recs []gen.XdplimitXdplDropSample
 	for cpu, h := range heads {
-		next[cpu] = h.Written
 		var from uint64
 		if cpu < len(cursor) {
 			from = cursor[cpu]
@@ -114,36 +110,15 @@ func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint6
 		if h.Written < from { // the maps were recreated
 			from = 0
 		}
-		written += h.Written - from
 		// The oldest slot is the one the datapath writes next, before
 		// it counts it: a reader keeps at most size-1 samples.
-		from = max(from, h.Written-min(h.Written, size-1))
-		first := len(recs)
-		for i := from; i < h.Written; {
-			// One copy for each stretch of the ring without a wrap.
-			at := i % size
-			n := min(h.Written-i, size-at)
-			recs, err = readSamples(mem, recs, uint64(cpu)*size+at, n)
-			if err != nil {
-				return nil, 0, nil, err
-			}
-			i += n
-		}
-		spans = append(spans, span{uint64(cpu), from, from + uint64(len(recs)-first)})
+		start := max(from, h.Written-min(h.Written, size-1))
+		recs, next[cpu] = readRing(mem, uint64(cpu)*size, size, start, h.Written, recs)
+		written += next[cpu] - from
 	}
-	// A sample the datapath overwrote while it was copied is torn: the
-	// heads read again say which (each CPU writes its ring in order).
-	after, err := l.dropHeads()
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	var k int
-	for _, sp := range spans {
-		for i := sp.from; i < sp.to; i, k = i+1, k+1 {
-			if i+size > after[sp.cpu].Written {
-				samples = append(samples, dropSample(&recs[k]))
-			}
-		}
+	samples = make([]DropSample, len(recs))
+	for k := range recs {
+		samples[k] = dropSample(&recs[k])
 	}
 	return samples, written, next, nil
 }
@@ -155,23 +130,6 @@ func (l *Limiter) dropHeads() ([]gen.XdplimitXdplDropRing, error) {
 	}
 	return heads, nil
 }
-
-// readSamples appends n samples from slot on.
-func readSamples(mem *ebpf.Memory, recs []gen.XdplimitXdplDropSample, slot, n uint64) ([]gen.XdplimitXdplDropSample, error) {
-	buf := make([]byte, n*dropSampleSize)
-	if _, err := mem.ReadAt(buf, int64(slot*dropSampleSize)); err != nil {
-		return nil, fmt.Errorf("reading the drop samples: %w", err)
-	}
-	at := len(recs)
-	recs = slices.Grow(recs, int(n))[:at+int(n)]
-	if _, err := binary.Decode(buf, binary.NativeEndian, recs[at:]); err != nil {
-		return nil, fmt.Errorf("decoding the drop samples: %w", err)
-	}
-	return recs, nil
-}
-
-// dropSampleSize is struct xdpl_drop_sample's size, the map's value size.
-var dropSampleSize = uint64(binary.Size(gen.XdplimitXdplDropSample{}))
 
 // dropSamples is the size of xdpl_drop_samples: a ring for each possible
 // CPU of XDPL_DROP_RING_BUDGET samples spread over the CPUs, a power of

@@ -3,10 +3,15 @@
 package maps_test
 
 import (
+	"fmt"
 	"net/netip"
+	"runtime"
 	"testing"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/xdplimit/xdplimit/internal/cpupin"
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/internal/testkit/xdpltest"
 	"github.com/xdplimit/xdplimit/maps"
 )
@@ -124,5 +129,70 @@ log: {sample: 1}
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The rings read while the datapath writes them from another CPU: every
+// sample a reader keeps is one packet's, whole (its source address and its
+// port name the same frame), each drop is counted once, and the samples
+// kept and those overwritten before they were read add up to what was
+// written. A reader that took a sample before the datapath published it,
+// or one it was overwriting, would mix two frames.
+func TestDropRingReadWhileWritten(t *testing.T) {
+	testutil.Require(t, runtime.NumCPU() >= 2, "a writer and a reader on two CPUs: %d CPU", runtime.NumCPU())
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap, SampleOneIn: 1}, "deny: [10.0.0.0/8]\n")
+	if err := l.SetClock(uint64(t0)); err != nil {
+		t.Fatal(err)
+	}
+	const kinds, runs = 1024, 150000
+	frames := make([][]byte, kinds)
+	for k := range frames {
+		f := udp4(fmt.Sprintf("10.0.%d.%d", k>>8, k&255))
+		f.SrcPort = uint16(1000 + k)
+		frames[k] = f.MustBuild()
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- cpupin.OnCPU(1, func() error {
+			for i := range runs {
+				if _, err := l.Program().Run(&ebpf.RunOptions{Data: frames[i%kinds], Repeat: 1}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	var cursor []uint64
+	var kept, written uint64
+	read := func() {
+		samples, w, next, err := l.DropRing(cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cursor, written, kept = next, written+w, kept+uint64(len(samples))
+		for _, s := range samples {
+			a := s.Source.As4()
+			if k := int(a[2])<<8 | int(a[3]); !s.Deny || s.SrcPort != uint16(1000+k) {
+				t.Fatalf("sample %+v: not one frame's (port %d for source %v)", s, s.SrcPort, s.Source)
+			}
+		}
+	}
+	err := cpupin.OnCPU(0, func() error {
+		for {
+			select {
+			case err := <-done:
+				read()
+				return err
+			default:
+				read()
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d drops written, %d samples read while written (the rest overwritten first)", written, kept)
+	if written != runs || kept == 0 || kept > written {
+		t.Errorf("%d drops counted, %d samples read: want %d counted and some read", written, kept, runs)
 	}
 }

@@ -107,6 +107,8 @@ type Limiter struct {
 	// srcGen is the generation Source last read (source.go).
 	srcMu  sync.Mutex
 	srcGen *sourceGen
+	// drops maps the drop samples for DropRing (dropring.go).
+	drops dropView
 }
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the
@@ -396,6 +398,7 @@ func (l *Limiter) Close() error {
 	if l.wipe != nil {
 		l.wipe.Close()
 	}
+	l.closeDropMem()
 	return l.objs.Close()
 }
 

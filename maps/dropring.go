@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package maps
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdplimit/xdplimit/gen"
+)
+
+// The rings of sampled drops are read through a mapping of
+// xdpl_drop_samples of this process's own, not through ebpf.Memory: every
+// word of a sample is loaded with sync/atomic, which ebpf.Memory's copy
+// cannot do.
+//
+// The datapath publishes each sample as a seqlock (bpf/account.h,
+// xdpl_sample): seq cleared, the fields written, seq set to the sample's
+// index + 1, the two seq stores fully ordered atomic exchanges. A reader
+// keeps a sample only if seq, loaded before and after the fields, is the
+// index it wants both times. On x86 every load is ordered after the loads
+// before it anyway; on arm64 a plain load is not, and a copy (ReadAt, or
+// the kernel's copy behind a map lookup) may read a field before seq, or
+// seq before a field, and keep a sample half written. Go's atomic loads are
+// sequentially consistent (the memory model), and on arm64 each is an LDAR,
+// which no later load of this goroutine passes: seq, the fields and seq
+// again are read in that order. The heads, read with a map lookup (a plain
+// copy in the kernel, in no order with these loads), only say how far to
+// look: a sample they count whose seq is not there yet is read next time.
+type dropView struct {
+	once sync.Once
+	mem  []byte
+	err  error
+}
+
+// A sample is 64 bytes (bpf/xdplimit_structs.h asserts it too): eight
+// 64-bit words, 8-byte aligned in the map (array values are). These two
+// fail to compile if the generated struct is any other size.
+const dropSampleWords = 8
+
+var (
+	_ [unsafe.Sizeof(gen.XdplimitXdplDropSample{}) - 8*dropSampleWords]byte
+	_ [8*dropSampleWords - unsafe.Sizeof(gen.XdplimitXdplDropSample{})]byte
+)
+
+// dropSeqWord is the word of seq.
+const dropSeqWord = unsafe.Offsetof(gen.XdplimitXdplDropSample{}.Seq) / 8
+
+// dropMem maps xdpl_drop_samples read-only, once per Limiter.
+func (l *Limiter) dropMem() ([]byte, error) {
+	v := &l.drops
+	v.once.Do(func() {
+		m := l.objs.XdplDropSamples
+		size := int(m.MaxEntries()) * int(m.ValueSize())
+		if m.ValueSize() != 8*dropSampleWords {
+			v.err = fmt.Errorf("drop samples of %d bytes, want %d", m.ValueSize(), 8*dropSampleWords)
+			return
+		}
+		v.mem, v.err = unix.Mmap(m.FD(), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+		if v.err != nil {
+			v.err = fmt.Errorf("mapping the drop samples: %w", v.err)
+		}
+	})
+	return v.mem, v.err
+}
+
+// closeDropMem unmaps what dropMem mapped.
+func (l *Limiter) closeDropMem() {
+	if l.drops.mem != nil {
+		unix.Munmap(l.drops.mem)
+		l.drops.mem = nil
+	}
+}
+
+// slotState is what a reader finds in a ring's slot.
+type slotState int
+
+const (
+	slotRead        slotState = iota // the sample it wanted, whole
+	slotNotYet                       // an older sample, or one being written: the wanted one is not published yet
+	slotOverwritten                  // a newer sample, or the wanted one overwritten while it was read
+)
+
+// readSlot reads the sample of ring index i from slot (the map's index)
+// of mem, a mapping of xdpl_drop_samples, into rec.
+func readSlot(mem []byte, slot, i uint64, rec *gen.XdplimitXdplDropSample) slotState {
+	words := (*[dropSampleWords]uint64)(unsafe.Pointer(&mem[slot*8*dropSampleWords]))
+	want := i + 1
+	seq := atomic.LoadUint64(&words[dropSeqWord])
+	switch {
+	case seq == 0 || seq < want:
+		return slotNotYet
+	case seq > want:
+		return slotOverwritten
+	}
+	// Word by word into rec: the struct's layout is the map's (bpf2go's
+	// HostLayout), and the words are in memory order whatever the
+	// endianness.
+	dst := (*[dropSampleWords]uint64)(unsafe.Pointer(rec))
+	for k := range words {
+		dst[k] = atomic.LoadUint64(&words[k])
+	}
+	if atomic.LoadUint64(&words[dropSeqWord]) != want {
+		return slotOverwritten
+	}
+	return slotRead
+}
+
+// readRing appends to recs the samples of one CPU's ring (its slots start
+// at base, size of them) from ring index from up to head, in order. It
+// returns the index to read from next time: head, or the first sample
+// counted in head whose seq was not there yet.
+func readRing(mem []byte, base, size, from, head uint64, recs []gen.XdplimitXdplDropSample) ([]gen.XdplimitXdplDropSample, uint64) {
+	var rec gen.XdplimitXdplDropSample
+	for i := from; i < head; i++ {
+		switch readSlot(mem, base+i%size, i, &rec) {
+		case slotRead:
+			recs = append(recs, rec)
+		case slotNotYet:
+			return recs, i
+		}
+	}
+	return recs, head
+}
