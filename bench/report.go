@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -26,13 +27,7 @@ type machine struct {
 func describeMachine() machine {
 	m := machine{CPU: "unknown", Cores: runtime.NumCPU(), Go: runtime.Version()}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		s := bufio.NewScanner(f)
-		for s.Scan() {
-			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
+		m.CPU = cpuModel(f)
 		f.Close()
 	}
 	var u unix.Utsname
@@ -45,6 +40,28 @@ func describeMachine() machine {
 		m.MemGiB = float64(si.Totalram) * float64(si.Unit) / (1 << 30)
 	}
 	return m
+}
+
+// cpuModel names the CPU from /proc/cpuinfo: x86's "model name"; arm64
+// has none (the kernel prints the ID register's fields, not a name), so
+// there the implementer and part numbers, as lscpu reads them.
+func cpuModel(cpuinfo io.Reader) string {
+	fields := map[string]string{}
+	s := bufio.NewScanner(cpuinfo)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		k = strings.TrimSpace(k)
+		if _, seen := fields[k]; ok && !seen {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	if name := fields["model name"]; name != "" {
+		return name
+	}
+	if impl, part := fields["CPU implementer"], fields["CPU part"]; impl != "" && part != "" {
+		return fmt.Sprintf("%s CPU implementer %s part %s", runtime.GOARCH, impl, part)
+	}
+	return "unknown"
 }
 
 // revision names the commit the run measured, and says so when bpf/ or

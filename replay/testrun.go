@@ -21,7 +21,7 @@ const probeSize = 16 << 10
 
 // probeLinear measures how much of a long frame the program sees. The
 // kernel test-runs at most a page less head- and tailroom in the linear
-// buffer (3520 bytes on x86-64) and passes the rest as fragments, which the
+// buffer (3520 bytes with 4 KiB pages) and passes the rest as fragments, which the
 // program, like on a real NIC without multi-buffer support, does not see: a
 // long frame is counted, and charged to byte limits, as its linear part.
 // The probe is a non-IP frame; the program counts its length.
