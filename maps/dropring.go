@@ -33,8 +33,12 @@ import (
 // look: a sample they count whose seq is not there yet is read next time.
 type dropView struct {
 	once sync.Once
-	mem  []byte
-	err  error
+	// mu keeps Close from unmapping the samples while a reader is in
+	// them (read holds it shared).
+	mu     sync.RWMutex
+	mem    []byte
+	err    error
+	closed bool
 }
 
 // A sample is 64 bytes (bpf/xdplimit_structs.h asserts it too): eight
@@ -50,29 +54,43 @@ var (
 // dropSeqWord is the word of seq.
 const dropSeqWord = unsafe.Offsetof(gen.XdplimitXdplDropSample{}.Seq) / 8
 
-// dropMem maps xdpl_drop_samples read-only, once per Limiter.
-func (l *Limiter) dropMem() ([]byte, error) {
+// readDrops calls fn with xdpl_drop_samples mapped read-only (mapped
+// once per Limiter, on first use).
+func (l *Limiter) readDrops(fn func(mem []byte)) error {
 	v := &l.drops
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.closed {
+		return fmt.Errorf("reading the drop samples: the limiter is closed")
+	}
 	v.once.Do(func() {
 		m := l.objs.XdplDropSamples
-		size := int(m.MaxEntries()) * int(m.ValueSize())
 		if m.ValueSize() != 8*dropSampleWords {
 			v.err = fmt.Errorf("drop samples of %d bytes, want %d", m.ValueSize(), 8*dropSampleWords)
 			return
 		}
+		size := int(m.MaxEntries()) * int(m.ValueSize())
 		v.mem, v.err = unix.Mmap(m.FD(), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 		if v.err != nil {
 			v.err = fmt.Errorf("mapping the drop samples: %w", v.err)
 		}
 	})
-	return v.mem, v.err
+	if v.err != nil {
+		return v.err
+	}
+	fn(v.mem)
+	return nil
 }
 
-// closeDropMem unmaps what dropMem mapped.
+// closeDropMem unmaps what readDrops mapped, once no reader is in it.
 func (l *Limiter) closeDropMem() {
-	if l.drops.mem != nil {
-		unix.Munmap(l.drops.mem)
-		l.drops.mem = nil
+	v := &l.drops
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.closed = true
+	if v.mem != nil {
+		unix.Munmap(v.mem)
+		v.mem = nil
 	}
 }
 
