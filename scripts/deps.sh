@@ -18,6 +18,8 @@ PKGS=(
   # qemu-aarch64-static: the packaging tests run the arm64 release binary under user-mode
   # emulation.
   qemu-user-static
+  # qemu-system-aarch64: make test-vm-arm64 boots Debian's arm64 cloud kernel under emulation.
+  qemu-system-arm
   prometheus
   gnuplot-nox
   redis-server redis-tools
@@ -95,7 +97,7 @@ unpack() {
     echo "deps: $pkg $(cat "$pstamp") unpacked in $dir"
     return
   fi
-  apt_update_once
+  "${APT_UPDATE:-apt_update_once}"
   mkdir -p "$(dirname "$dir")"
   tmp=$(mktemp -d "$(dirname "$dir")/.$pkg.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
@@ -127,3 +129,29 @@ unpack crowdsec "${XDPLIMIT_CROWDSEC_DIR:-/var/cache/xdplimit-deps/crowdsec}" us
 # either: it conflicts with systemd-timesyncd (apt would remove the host's time service), and
 # its postinst starts a chronyd that sets the host's clock. Its libraries are in PKGS.
 unpack chrony "${XDPLIMIT_CHRONY_DIR:-/var/cache/xdplimit-deps/chrony}" usr/sbin/chronyd usr/bin/chronyc
+
+# arm64: make test-vm-arm64 boots Debian's arm64 cloud kernel with an arm64 busybox in its
+# initramfs. The runner resolves and downloads the kernel with apt-cache and apt-get, as for
+# amd64, but through a private apt state that knows only arm64 (APT_CONFIG=<dir>/apt.conf):
+# the host's dpkg gets no foreign architecture, and its own package lists are untouched. The
+# sources are the host's (/etc/apt). Its lists are fetched once (a stamp, as for the host).
+ARM64_APT=${XDPLIMIT_ARM64_APT_DIR:-/var/cache/xdplimit-deps/apt-arm64}
+mkdir -p "$ARM64_APT/state/lists/partial" "$ARM64_APT/cache/archives/partial"
+touch "$ARM64_APT/status"
+cat >"$ARM64_APT/apt.conf" <<CONF
+// Written by xdplimit's scripts/deps.sh: apt for arm64 packages, without dpkg.
+APT::Architecture "arm64";
+APT::Architectures { "arm64"; };
+Dir::State "$ARM64_APT/state";
+Dir::State::status "$ARM64_APT/status";
+Dir::Cache "$ARM64_APT/cache";
+CONF
+arm64_update_once() {
+  if [ ! -e "$ARM64_APT/.xdplimit-updated" ]; then
+    APT_CONFIG="$ARM64_APT/apt.conf" apt-get -q update
+    touch "$ARM64_APT/.xdplimit-updated"
+  fi
+}
+arm64_update_once
+APT_CONFIG="$ARM64_APT/apt.conf" APT_UPDATE=arm64_update_once \
+  unpack busybox-static "${XDPLIMIT_ARM64_BUSYBOX_DIR:-/var/cache/xdplimit-deps/busybox-arm64}" bin/busybox

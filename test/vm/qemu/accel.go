@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -42,6 +43,9 @@ const kvmProbeTimeout = 20 * time.Second
 func chooseAccel(ctx context.Context, cacheDir string, k *kernel, busybox string, applets []string) (accel, why string, err error) {
 	if forced, err := accelFromEnv(); err != nil || forced != "" {
 		return forced, accelEnv + "=" + forced, err
+	}
+	if !guest.native() {
+		return "tcg", "an " + guest.Name + " guest on an " + runtime.GOARCH + " host", nil
 	}
 	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
 	if err != nil {
@@ -92,9 +96,9 @@ func probeKey() (string, error) {
 	if err := unix.Uname(&u); err != nil {
 		return "", err
 	}
-	out, err := exec.Command("qemu-system-x86_64", "--version").Output()
+	out, err := exec.Command(guest.QEMU, "--version").Output()
 	if err != nil {
-		return "", fmt.Errorf("qemu-system-x86_64 --version: %w (Debian package qemu-system-x86)", err)
+		return "", fmt.Errorf("%s --version: %w (Debian package %s)", guest.QEMU, err, guest.Package)
 	}
 	qv, _, _ := strings.Cut(string(out), "\n")
 	return strings.ReplaceAll(unix.ByteSliceToString(u.Release[:])+"|"+strings.TrimSpace(qv), " ", "_"), nil

@@ -93,16 +93,16 @@ func checkStaticBinary(p string) error {
 	return err
 }
 
-// checkExecutable accepts an x86-64 executable and says whether it is
-// dynamically linked (names a program interpreter).
+// checkExecutable accepts an executable of the guest's architecture and
+// says whether it is dynamically linked (names a program interpreter).
 func checkExecutable(p string) (dynamic bool, err error) {
 	f, err := elf.Open(p)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", p, err)
 	}
 	defer f.Close()
-	if f.Machine != elf.EM_X86_64 {
-		return false, fmt.Errorf("%s: built for %v, the VM is x86-64", p, f.Machine)
+	if f.Machine != guest.Machine {
+		return false, fmt.Errorf("%s: built for %v, the VM is %s (%v)", p, f.Machine, guest.Name, guest.Machine)
 	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
 		return false, fmt.Errorf("%s: not an executable (%v)", p, f.Type)
@@ -115,18 +115,28 @@ func checkExecutable(p string) (dynamic bool, err error) {
 	return false, nil
 }
 
-// findBusybox returns the host's static busybox and the paths of its applets.
-func findBusybox() (string, []string, error) {
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		return "", nil, fmt.Errorf("busybox not found (Debian package busybox-static): %w", err)
+// findBusybox returns a static busybox of the guest's architecture (path,
+// or the host's on PATH when empty) and the paths of its applets. One of
+// another architecture lists them under qemu's user-mode emulator.
+func findBusybox(path string) (string, []string, error) {
+	bb := path
+	if bb == "" {
+		var err error
+		if bb, err = exec.LookPath("busybox"); err != nil {
+			return "", nil, fmt.Errorf("busybox not found (Debian package busybox-static): %w", err)
+		}
 	}
 	if err := checkStaticBinary(bb); err != nil {
 		return "", nil, fmt.Errorf("%w (install busybox-static, not busybox)", err)
 	}
-	out, err := exec.Command(bb, "--list-full").Output()
+	argv := []string{bb, "--list-full"}
+	if !guest.native() {
+		argv = append([]string{guest.UserEmulator}, argv...)
+	}
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
 	if err != nil {
-		return "", nil, fmt.Errorf("busybox --list-full: %w", err)
+		return "", nil, fmt.Errorf("%s: %w (Debian package qemu-user-static for another architecture's)",
+			strings.Join(argv, " "), err)
 	}
 	return bb, strings.Fields(string(out)), nil
 }

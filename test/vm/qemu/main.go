@@ -61,6 +61,8 @@ type options struct {
 	appendArgs  string
 	logPath     string
 	kernelMeta  string
+	arch        string
+	busybox     string
 	binaries    []string
 }
 
@@ -90,6 +92,8 @@ func run() int {
 	fs.StringVar(&o.kernelMeta, "kernel", "linux-image-cloud-amd64",
 		"Debian package to boot: a metapackage (its current image package is booted, e.g. linux-image-6.12-cloud-amd64) or an image package")
 	fs.StringVar(&o.kernelMeta, "kernel-meta", "linux-image-cloud-amd64", "the same as --kernel")
+	fs.StringVar(&o.arch, "arch", "amd64", "the guest's architecture (Go's name): amd64 or arm64, under emulation on another host")
+	fs.StringVar(&o.busybox, "busybox", "", "static busybox of the guest's architecture for the initramfs (default: busybox on PATH)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./test/vm/qemu [flags] -- test-binary[:package-dir]...\n\n")
 		fs.PrintDefaults()
@@ -99,6 +103,10 @@ func run() int {
 		return 2
 	}
 	o.binaries = fs.Args()
+	if err := setGuest(o.arch); err != nil {
+		fmt.Fprintln(os.Stderr, "vm:", err)
+		return 2
+	}
 	if len(o.binaries) == 0 {
 		fs.Usage()
 		return 2
@@ -149,7 +157,7 @@ func runVM(ctx context.Context, o options) (code int, err error) {
 	if err != nil {
 		return 2, err
 	}
-	busybox, applets, err := findBusybox()
+	busybox, applets, err := findBusybox(o.busybox)
 	if err != nil {
 		return 2, err
 	}
@@ -262,7 +270,7 @@ func boot(ctx context.Context, vm *vmConfig, o options, out io.Writer, marker st
 	deadline := time.Now().Add(o.timeout)
 	for boots = 1; ; boots++ {
 		args := qemuArgs(*vm)
-		logf("%s", commandLine("qemu-system-x86_64", args))
+		logf("%s", commandLine(qemuBinary, args))
 		res, err = runQEMU(ctx, runSpec{
 			Args:        args,
 			Out:         out,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,21 +30,15 @@ type vmConfig struct {
 
 // qemuArgs builds the qemu command line.
 func qemuArgs(c vmConfig) []string {
-	cmdline := "console=ttyS0 panic=-1 quiet loglevel=5"
+	cmdline := "console=" + guest.Console + " panic=-1 quiet loglevel=5"
 	if c.Accel != "kvm" {
-		// Under TCG the kernel's boot check finds the vCPUs' TSCs
-		// unsynchronized (each vCPU thread reads the host's TSC at its own
-		// pace) and falls back to the HPET, whose every read is an
-		// emulated device access: the Go runtime's clock, timers and
-		// bpf_ktime_get_ns all pay it. The TSC is the host's and is
-		// monotonic, so tsc=reliable keeps it, as on real hardware.
 		// mitigations=off drops return thunks and barriers that cost
 		// emulated time; root's loads bypass the verifier's speculation
 		// checks either way, so nothing a test loads is verified
 		// differently.
-		cmdline += " tsc=reliable mitigations=off"
+		cmdline = strings.TrimSpace(cmdline + " mitigations=off " + guest.TCGAppend)
 	}
-	args := []string{
+	args := append(slices.Clone(guest.MachineArgs),
 		"-nographic",
 		// No NIC at all: qemu would otherwise add an e1000 on user-mode
 		// networking, and nothing in the VM may reach the outside.
@@ -58,9 +53,9 @@ func qemuArgs(c vmConfig) []string {
 		// quiet keeps the boot short on a slow serial console; loglevel=5
 		// after it still lets warnings through (WARN(), "Illegal XDP return
 		// value"), which quiet alone would hide while the tests run.
-		"-append", strings.TrimSpace(cmdline + " " + c.Append),
+		"-append", strings.TrimSpace(cmdline+" "+c.Append),
 		"-no-reboot",
-	}
+	)
 	if c.Accel == "kvm" {
 		args = append(args, "-accel", "kvm", "-cpu", "host")
 	} else {
