@@ -5,6 +5,7 @@ package maps
 import (
 	"encoding/binary"
 	"testing"
+	"unsafe"
 
 	"github.com/xdplimit/xdplimit/gen"
 )
@@ -12,6 +13,14 @@ import (
 // ringMem is a fake xdpl_drop_samples of one CPU's ring, written as the
 // datapath writes it: publish stores a sample whole, with its seq.
 type ringMem []byte
+
+// newRingMem makes a ringMem of n samples, 8-byte aligned as the map's
+// mapping is: a []byte may sit anywhere (on the stack, at any byte), and an
+// atomic load of an unaligned word faults on arm64.
+func newRingMem(n int) ringMem {
+	words := make([]uint64, n*dropSampleWords)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)
+}
 
 func (m ringMem) put(slot uint64, seq uint64, sport uint16) {
 	b := m[slot*64 : (slot+1)*64]
@@ -35,7 +44,7 @@ func ports(recs []gen.XdplimitXdplDropSample) []uint16 {
 // next read, and read then; the ones before it are read.
 func TestReadRingWaitsForAPublishedSample(t *testing.T) {
 	const size = 4
-	mem := make(ringMem, size*64)
+	mem := newRingMem(size)
 	for i := range uint64(3) {
 		mem.publish(size, i)
 	}
@@ -63,7 +72,7 @@ func TestReadRingWaitsForAPublishedSample(t *testing.T) {
 // newer one, and the read goes on.
 func TestReadRingSkipsOverwritten(t *testing.T) {
 	const size = 4
-	mem := make(ringMem, size*64)
+	mem := newRingMem(size)
 	for i := range uint64(6) {
 		mem.publish(size, i) // 4 and 5 overwrote 0 and 1
 	}
@@ -76,7 +85,7 @@ func TestReadRingSkipsOverwritten(t *testing.T) {
 
 // readSlot takes every field where the datapath's struct has it.
 func TestReadSlotLayout(t *testing.T) {
-	mem := make(ringMem, 2*64)
+	mem := newRingMem(2)
 	want := gen.XdplimitXdplDropSample{Saddr: [4]uint32{1, 2, 3, 4}, Daddr: [4]uint32{5, 6, 7, 8}, Len: 60,
 		Family: 4, Verdict: 1, Slot: 3, Sport: 4000, Dport: 53, Iplen: 28, Proto: 17, Ttl: 64, Level: 2,
 		Ports: 1, TcpFlags: 0x12, Tos: 0x10, Seq: 8}
