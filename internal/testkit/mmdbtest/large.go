@@ -3,11 +3,7 @@
 package mmdbtest
 
 import (
-	"fmt"
-	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 
 	"github.com/maxmind/mmdbwriter"
 )
@@ -39,36 +35,18 @@ func WriteLarge(path string) error {
 	if err != nil {
 		return err
 	}
-	insert := func(p netip.Prefix, code string) error {
-		ipnet := &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-		if err := tree.Insert(ipnet, Country(code, code)); err != nil {
-			return fmt.Errorf("insert %v: %w", p, err)
-		}
-		return nil
-	}
+	add := func(p netip.Prefix, code string) error { return insert(tree, p, Country(code, code)) }
 	for i := range LargeV4 {
 		x := uint32(i) * 41 % (1 << 24) // a permutation of the /24s
-		if err := insert(netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(x >> 16), byte(x >> 8), byte(x), 0}), 24), of(i)); err != nil {
+		if err := add(netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(x >> 16), byte(x >> 8), byte(x), 0}), 24), of(i)); err != nil {
 			return err
 		}
 	}
 	for i := range LargeV6 {
 		p := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x2a, 0x00, byte(i >> 16), byte(i >> 8), byte(i)}), 40)
-		if err := insert(p, of(LargeV4+i)); err != nil {
+		if err := add(p, of(LargeV4+i)); err != nil {
 			return err
 		}
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".mmdb-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := tree.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return write(tree, path)
 }

@@ -8,6 +8,7 @@
 package mmdbtest
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -51,30 +52,42 @@ func options(dbType string) mmdbwriter.Options {
 // Insert adds network p with its record.
 func (t *Tree) Insert(tb testing.TB, p netip.Prefix, rec mmdbtype.Map) {
 	tb.Helper()
-	ipnet := &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-	if err := t.Tree.Insert(ipnet, rec); err != nil {
-		tb.Fatalf("insert %v: %v", p, err)
+	if err := insert(t.Tree, p, rec); err != nil {
+		tb.Fatal(err)
 	}
+}
+
+func insert(tree *mmdbwriter.Tree, p netip.Prefix, rec mmdbtype.Map) error {
+	ipnet := &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+	if err := tree.Insert(ipnet, rec); err != nil {
+		return fmt.Errorf("insert %v: %w", p, err)
+	}
+	return nil
 }
 
 // Write writes the database to path as geoipupdate does: into a temporary
 // file of the same directory, renamed over path.
 func (t *Tree) Write(tb testing.TB, path string) {
 	tb.Helper()
+	if err := write(t.Tree, path); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func write(tree *mmdbwriter.Tree, path string) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".mmdb-*")
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	defer os.Remove(f.Name())
-	if _, err := t.WriteTo(f); err != nil {
-		tb.Fatal(err)
+	if _, err := tree.WriteTo(f); err != nil {
+		f.Close()
+		return err
 	}
 	if err := f.Close(); err != nil {
-		tb.Fatal(err)
+		return err
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		tb.Fatal(err)
-	}
+	return os.Rename(f.Name(), path)
 }
 
 // Network is one network and its record.
