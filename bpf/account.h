@@ -87,7 +87,7 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 	if (!d)
 		return;
 
-	/* The reader (maps/drops.go) reads the sample through its own mmap on
+	/* The reader (maps/dropring.go) reads the sample through its own mmap on
 	 * another CPU, while this CPU may overwrite it. On a weakly ordered CPU
 	 * (arm64) plain stores become visible to other CPUs in any order, so
 	 * the sample is published as a seqlock: seq is cleared before the
