@@ -141,43 +141,6 @@ func (l *Limiter) SetFleetEpoch(e uint32) error {
 	return l.objs.XdplFleetCtl.Update(uint32(0), &gen.XdplimitXdplFleetSync{Epoch: e}, ebpf.UpdateAny)
 }
 
-// loadFleetApply loads the fleet apply program onto the limiter's maps,
-// given by name. The program is an object of its own (bpf2go builds one
-// object per source file) that declares every map of xdplimit_maps.h, as
-// xdpl_main's does; each map it uses is replaced by the limiter's, so that
-// it works on the state the packet path uses. Load may have sized those
-// maps from its options, or adopted pinned ones, and a replacement must
-// match its spec: each spec takes its map's size first.
-func loadFleetApply(byName map[string]*ebpf.Map, progs ebpf.ProgramOptions) (*ebpf.Program, error) {
-	spec, err := gen.LoadFleetApply()
-	if err != nil {
-		return nil, fmt.Errorf("reading the embedded fleet apply program: %w", err)
-	}
-	var objs gen.FleetApplyPrograms
-	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: onMaps(spec, byName), Programs: progs})
-	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		return nil, fmt.Errorf("the kernel's verifier rejected the fleet apply program: %+v", ve)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading the fleet apply program: %w", err)
-	}
-	return objs.XdplFleetApply, nil
-}
-
-// onMaps makes spec, a program that declares the limiter's maps, use the
-// limiter's own (byName), at their sizes.
-func onMaps(spec *ebpf.CollectionSpec, byName map[string]*ebpf.Map) map[string]*ebpf.Map {
-	repl := make(map[string]*ebpf.Map, len(byName))
-	for name, m := range byName {
-		if ms, ok := spec.Maps[name]; ok {
-			ms.MaxEntries = m.MaxEntries()
-			repl[name] = m
-		}
-	}
-	return repl
-}
-
 // FleetRun runs the apply program over ops, in batches, and writes its
 // answers back into ops.
 func (l *Limiter) FleetRun(ops []FleetOp) error {

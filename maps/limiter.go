@@ -82,8 +82,9 @@ type Options struct {
 // Limiter is the loaded (not necessarily attached) XDP program and its maps.
 type Limiter struct {
 	objs        gen.XdplimitObjects
-	fleetApply  *ebpf.Program   // bpf/fleet_apply.bpf.c; nil for OpenPinned
-	wipe        *ebpf.Program   // bpf/wipe.bpf.c, loaded by the first Reset
+	fleetApply  *ebpf.Program // bpf/fleet_apply.bpf.c; nil for OpenPinned
+	wipe        *ebpf.Program // bpf/wipe.bpf.c, loaded by the first Reset
+	wipeSpec    *ebpf.ProgramSpec
 	egress      *ebpf.Program   // bpf/egress.bpf.c, loaded by EgressProgram
 	fleetKeys   *ringbuf.Reader // opened by DrainFleetKeys
 	clock       Clock

@@ -45,26 +45,10 @@ func (l *Limiter) EgressProgram() (*ebpf.Program, error) {
 	if l.egress != nil {
 		return l.egress, nil
 	}
-	spec, err := gen.LoadEgress()
+	eg, err := loadEgress(l.mapsByName(), l.clock, ebpf.ProgramOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("reading the embedded egress program: %w", err)
-	}
-	mode := uint32(gen.XdplimitXdplConstXDPL_CLOCK_KTIME)
-	if l.clock == ClockMap {
-		mode = uint32(gen.XdplimitXdplConstXDPL_CLOCK_MAP)
-	}
-	if err := spec.Variables["xdpl_clock_mode"].Set(mode); err != nil {
 		return nil, err
 	}
-	var objs gen.EgressPrograms
-	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: onMaps(spec, l.mapsByName())})
-	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		return nil, fmt.Errorf("the kernel's verifier rejected the egress program: %+v", ve)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("loading the egress program: %w", err)
-	}
-	l.egress = objs.XdplEgress
+	l.egress = eg
 	return l.egress, nil
 }

@@ -11,8 +11,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
-
-	"github.com/xdplimit/xdplimit/gen"
 )
 
 // Reset returns every map of the limiter, and its writable globals, to what
@@ -54,21 +52,11 @@ func (l *Limiter) Reset() error {
 // loaded onto the limiter's maps at the first call, and names the maps it
 // zeroed.
 func (l *Limiter) runWipe() (map[string]bool, error) {
-	spec, err := gen.LoadWipe()
-	if err != nil {
-		return nil, fmt.Errorf("reading the embedded wipe program: %w", err)
-	}
 	if l.wipe == nil {
-		var objs gen.WipePrograms
-		err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: onMaps(spec, l.mapsByName())})
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("the kernel's verifier rejected the wipe program: %+v", ve)
+		var err error
+		if l.wipe, l.wipeSpec, err = loadWipe(l.mapsByName(), ebpf.ProgramOptions{}); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("loading the wipe program: %w", err)
-		}
-		l.wipe = objs.XdplWipe
 	}
 	// XDP's test run wants at least an Ethernet header's worth of frame.
 	if _, err := l.wipe.Run(&ebpf.RunOptions{Data: make([]byte, 64), Repeat: 1}); err != nil {
@@ -76,7 +64,7 @@ func (l *Limiter) runWipe() (map[string]bool, error) {
 	}
 	// The maps its code loads, of all those the shared header declares.
 	wiped := make(map[string]bool)
-	for _, ins := range spec.Programs["xdpl_wipe"].Instructions {
+	for _, ins := range l.wipeSpec.Instructions {
 		if ins.IsLoadFromMap() {
 			wiped[ins.Reference()] = true
 		}

@@ -35,10 +35,10 @@ type verifierStat struct {
 	stack string // stack depth of each function, the program's first
 }
 
-// TestVerifierBudget loads the programs as Load does, in every
-// configuration whose load-time constants change what the verifier walks
-// (the three clocks, each with and without the decision record; the
-// benchmarks' knobs), logs the
+// TestVerifierBudget loads the programs as Load does, and the companions
+// that run on their maps, in every configuration whose load-time
+// constants change what the verifier walks (the three clocks, each with
+// and without the decision record; the benchmarks' knobs), logs the
 // verifier's processed-instruction count of each program, and fails when
 // one goes past verifierBudget. A measurement, not a timing: the counts
 // are the kernel's own and do not depend on the machine's load. The VM
@@ -94,7 +94,8 @@ func TestVerifierBudget(t *testing.T) {
 	}
 }
 
-// verifierStats loads every program of the limiter for opts with the
+// verifierStats loads every program of the limiter for opts, its
+// companions' too (the fleet apply, egress and wipe programs), with the
 // verifier's statistics on and returns each one's, by program name.
 func verifierStats(opts Options) (map[string]verifierStat, error) {
 	spec, err := loadSpec(opts)
@@ -116,14 +117,27 @@ func verifierStats(opts Options) (map[string]verifierStat, error) {
 	for _, name := range MapNames {
 		byName[name] = coll.Maps[name]
 	}
-	fleetApply, err := loadFleetApply(byName, ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats})
+	stats := ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}
+	fleetApply, err := loadFleetApply(byName, stats)
 	if err != nil {
 		return nil, err
 	}
 	defer fleetApply.Close()
+	egress, err := loadEgress(byName, opts.Clock, stats)
+	if err != nil {
+		return nil, err
+	}
+	defer egress.Close()
+	wipe, _, err := loadWipe(byName, stats)
+	if err != nil {
+		return nil, err
+	}
+	defer wipe.Close()
 	progs := maps.Clone(coll.Programs)
 	progs[gen.FleetApplyProgXdplFleetApply] = fleetApply
-	stats := map[string]verifierStat{}
+	progs[gen.EgressProgXdplEgress] = egress
+	progs[gen.WipeProgXdplWipe] = wipe
+	byProg := map[string]verifierStat{}
 	for name, p := range progs {
 		m := processedRe.FindAllStringSubmatch(p.VerifierLog, -1)
 		if m == nil {
@@ -137,7 +151,7 @@ func verifierStats(opts Options) (map[string]verifierStat, error) {
 		if m := stackRe.FindStringSubmatch(p.VerifierLog); m != nil {
 			st.stack = m[1]
 		}
-		stats[name] = st
+		byProg[name] = st
 	}
-	return stats, nil
+	return byProg, nil
 }
