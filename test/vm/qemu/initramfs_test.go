@@ -90,7 +90,7 @@ func TestInitScript(t *testing.T) {
 	s := initramfsSpec{
 		Release:     "6.1.0-56-cloud-amd64",
 		Modules:     []string{"/cache/modules/veth.ko"},
-		Tests:       []testBinary{{Name: "a.test"}, {Name: "b.test", PkgDir: "./b"}},
+		Tests:       []testBinary{{Name: "a.test"}, {Name: "b.test", PkgDir: "./b", Run: "^TestOnly$"}},
 		TestArgs:    []string{"-test.run", "TestA|TestB", "it's"},
 		TestTimeout: 10 * time.Minute,
 		Env:         []string{"FOO=bar baz"},
@@ -105,7 +105,9 @@ func TestInitScript(t *testing.T) {
 	for _, want := range []string{
 		"run a.test '/tests/a.test.d' '/tests/a.test' '-test.v' '-test.timeout' '10m0s' '-test.run' 'TestA|TestB' 'it'\\''s'",
 		"must insmod '/lib/modules/6.1.0-56-cloud-amd64/veth.ko'",
-		"run b.test '/src/b' '/tests/b.test' ",
+		// Its own filter comes after --test-args': the flag package
+		// keeps the last.
+		"run b.test '/src/b' '/tests/b.test' '-test.v' '-test.timeout' '10m0s' '-test.run' 'TestA|TestB' 'it'\\''s' '-test.run' '^TestOnly$'",
 		"export 'CI=true'",
 		"export 'FOO=bar baz'",
 		"DONE total=2 ",

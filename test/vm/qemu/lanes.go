@@ -30,6 +30,9 @@ func runSection(s initramfsSpec) string {
 	for i, t := range s.Tests {
 		args := []string{"/tests/" + t.Name, "-test.v", "-test.timeout", s.TestTimeout.String()}
 		args = append(args, s.TestArgs...)
+		if t.Run != "" { // the flag package keeps a flag's last value
+			args = append(args, "-test.run", t.Run)
+		}
 		for j := range args {
 			args[j] = shQuote(args[j])
 		}
