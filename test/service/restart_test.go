@@ -213,9 +213,9 @@ func TestRestartUnderFlood(t *testing.T) {
 }
 
 // previousLayoutCommit is the last commit of this repository with map
-// layout 7, the last released; the current layout is 9 (the metadata
-// keeps the policy's ban limits since 8, the drop samples moved to an
-// mmapped ring in 9), which the ban table has in common. It is kept in testdata,
+// layout 7, the last released; the current layout (maps.LayoutVersion) is
+// newer, and the ban table is what the two have in common (the migration:
+// loader/migrate.go). It is kept in testdata,
 // where make test-vm reads it too, to build that binary for the VM.
 func previousLayoutCommit(t *testing.T) string {
 	t.Helper()
