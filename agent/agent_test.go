@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
@@ -235,7 +234,7 @@ func TestAgentWatch(t *testing.T) {
 	sha := func() [32]byte { return pinned(t, iface).Meta.PolicySHA256 }
 
 	writePolicy(t, path, dnsPolicy)
-	if !eventually(5*time.Second, func() bool { return sha() == sha256.Sum256([]byte(dnsPolicy)) }) {
+	if !eventually(testutil.MachineWait, func() bool { return sha() == sha256.Sum256([]byte(dnsPolicy)) }) {
 		t.Fatalf("the saved policy was not applied within 5 s:\n%s", a.logs)
 	}
 	if !hasRule(t, iface, "dns") || !strings.Contains(a.logs.String(), `trigger="file change"`) {
@@ -243,7 +242,7 @@ func TestAgentWatch(t *testing.T) {
 	}
 
 	writePolicy(t, path, badPolicy)
-	if !eventually(5*time.Second, func() bool { return strings.Contains(a.logs.String(), "reload failed") }) {
+	if !eventually(testutil.MachineWait, func() bool { return strings.Contains(a.logs.String(), "reload failed") }) {
 		t.Fatalf("the saved broken policy was not refused within 5 s:\n%s", a.logs)
 	}
 	if sha() != sha256.Sum256([]byte(dnsPolicy)) || !hasRule(t, iface, "dns") {

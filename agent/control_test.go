@@ -94,7 +94,7 @@ func TestAgentWaitsForInterface(t *testing.T) {
 			DetachOnExit: true, Log: slog.New(slog.NewTextHandler(logs, nil))})
 		started <- err
 	}()
-	if !eventually(10*time.Second, func() bool { return strings.Contains(logs.String(), "waiting for the interface to appear") }) {
+	if !eventually(testutil.MachineWait, func() bool { return strings.Contains(logs.String(), "waiting for the interface to appear") }) {
 		t.Fatalf("no waiting logged:\n%s", logs)
 	}
 	if info, err := agent.AskInfo(context.Background(), late); err != nil || info.Attached {
@@ -122,8 +122,8 @@ func TestAgentWaitsForInterface(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Start: %v\n%s", err, logs)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("not attached 30 s after the interface appeared:\n%s", logs)
+	case <-time.After(testutil.MachineWait):
+		t.Fatalf("not attached %v after the interface appeared:\n%s", testutil.MachineWait, logs)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -215,10 +215,10 @@ func TestAgentSharedMetrics(t *testing.T) {
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(10*time.Second, func() bool { return b.MetricsAddr() != nil }) {
+	if !eventually(testutil.MachineWait, func() bool { return b.MetricsAddr() != nil }) {
 		t.Fatalf("the second agent did not take the address over:\n%s", b.logs)
 	}
-	if !eventually(5*time.Second, func() bool { return scrapeBoth(w.PeerName) }) {
+	if !eventually(testutil.MachineWait, func() bool { return scrapeBoth(w.PeerName) }) {
 		t.Errorf("/metrics after the takeover lacks %s", w.PeerName)
 	}
 }

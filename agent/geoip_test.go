@@ -132,7 +132,7 @@ rules:
 	reloads := strings.Count(a.logs.String(), "trigger=\"file change\"")
 	geoCountryDB(t, countryDB, map[string]string{"198.18.0.1/32": "CN", "2001:2::1/128": "DE", "198.18.0.77/32": "CN",
 		"198.18.0.99/32": "FR"})
-	if !eventually(10*time.Second, func() bool { return strings.Count(a.logs.String(), "trigger=\"file change\"") > reloads }) {
+	if !eventually(testutil.MachineWait, func() bool { return strings.Count(a.logs.String(), "trigger=\"file change\"") > reloads }) {
 		t.Fatalf("no reload within 10 s of the database's replacement:\n%s", a.logs)
 	}
 	if !strings.Contains(a.logs.String(), "msg=reloaded") {

@@ -10,6 +10,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -134,8 +135,8 @@ func (r *running) stop(t *testing.T) error {
 		r.cancel()
 		select {
 		case r.err = <-r.done:
-		case <-time.After(10 * time.Second):
-			r.err = errors.New("Run did not return within 10 s of its context ending")
+		case <-time.After(testutil.MachineWait):
+			r.err = fmt.Errorf("Run did not return within %v of its context ending", testutil.MachineWait)
 		}
 	})
 	return r.err

@@ -58,7 +58,7 @@ func TestAgentDropLog(t *testing.T) {
 	a := startAgent(t, v, agent.Config{Policy: path})
 
 	verdicts(t, iface, dnsFrame, 10) // the burst's one passes, nine drop
-	if !eventually(5*time.Second, func() bool { return len(dropLines(t, out)) >= 9 }) {
+	if !eventually(testutil.MachineWait, func() bool { return len(dropLines(t, out)) >= 9 }) {
 		t.Fatalf("%d drop lines within 5 s, want 9:\n%s", len(dropLines(t, out)), a.logs)
 	}
 	for _, l := range dropLines(t, out) {
@@ -109,7 +109,7 @@ func startRedis(t *testing.T, ns *testutil.Netns) *testutil.RedisServer {
 func waitFleetUp(t *testing.T, a *running, iface string) fleet.Status {
 	t.Helper()
 	var st fleet.Status
-	ok := eventually(10*time.Second, func() bool {
+	ok := eventually(testutil.MachineWait, func() bool {
 		var err error
 		st, err = agent.ReadFleetStatus(iface)
 		return err == nil && st.Up
@@ -192,7 +192,7 @@ func TestAgentExitReleasesFleetReserves(t *testing.T) {
 	dial := testutil.DialIn(v.PeerNS)
 	a := startKeeping(t, v, agent.Config{Policy: policyFile(t, pol), FleetDialer: dial})
 	startAgent(t, w, agent.Config{Policy: policyFile(t, pol), FleetDialer: dial})
-	if !eventually(10*time.Second, func() bool { return reserves(t, v.PeerName) > 0 }) {
+	if !eventually(testutil.MachineWait, func() bool { return reserves(t, v.PeerName) > 0 }) {
 		t.Fatalf("no fleet reserve on %s within 10 s: the fleet of two did not form\n%s", v.PeerName, a.logs)
 	}
 	if err := a.stop(t); err != nil {

@@ -71,7 +71,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	e.ReloadResult(a.Interface, nil)
 
 	prom := startPrometheus(t, promBin, serveExporter(t, e))
-	prom.waitUp(t, 30*time.Second)
+	prom.waitUp(t, testutil.MachineWait)
 
 	before := v.PeerNS.Snapshot(t)
 	rx := v.PeerNS.RxSeen(t, v.PeerName)
@@ -274,7 +274,7 @@ scrape_configs:
 		}
 	})
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testutil.MachineWait)
 	for {
 		resp, err := http.Get(p.base + "/-/ready")
 		if err == nil {
@@ -289,7 +289,7 @@ scrape_configs:
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready after 30 s:\n%s", p.out)
+			t.Fatalf("prometheus not ready after %v:\n%s", testutil.MachineWait, p.out)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -72,7 +72,7 @@ func attachAsUnit(t *testing.T) (*testutil.Netns, string) {
 	}()
 	// A hard bound, not a timing assertion: attach takes seconds, and a
 	// hung one must not hold the test until go test's own timeout.
-	timer := time.AfterFunc(5*time.Minute, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	timer := time.AfterFunc(testutil.MachineWait, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	defer timer.Stop()
 	if err := <-done; err != nil {
 		cmd.Wait()

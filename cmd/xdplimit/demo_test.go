@@ -22,7 +22,7 @@ import (
 func TestDemo(t *testing.T) {
 	testutil.RequireLiveFrames(t)
 	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.MachineWait)
 	defer cancel()
 	// Three seconds: top prints its first rates a second after it has
 	// opened the pins, which takes up to a second under emulation, and

@@ -56,7 +56,7 @@ func TestStatusOfAgent(t *testing.T) {
 	}
 	var out, errOut string
 	var code int
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.MachineWait)
 	for {
 		out, errOut, code = runCLI("status", iface)
 		ok := code == 0 && errOut == ""
@@ -109,7 +109,7 @@ func TestStatusSource(t *testing.T) {
 	// The datagrams reach the program on the receiving end's NAPI: wait
 	// for the fifth.
 	var st testutil.Status
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.MachineWait); ; time.Sleep(20 * time.Millisecond) {
 		out, errOut, code := runCLI("status", iface, "-o", "json")
 		if code != 0 {
 			t.Fatalf("status -o json: exit %d: %s", code, errOut)

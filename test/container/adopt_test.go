@@ -180,7 +180,7 @@ func TestContainerEnforcesAndIsAdopted(t *testing.T) {
 	configMap(t, l.node.policyDir, map[string]string{"policy.yaml": policy1})
 
 	p.must(t, time.Minute, runArgs(t, spec, c, l.node, "agent1", cfg.Ref())...)
-	p.waitLog(t, "agent1", time.Minute, `"msg":"attached"`, `"adopted":false`)
+	p.waitLog(t, "agent1", testutil.MachineWait, `"msg":"attached"`, `"adopted":false`)
 	if code, body := l.healthz(t); code != http.StatusOK || body != "ok\n"+l.PeerName+": ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
@@ -201,7 +201,7 @@ func TestContainerEnforcesAndIsAdopted(t *testing.T) {
 	kept := l.counts(t)["r"]
 
 	p.must(t, time.Minute, runArgs(t, spec, c, l.node, "agent2", cfg.Ref())...)
-	p.waitLog(t, "agent2", time.Minute, `"msg":"attached"`, `"adopted":true`)
+	p.waitLog(t, "agent2", testutil.MachineWait, `"msg":"attached"`, `"adopted":true`)
 	close(stop)
 	t.Logf("the interface's XDP program, sampled %d times from the kill to the adoption: missing %d times",
 		samples.Load(), gaps.Load())

@@ -153,8 +153,8 @@ func (f *fleetRun) start(t *testing.T, i int) *attachProc {
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-p.done:
-			case <-time.After(10 * time.Second):
-				t.Errorf("host %d: xdplimit ignored SIGTERM for 10 s; killed", i)
+			case <-time.After(testutil.MachineWait):
+				t.Errorf("host %d: xdplimit ignored SIGTERM for %v; killed", i, testutil.MachineWait)
 				_ = p.cmd.Process.Kill()
 				<-p.done
 			}
@@ -187,10 +187,10 @@ func (p *attachProc) output() string { return p.out.String() }
 // sync, and with up until it has reached Redis.
 func (p *attachProc) waitReady(t *testing.T, up bool) {
 	t.Helper()
-	p.waitFor(t, "msg=attached ", 30*time.Second)
-	p.waitFor(t, "fleet sync started", 10*time.Second)
+	p.waitFor(t, "msg=attached ", testutil.MachineWait)
+	p.waitFor(t, "fleet sync started", testutil.MachineWait)
 	if up {
-		p.waitFor(t, "Redis answers", 10*time.Second)
+		p.waitFor(t, "Redis answers", testutil.MachineWait)
 	}
 }
 

@@ -132,8 +132,8 @@ func (p *instance) stop(t *testing.T) error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Errorf("%v ignored SIGTERM for 30 s; killed", p.argv)
+	case <-time.After(testutil.MachineWait):
+		t.Errorf("%v ignored SIGTERM for %v; killed", p.argv, testutil.MachineWait)
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
@@ -160,7 +160,7 @@ func (p *instance) waitFor(t *testing.T, s string, timeout time.Duration) {
 // the control socket need none other.
 func run(t *testing.T, argv ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.MachineWait)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	return string(out), err

@@ -133,7 +133,7 @@ func restartUnderFlood(t *testing.T, l *floodLab, p *instance, bin, etc string, 
 			t.Errorf("restart %d: the exit does not say the limiter stays:\n%s", i, p.out)
 		}
 		p = start(t, l.PeerNS, unitLine(t, "ExecStart", l.PeerName, bin, etc))
-		p.waitFor(t, "adopted=true", time.Minute)
+		p.waitFor(t, "adopted=true", testutil.MachineWait)
 		if b := bans(t, bin, l.PeerName); len(b) != 1 || b[0].Prefix != bannedPrefix {
 			t.Fatalf("restart %d: bans %+v, want %s", i, b, bannedPrefix)
 		}
@@ -203,7 +203,7 @@ func TestRestartUnderFlood(t *testing.T) {
 	cleanPins(t, l.PeerName)
 
 	p := start(t, l.PeerNS, unitLine(t, "ExecStart", l.PeerName, bin, etc))
-	p.waitFor(t, "msg=attached", time.Minute)
+	p.waitFor(t, "msg=attached", testutil.MachineWait)
 	if out, err := run(t, bin, "ban", l.PeerName, bannedPrefix, "--for", "1h", "--reason", "restart test"); err != nil {
 		t.Fatalf("ban: %v\n%s", err, out)
 	}
@@ -282,7 +282,7 @@ func TestUpgradeUnderFlood(t *testing.T) {
 	cleanPins(t, l.PeerName)
 
 	p := start(t, l.PeerNS, []string{old, "attach", l.PeerName, "--policy", path, "--keep-on-exit"})
-	p.waitFor(t, "msg=attached", time.Minute)
+	p.waitFor(t, "msg=attached", testutil.MachineWait)
 	if out, err := run(t, old, "ban", l.PeerName, bannedPrefix, "--for", "1h", "--reason", "before the upgrade"); err != nil {
 		t.Fatalf("ban with the previous binary: %v\n%s", err, out)
 	}
@@ -291,7 +291,7 @@ func TestUpgradeUnderFlood(t *testing.T) {
 		t.Fatalf("the previous attach exited with %v:\n%s", err, p.out)
 	}
 	p = start(t, l.PeerNS, unitLine(t, "ExecStart", l.PeerName, bin, etc))
-	p.waitFor(t, "adopted=true", time.Minute)
+	p.waitFor(t, "adopted=true", testutil.MachineWait)
 	if !strings.Contains(p.out.String(), "replaced a limiter of another map layout without a gap") ||
 		!strings.Contains(p.out.String(), "from_layout=7") {
 		t.Errorf("no migration from layout 7 logged:\n%s", p.out)

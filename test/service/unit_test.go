@@ -43,7 +43,7 @@ func TestUnitInstances(t *testing.T) {
 		procs[iface] = start(t, a.PeerNS, unitLine(t, "ExecStart", iface, bin, etc))
 	}
 	for _, iface := range ifaces[:2] {
-		procs[iface].waitFor(t, "msg=attached", time.Minute)
+		procs[iface].waitFor(t, "msg=attached", testutil.MachineWait)
 	}
 	const addr = "http://" + metrics.DefaultAddr
 	scraped := func(want ...string) bool { return scrapedUp(t, a.PeerNS, addr, want...) }
@@ -68,7 +68,7 @@ func TestUnitInstances(t *testing.T) {
 	testutil.NewVeth(t, a.NS, a.PeerNS, testutil.VethConfig{Name: "xuf" + id, PeerName: late,
 		Addr: prefix("198.18.2.1/24"), PeerAddr: prefix("198.18.2.2/24"),
 		Addr6: prefix("2001:2:0:2::1/64"), PeerAddr6: prefix("2001:2:0:2::2/64")})
-	procs[late].waitFor(t, "msg=attached", time.Minute)
+	procs[late].waitFor(t, "msg=attached", testutil.MachineWait)
 	if !eventually(10*time.Second, func() bool { return scraped(ifaces...) }) {
 		t.Errorf("the late interface is not scraped")
 	}

@@ -161,7 +161,7 @@ func (cl *cookieLab) attachPolicy(t *testing.T, policy string) *proc {
 	}
 	p := cl.start(t, "attach", cl.PeerName, "--policy", cl.policy, "--detach-on-exit")
 	// The verifier takes over 20 s with a syncookie rule under emulation.
-	p.waitAttached(t, 2*time.Minute)
+	p.waitAttached(t)
 	return p
 }
 

@@ -5,7 +5,6 @@ package vm
 import (
 	"os"
 	"testing"
-	"time"
 
 	"github.com/xdplimit/xdplimit/pktgen"
 )
@@ -37,7 +36,7 @@ func TestConversationForwardedACKFlood(t *testing.T) {
 	}
 	policy := writePolicy(t, runs[0].policy)
 	p := fw.start(t, "attach", cr, "--policy", policy, "--detach-on-exit")
-	p.waitAttached(t, 2*time.Minute)
+	p.waitAttached(t)
 	for i, r := range runs {
 		if i > 0 {
 			if err := os.WriteFile(policy, []byte(r.policy), 0o644); err != nil {

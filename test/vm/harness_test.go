@@ -169,7 +169,7 @@ func (l *lab) run(t *testing.T, args ...string) (string, error) {
 	var out []byte
 	var err error
 	derr := l.PeerNS.Do(func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.MachineWait)
 		defer cancel()
 		out, err = exec.CommandContext(ctx, testutil.XdplimitBin(t), args...).CombinedOutput()
 		return nil
@@ -191,7 +191,7 @@ func (l *lab) attach(t *testing.T, policy string, extra ...string) *proc {
 	// SIGTERM then detaches, as the tests that end with requireClean
 	// expect; TestExitKeepsThenDetach starts its attach without it.
 	p := l.start(t, append([]string{"attach", l.PeerName, "--policy", path, "--detach-on-exit"}, extra...)...)
-	p.waitAttached(t, 30*time.Second)
+	p.waitAttached(t)
 	return p
 }
 
@@ -214,9 +214,11 @@ func (p *proc) waitFor(t *testing.T, s string, timeout time.Duration) {
 // waitAttached waits for the attach's "attached" log line. It matches the
 // line's msg=attached field: other lines say "attached" too (the
 // --keep-on-exit deprecation warning, "stays attached", comes before it).
-func (p *proc) waitAttached(t *testing.T, timeout time.Duration) {
+// The attach verifies the program first: how long that takes is the
+// machine's (testutil.MachineWait).
+func (p *proc) waitAttached(t *testing.T) {
 	t.Helper()
-	p.waitFor(t, "msg=attached ", timeout)
+	p.waitFor(t, "msg=attached ", testutil.MachineWait)
 }
 
 // stop sends sig and waits for the process to exit.
@@ -226,7 +228,7 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal) error {
 	select {
 	case err := <-p.done:
 		return err
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.MachineWait):
 		t.Fatalf("xdplimit did not exit after %v:\n%s", sig, p.out)
 	}
 	return nil

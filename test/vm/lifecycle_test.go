@@ -56,7 +56,7 @@ func TestForeignProgram(t *testing.T) {
 		t.Fatalf("the foreign program was touched: now %+v", x)
 	}
 	p := l.start(t, "attach", l.PeerName, "--policy", path, "--force", "--detach-on-exit")
-	p.waitAttached(t, 30*time.Second)
+	p.waitAttached(t)
 	if x := l.xdpAttached(t); x == nil || x.ProgId == foreign.ProgId {
 		t.Fatalf("--force did not replace the foreign program: %+v", x)
 	}
@@ -109,7 +109,7 @@ func TestExitKeepsThenDetach(t *testing.T) {
 	l := newLab(t, 1)
 	path := writePolicy(t, "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 1000/s, burst: 100}\n")
 	p := l.start(t, "attach", l.PeerName, "--policy", path, "--keep-on-exit")
-	p.waitAttached(t, 30*time.Second)
+	p.waitAttached(t)
 	if err := p.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

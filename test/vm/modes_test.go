@@ -94,7 +94,7 @@ func TestGenericFallback(t *testing.T) {
 	path := writePolicy(t, "rules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 10/s, burst: 10}\n")
 	p := l.start(t, "attach", name, "--policy", path, "--detach-on-exit")
 	t.Cleanup(func() { removePins(name) })
-	p.waitAttached(t, 30*time.Second)
+	p.waitAttached(t)
 	p.waitFor(t, "mode=generic", time.Second)
 	// It says why, and what generic mode costs.
 	p.waitFor(t, "native XDP failed; running in generic mode", time.Second)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
@@ -60,7 +61,7 @@ rules:
 `, src)
 	renameOverFile(t, r.path, r.tight)
 	r.p = l.start(t, "attach", l.PeerName, "--policy", r.path, "--watch")
-	r.p.waitAttached(t, 30*time.Second)
+	r.p.waitAttached(t)
 	return r
 }
 
@@ -74,7 +75,7 @@ func (r *fileReload) reloadUnderFlood(t *testing.T) {
 	r.waitDropping(t)
 	passBefore, _, _ := l.ruleCounts(t, "a")
 	renameOverFile(t, r.path, r.loose)
-	p.waitFor(t, `trigger="file change"`, 10*time.Second)
+	p.waitFor(t, `trigger="file change"`, testutil.MachineWait)
 	reloaded := time.Now()
 	passAtReload, dropAtReload, _ := l.ruleCounts(t, "a")
 	select {
@@ -146,7 +147,7 @@ func (r *fileReload) invalidEdit(t *testing.T) {
 	lost0 := l.ringDrops(t)
 	res, stopFlood := startFlood(t, l, r.frame)
 	renameOverFile(t, r.path, strings.Replace(r.loose, "10M/s", "10M/sec", 1))
-	p.waitFor(t, "reload failed", 10*time.Second)
+	p.waitFor(t, "reload failed", testutil.MachineWait)
 	time.Sleep(500 * time.Millisecond)
 	stopFlood()
 	sent := <-res
@@ -274,7 +275,7 @@ rules:
     limit: {algorithm: token_bucket, rate: 1/s, burst: 100}
 `)
 	p := l.start(t, "attach", l.PeerName, "--policy", path)
-	p.waitAttached(t, 30*time.Second)
+	p.waitAttached(t)
 	began := time.Now()
 	res := l.flood(t, l.udpFrame(18), pktgen.Sources{}, floodCount(1_000_000))
 	passA, _, _ := l.ruleCounts(t, "a")
@@ -285,7 +286,7 @@ rules:
 		t.Fatal(err)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	p.waitFor(t, "reload failed", 10*time.Second)
+	p.waitFor(t, "reload failed", testutil.MachineWait)
 
 	// Valid: a keeps its limit (and its bucket), b is new.
 	if err := os.WriteFile(path, []byte(`
@@ -300,7 +301,7 @@ rules:
 		t.Fatal(err)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	waitReloads(t, p, 1, 30*time.Second)
+	waitReloads(t, p, 1, testutil.MachineWait)
 	checkKeptBucket(t, l, began, passA)
 	checkNewRule(t, l)
 	// A changed limit starts from its new parameters: a fresh burst.
@@ -313,7 +314,7 @@ rules:
 		t.Fatal(err)
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	waitReloads(t, p, 2, 30*time.Second)
+	waitReloads(t, p, 2, testutil.MachineWait)
 	checkFreshBurst(t, l)
 }
 
