@@ -92,6 +92,7 @@ func checkUDPUnreachable(t *testing.T, l *lab, from, to netip.Addr, want syscall
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	before, lost0 := l.NS.Snapshot(t), l.NS.RxDropped(t, l.Name)
 	// 64 bytes: enough for the unreachable to quote the headers.
 	msg := make([]byte, 64)
 	for i := 0; i < 2; i++ { // the burst, then one over it
@@ -108,7 +109,14 @@ func checkUDPUnreachable(t *testing.T, l *lab, from, to netip.Addr, want syscall
 	_, err = conn.Read(msg)
 	t.Logf("after the datagram over the limit: %v after %v", err, time.Since(start))
 	if !errors.Is(err, want) {
-		t.Errorf("read: %v, want %v", err, want)
+		// Where the answer went: the client's stack's count of ICMP
+		// errors taken in, and frames its end of the veth turned away.
+		d, v := l.NS.Snapshot(t).Delta(before).Raw, "Icmp."
+		if from.Is6() {
+			v = "Icmp6"
+		}
+		t.Errorf("read: %v, want %v; the client's stack took in %d ICMP messages (%d destination unreachable, %d in error), its veth end dropped %d frames",
+			err, want, d[v+"InMsgs"], d[v+"InDestUnreachs"], d[v+"InErrors"], l.NS.RxDropped(t, l.Name)-lost0)
 	}
 }
 
