@@ -155,3 +155,57 @@ arm64_update_once() {
 arm64_update_once
 APT_CONFIG="$ARM64_APT/apt.conf" APT_UPDATE=arm64_update_once \
   unpack busybox-static "${XDPLIMIT_ARM64_BUSYBOX_DIR:-/var/cache/xdplimit-deps/busybox-arm64}" bin/busybox
+
+# unpack_closure DIR PKG...: downloads Debian's PKGs and every library package (lib*) they
+# depend on, directly or through one another (Depends and Pre-Depends, not Recommends), and
+# unpacks them all into one file tree DIR, without installing anything. Only libraries are
+# followed: the tools' other dependencies (adduser, perl, debconf, init-system-helpers) serve
+# maintainer scripts and services, which never run from such a tree. A library a binary needs
+# but no package declares would not go unnoticed: the VM runner resolves each tool's DT_NEEDED
+# inside DIR and refuses to boot without it. The stamp's first line names the packages asked
+# for, the others each version unpacked: a later run asking for the same packages does nothing.
+unpack_closure() {
+  local dir=$1
+  shift
+  local pstamp=$dir/.xdplimit-stamp
+  if [ -s "$pstamp" ] && [ "$(head -n1 "$pstamp")" = "packages: $*" ]; then
+    echo "deps: $* and their libraries ($(($(wc -l <"$pstamp") - 1)) packages) unpacked in $dir"
+    return
+  fi
+  "${APT_UPDATE:-apt_update_once}"
+  local all=" $* " todo="$*" p new
+  while [ -n "$todo" ]; do
+    # shellcheck disable=SC2086 # one word per package
+    new=$(apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks \
+      --no-replaces --no-enhances $todo |
+      sed -n 's/^ *|\{0,1\}\(Pre\)\{0,1\}Depends: \(lib[^ <>]*\)$/\2/p' | sort -u)
+    todo=
+    for p in $new; do
+      case $all in *" $p "*) ;; *) all="$all$p " todo="$todo $p" ;; esac
+    done
+  done
+  mkdir -p "$(dirname "$dir")"
+  tmp=$(mktemp -d "$(dirname "$dir")/.$(basename "$dir").XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  # shellcheck disable=SC2086
+  (cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download $all)
+  mkdir "$tmp/root"
+  echo "packages: $*" >"$tmp/root/.xdplimit-stamp"
+  local deb
+  for deb in "$tmp"/*.deb; do
+    dpkg-deb -x "$deb" "$tmp/root"
+    echo "$(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version)" >>"$tmp/root/.xdplimit-stamp"
+  done
+  rm -rf "$dir"
+  mv "$tmp/root" "$dir"
+  rm -rf "$tmp"
+  trap - EXIT
+  echo "deps: $* and their libraries ($(($(wc -l <"$pstamp") - 1)) packages) unpacked in $dir"
+}
+
+# The end-to-end suite's servers and clients for make test-vm-arm64 (test/vm: iperf3,
+# memcached, dnsmasq, dnsperf, chronyd and chronyc, nft), Debian's arm64 builds with their
+# libraries: the amd64 VMs copy the host's binaries, which an arm64 guest cannot run.
+APT_CONFIG="$ARM64_APT/apt.conf" APT_UPDATE=arm64_update_once \
+  unpack_closure "${XDPLIMIT_ARM64_TOOLS_DIR:-/var/cache/xdplimit-deps/tools-arm64}" \
+  iperf3 memcached dnsmasq-base dnsperf chrony nftables
