@@ -19,6 +19,9 @@ type vmArch struct {
 	Machine elf.Machine // of every executable copied into the VM
 	QEMU    string      // the system emulator
 	Package string      // the Debian package holding it
+	// Triplet names the guest's library directories (Debian's multiarch
+	// layout, /lib/<triplet>): where --tool-root looks for libraries.
+	Triplet string
 	// MachineArgs come first on qemu's command line: x86's default PC
 	// needs none; arm64 has no default board, and virt is the one made
 	// for guests (PCI, virtio, a PL011 serial port).
@@ -33,7 +36,7 @@ type vmArch struct {
 
 var vmArches = []vmArch{
 	{Name: "amd64", Machine: elf.EM_X86_64, QEMU: "qemu-system-x86_64", Package: "qemu-system-x86",
-		Console: "ttyS0", UserEmulator: "qemu-x86_64-static",
+		Triplet: "x86_64-linux-gnu", Console: "ttyS0", UserEmulator: "qemu-x86_64-static",
 		// Under TCG the kernel's boot check finds the vCPUs' TSCs
 		// unsynchronized (each vCPU thread reads the host's TSC at its own
 		// pace) and falls back to the HPET, whose every read is an
@@ -42,7 +45,7 @@ var vmArches = []vmArch{
 		// monotonic, so tsc=reliable keeps it, as on real hardware.
 		TCGAppend: "tsc=reliable"},
 	{Name: "arm64", Machine: elf.EM_AARCH64, QEMU: "qemu-system-aarch64", Package: "qemu-system-arm",
-		MachineArgs: []string{"-machine", "virt"}, Console: "ttyAMA0", UserEmulator: "qemu-aarch64-static"},
+		Triplet: "aarch64-linux-gnu", MachineArgs: []string{"-machine", "virt"}, Console: "ttyAMA0", UserEmulator: "qemu-aarch64-static"},
 }
 
 // guest is the architecture of this run (--arch), amd64 unless told.

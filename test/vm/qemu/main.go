@@ -34,6 +34,7 @@ import (
 // This file holds the flags and runVM, the order of one run's steps. The
 // steps live beside it: operand checks in args.go, the kernel and its modules
 // in kernel.go, download.go and modules.go, the accelerator in accel.go, the
+// tools (the host's in tools.go, a tree of the guest's in toolroot.go), the
 // initramfs in initramfs.go and cpio.go, qemu and its console in qemu.go, the
 // verdict in report.go and the log in log.go.
 
@@ -54,6 +55,7 @@ type options struct {
 	files       multiFlag
 	tools       multiFlag
 	runs        multiFlag
+	toolRoot    string
 	trees       multiFlag
 	modules     multiFlag
 	memoryMB    int
@@ -84,6 +86,7 @@ func run() int {
 	fs.Var(&o.env, "env", "KEY=VALUE exported to the tests in the VM (repeatable)")
 	fs.Var(&o.files, "file", "SRC[:DST] copies a host file into the VM, by default to /usr/local/bin/<name>, which is on PATH (repeatable)")
 	fs.Var(&o.tools, "tool", "NAME or PATH of a host executable the tests start, copied into the VM at its host path with the shared libraries ldd resolves for it (repeatable)")
+	fs.StringVar(&o.toolRoot, "tool-root", "", "DIR, a file tree of the guest's packages (unpacked, for a guest of another architecture): --tool NAMEs are then its executables, copied into the VM at their paths in DIR with the libraries the guest's loader would map, resolved in DIR")
 	fs.Var(&o.trees, "tree", "DIR of the repository (relative) copied to /src/DIR, where packages named relative to the repository run (repeatable)")
 	fs.Var(&o.modules, "module", "extra kernel module to load, with its dependencies (repeatable; veth is always loaded)")
 	fs.IntVar(&o.memoryMB, "memory", 2048, "VM memory in MiB (the test binaries live in it, in the initramfs)")
@@ -256,7 +259,12 @@ func checkOperands(o options) ([]testBinary, []extraFile, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tools, err := checkTools(o.tools)
+	var tools []extraFile
+	if o.toolRoot != "" {
+		tools, err = checkRootTools(o.toolRoot, o.tools)
+	} else {
+		tools, err = checkTools(o.tools)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
