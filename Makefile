@@ -255,26 +255,45 @@ test-vm-run:
 	done; \
 	[ -z "$$failed" ] || { echo "test-vm: FAILED on Linux$$failed"; exit 1; }
 
-# ---- test-vm-arm64: the smoke and loader tests in Debian's arm64 cloud kernel ----
+# ---- test-vm-arm64: the kernel-facing core in Debian's arm64 cloud kernel ----
 # Not part of make test. qemu-system-aarch64 emulates a virt board (TCG: an
 # arm64 guest on this amd64 host) with the test binaries cross-compiled
-# (GOARCH=arm64, static). The kernel is resolved and downloaded as for amd64,
-# through the private arm64 apt state make deps keeps (ARM64_APT: its lists
-# know only arm64, and the host's dpkg gets no foreign architecture); the
-# initramfs gets Debian's arm64 busybox, unpacked there too. No host tools go
-# along (VM_TOOLS are amd64 binaries): the packages listed need none.
-# Measured here (2 cores, TCG): boot to init 15-21 s, the smoke test 1 s,
-# the loader's 4 s, the whole run 24 s; ./maps loads the real program
-# (TestVerifierBudget alone 405 s), too long for the default list.
+# (GOARCH=arm64, static): the end-to-end suite, the maps package (the
+# verifier budget, the drop rings, every map wrapper against the real
+# program), the loader's verifier and attach tests and the smoke test
+# (VM_TEST_PKGS_ARM64, the longest first), two at once (VM_LANES_ARM64),
+# as the amd64 6.1 VM runs maps beside test/vm. The kernel is resolved and
+# downloaded as for amd64, through the private arm64 apt state make deps
+# keeps (ARM64_APT: its lists know only arm64, and the host's dpkg gets no
+# foreign architecture); the initramfs gets Debian's arm64 busybox,
+# unpacked there too. The servers and clients the end-to-end suite starts
+# (VM_TOOLS_ARM64) are Debian's arm64 builds, which make deps unpacks with
+# their libraries into ARM64_TOOLS; the runner (--tool-root) resolves each
+# one's libraries in that tree, as the guest's loader will. The times
+# measured here are in README.md.
 VM_KERNEL_ARM64    ?= linux-image-cloud-arm64
-VM_TEST_PKGS_ARM64 ?= ./test/vm/qemu/smoke ./loader
+VM_TEST_PKGS_ARM64 ?= ./test/vm ./maps ./loader ./test/vm/qemu/smoke
+VM_LANES_ARM64     ?= 2
+VM_TOOLS_ARM64     ?= iperf3 memcached dnsmasq dnsperf chronyd chronyc nft
 ARM64_APT          ?= $(or $(XDPLIMIT_ARM64_APT_DIR),/var/cache/xdplimit-deps/apt-arm64)
 ARM64_BUSYBOX      ?= $(or $(XDPLIMIT_ARM64_BUSYBOX_DIR),/var/cache/xdplimit-deps/busybox-arm64)/bin/busybox
+ARM64_TOOLS        ?= $(or $(XDPLIMIT_ARM64_TOOLS_DIR),/var/cache/xdplimit-deps/tools-arm64)
+# The whole run, and each binary (test/vm or maps, the longest).
+VM_TIMEOUT_ARM64      ?= 120m
+VM_TEST_TIMEOUT_ARM64 ?= 60m
 VM_BIN_ARM64       := .cache/vm/bin-arm64
 vm_bins_arm64       = $(foreach p,$(VM_TEST_PKGS_ARM64),$(VM_BIN_ARM64)/$(subst /,_,$(patsubst ./%,%,$(p))).test:$(p))
+# The runner's arguments for an arm64 guest, for any target that boots one:
+# busybox, the kernel, the xdplimit binary, the tools and the modules the
+# amd64 VMs load.
+VM_ARM64_ARGS       = --arch arm64 --busybox $(ARM64_BUSYBOX) --kernel $(VM_KERNEL_ARM64) --kernel-cache .cache/vm \
+	--file $(VM_BIN_ARM64)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
+	--tool-root $(ARM64_TOOLS) $(foreach t,$(VM_TOOLS_ARM64),--tool $(t)) \
+	--module 8021q --module bridge --module sch_ingress --module cls_bpf --module nf_conntrack --module nft_ct
 
 test-vm-arm64:
-	@test -e $(ARM64_APT)/apt.conf -a -x $(ARM64_BUSYBOX) || { echo "test-vm-arm64: run make deps (arm64 apt state, busybox)"; exit 2; }
+	@test -e $(ARM64_APT)/apt.conf -a -x $(ARM64_BUSYBOX) -a -e $(ARM64_TOOLS)/.xdplimit-stamp || \
+		{ echo "test-vm-arm64: run make deps (arm64 apt state, busybox, tools)"; exit 2; }
 	@rm -rf $(VM_BIN_ARM64) && mkdir -p $(VM_BIN_ARM64)
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -ldflags='-s -w $(VERSION_LDFLAGS)' -o $(VM_BIN_ARM64)/xdplimit ./cmd/xdplimit
 	$(GO) build -o $(VM_BIN_ARM64)/vm-runner ./test/vm/qemu
@@ -282,11 +301,9 @@ test-vm-arm64:
 		CGO_ENABLED=0 GOARCH=arm64 $(GO) test -c -ldflags='-s -w' -o $${b%%:*} $${b#*:}; \
 	done
 	@echo "==== test-vm-arm64: $(VM_KERNEL_ARM64): $(vm_bins_arm64) ===="; start=$$(date +%s); \
-	APT_CONFIG=$(ARM64_APT)/apt.conf $(VM_BIN_ARM64)/vm-runner --arch arm64 --busybox $(ARM64_BUSYBOX) \
-		--kernel $(VM_KERNEL_ARM64) --kernel-cache .cache/vm --timeout $(VM_TIMEOUT) --test-timeout $(VM_TEST_TIMEOUT) \
-		--file $(VM_BIN_ARM64)/xdplimit --env XDPLIMIT_BIN=/usr/local/bin/xdplimit \
-		--module 8021q --module bridge --module sch_ingress --module cls_bpf --module nf_conntrack --module nft_ct \
-		--lanes 1 --memory $(VM_MEMORY) $(VM_ARGS) -- $(vm_bins_arm64); rc=$$?; \
+	APT_CONFIG=$(ARM64_APT)/apt.conf $(VM_BIN_ARM64)/vm-runner $(VM_ARM64_ARGS) \
+		--timeout $(VM_TIMEOUT_ARM64) --test-timeout $(VM_TEST_TIMEOUT_ARM64) \
+		--lanes $(VM_LANES_ARM64) --memory $(VM_MEMORY) $(VM_ARGS) -- $(vm_bins_arm64); rc=$$?; \
 	echo "==== test-vm-arm64: took $$(( $$(date +%s) - start ))s ===="; exit $$rc
 
 # Regenerates BENCHMARKS.md and bench/veth.png from a real run (root; ~5 min
