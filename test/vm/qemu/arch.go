@@ -29,6 +29,8 @@ type vmArch struct {
 	Console     string // the kernel's console device
 	// TCGAppend goes on the kernel's command line under TCG (see qemuArgs).
 	TCGAppend string
+	// TCGCPU is the emulated CPU model under TCG.
+	TCGCPU string
 	// UserEmulator runs one of the guest's executables on another host
 	// (busybox --list-full when the initramfs is built).
 	UserEmulator string
@@ -43,9 +45,16 @@ var vmArches = []vmArch{
 		// emulated device access: the Go runtime's clock, timers and
 		// bpf_ktime_get_ns all pay it. The TSC is the host's and is
 		// monotonic, so tsc=reliable keeps it, as on real hardware.
-		TCGAppend: "tsc=reliable"},
+		TCGAppend: "tsc=reliable", TCGCPU: "max"},
 	{Name: "arm64", Machine: elf.EM_AARCH64, QEMU: "qemu-system-aarch64", Package: "qemu-system-arm",
-		Triplet: "aarch64-linux-gnu", MachineArgs: []string{"-machine", "virt"}, Console: "ttyAMA0", UserEmulator: "qemu-aarch64-static"},
+		Triplet: "aarch64-linux-gnu", MachineArgs: []string{"-machine", "virt"}, Console: "ttyAMA0", UserEmulator: "qemu-aarch64-static",
+		// max has pointer authentication, which Debian's arm64 kernel
+		// uses in every function's prologue and epilogue: the
+		// architected QARMA cipher costs TCG hundreds of host
+		// instructions a signature, while pauth-impdef's cheap
+		// implementation-defined one is as good for a guest that only
+		// needs the signatures to match.
+		TCGCPU: "max,pauth-impdef=on"},
 }
 
 // guest is the architecture of this run (--arch), amd64 unless told.

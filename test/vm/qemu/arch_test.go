@@ -27,17 +27,17 @@ func withGuest(t *testing.T, name string) {
 // an amd64 one the PC's defaults and ttyS0.
 func TestQEMUArgsPerArch(t *testing.T) {
 	for _, c := range []struct {
-		arch, qemu, console string
-		machine             bool
+		arch, qemu, console, cpu string
+		machine                  bool
 	}{
-		{"amd64", "qemu-system-x86_64", "console=ttyS0 ", false},
-		{"arm64", "qemu-system-aarch64", "console=ttyAMA0 ", true},
+		{"amd64", "qemu-system-x86_64", "console=ttyS0 ", "-cpu max", false},
+		{"arm64", "qemu-system-aarch64", "console=ttyAMA0 ", "-cpu max,pauth-impdef=on", true},
 	} {
 		withGuest(t, c.arch)
 		args := qemuArgs(vmConfig{Kernel: "k", Initrd: "i", Accel: "tcg", MemoryMB: 512, SMP: 2})
 		line := strings.Join(args, " ")
 		if qemuBinary != c.qemu || !strings.Contains(line, c.console) ||
-			strings.HasPrefix(line, "-machine virt ") != c.machine || !strings.HasSuffix(line, "-cpu max") {
+			strings.HasPrefix(line, "-machine virt ") != c.machine || !strings.HasSuffix(line, c.cpu) {
 			t.Errorf("%s: %s %s", c.arch, qemuBinary, line)
 		}
 	}

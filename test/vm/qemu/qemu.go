@@ -60,8 +60,9 @@ func qemuArgs(c vmConfig) []string {
 		args = append(args, "-accel", "kvm", "-cpu", "host")
 	} else {
 		// thread=multi gives each vCPU its own host thread; -cpu max exposes
-		// every feature TCG can emulate instead of the dated qemu64 model.
-		args = append(args, "-accel", "tcg,thread=multi", "-cpu", "max")
+		// every feature TCG can emulate instead of the dated qemu64 model
+		// (with the guest's own tuning: arch.go).
+		args = append(args, "-accel", "tcg,thread=multi", "-cpu", guest.TCGCPU)
 	}
 	return args
 }
