@@ -15,7 +15,7 @@ BUILD_DATE        := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%S
 BUILDINFO         := github.com/xdplimit/xdplimit/internal/buildinfo
 VERSION_LDFLAGS   := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
 
-.PHONY: all deps generate check-generate build dist image test test-go test-vm test-vm-arm64 test-vm-build test-vm-run test-vm-beside test-vm-6.1-rest demo bench lint clean
+.PHONY: all deps generate check-generate build dist image test test-go test-vm test-vm-arm64 test-vm-arm64-smoke test-vm-build test-vm-run test-vm-beside test-vm-6.1-rest demo bench lint clean
 
 all: build
 
@@ -274,6 +274,7 @@ test-vm-run:
 VM_KERNEL_ARM64    ?= linux-image-cloud-arm64
 VM_TEST_PKGS_ARM64 ?= ./test/vm ./maps ./loader ./test/vm/qemu/smoke
 VM_LANES_ARM64     ?= 2
+VM_RUNS_ARM64      ?=
 VM_TOOLS_ARM64     ?= iperf3 memcached dnsmasq dnsperf chronyd chronyc nft
 ARM64_APT          ?= $(or $(XDPLIMIT_ARM64_APT_DIR),/var/cache/xdplimit-deps/apt-arm64)
 ARM64_BUSYBOX      ?= $(or $(XDPLIMIT_ARM64_BUSYBOX_DIR),/var/cache/xdplimit-deps/busybox-arm64)/bin/busybox
@@ -303,8 +304,28 @@ test-vm-arm64:
 	@echo "==== test-vm-arm64: $(VM_KERNEL_ARM64): $(vm_bins_arm64) ===="; start=$$(date +%s); \
 	APT_CONFIG=$(ARM64_APT)/apt.conf $(VM_BIN_ARM64)/vm-runner $(VM_ARM64_ARGS) \
 		--timeout $(VM_TIMEOUT_ARM64) --test-timeout $(VM_TEST_TIMEOUT_ARM64) \
-		--lanes $(VM_LANES_ARM64) --memory $(VM_MEMORY) $(VM_ARGS) -- $(vm_bins_arm64); rc=$$?; \
+		--lanes $(VM_LANES_ARM64) --memory $(VM_MEMORY) $(VM_RUNS_ARM64) $(VM_ARGS) -- $(vm_bins_arm64); rc=$$?; \
 	echo "==== test-vm-arm64: took $$(( $$(date +%s) - start ))s ===="; exit $$rc
+
+# ---- test-vm-arm64-smoke: make test's part of the arm64 VM ----
+# Boot, load every program build, attach, one flood judged: the smoke test
+# (the kernel, bpffs, native XDP on veth); TestVerifierBudget for the builds
+# an operator runs (attach's two clocks, the replay's injected clock with
+# its decision record) and the benchmarks' stage build, each with its
+# companion programs (fleet apply, egress, wipe); and the end-to-end
+# suite's first test, which attaches the arm64 xdplimit binary and judges
+# a flood against its limit. test-vm-arm64's run with these packages and a
+# filter per binary (the runner's --run); make test-vm-arm64 runs the
+# suites whole.
+# The benchmarks' stage build is loaded stopping after the rule stage, the
+# most of it; TestVerifierBudget names that configuration by the stage's
+# number, read from the header that defines it.
+STOP_RULE := $(shell sed -n 's/.*XDPL_STOP_RULE = \([0-9]*\),.*/\1/p' bpf/xdplimit_consts.h)
+test-vm-arm64-smoke: VM_TEST_PKGS_ARM64 = ./maps ./test/vm ./test/vm/qemu/smoke
+test-vm-arm64-smoke: VM_TOOLS_ARM64 =
+test-vm-arm64-smoke: VM_RUNS_ARM64 = --run 'maps.test=TestVerifierBudget/^(coarse|ktime|map\+record|coarse\+bench-stop-$(STOP_RULE))$$' \
+	--run 'test_vm.test=^TestAttachEnforcesAndDetaches$$'
+test-vm-arm64-smoke: test-vm-arm64
 
 # Regenerates BENCHMARKS.md and bench/veth.png from a real run (root; ~5 min
 # idle, <15 min loaded). BENCH_FLAGS=-quick for a one-minute run to iterate
