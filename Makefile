@@ -104,14 +104,15 @@ image:
 	rm -rf $(IMAGE_BUILD)
 
 # Everything: generated code fresh, lint, every Go test on this kernel (root:
-# they load the real program and build veth labs), and the VM suite on 6.1
-# and 6.12. A stage "a+b" runs a and b at once (scripts/stages.sh: a's
-# output live, b's once it ends), where one leaves a CPU the other can use:
-# lint beside building the VM's test binaries; the host suite, which waits
-# on syncs, timers and floods' ends for much of its quarter hour, beside the
-# VMs (test-vm-beside: the 6.12 VM, which keeps about one CPU busy, then the
-# 6.1 VM with the packages of VM_BESIDE_6.1); the rest of the 6.1 packages
-# follow (test-vm-6.1-rest). Host packages still run one at a
+# they load the real program and build veth labs), the VM suite on 6.1 and
+# 6.12, and an arm64 smoke run. A stage "a+b" runs a and b at once
+# (scripts/stages.sh: a's output live, b's once it ends), where one leaves a
+# CPU the other can use: lint beside building the VM's test binaries; the
+# host suite, which waits on syncs, timers and floods' ends for much of its
+# quarter hour, beside the VMs (test-vm-beside: the 6.12 VM, which keeps
+# about one CPU busy, then the 6.1 VM with the packages of VM_BESIDE_6.1,
+# then the arm64 VM's smoke run, test-vm-arm64-smoke); the rest of the 6.1
+# packages follow (test-vm-6.1-rest). Host packages still run one at a
 # time (-p 1), so that no two of their floods compete; the host tests are
 # built to pass on a loaded machine, as a host under attack is. Each
 # stage's time is printed as it ends and all together at the end.
@@ -205,10 +206,12 @@ test-vm-%:
 # make test's split of the VM runs (see test): VM_BESIDE_6.1 names 6.1
 # packages that run in a VM of their own beside the host suite, after the
 # 6.12 VM; test-vm-6.1-rest runs the other 6.1 packages. Together they are
-# test-vm's runs, package for package.
+# test-vm's runs, package for package. The arm64 smoke run follows the
+# beside VMs; each runs even when one before it failed.
 VM_BESIDE_6.1 ?= ./replay ./fleet
 test-vm-beside:
-	@$(MAKE) --no-print-directory test-vm-run VM_KERNELS='6.12 6.1' VM_TEST_PKGS_6.1='$(VM_BESIDE_6.1)'
+	@rc=0; $(MAKE) --no-print-directory test-vm-run VM_KERNELS='6.12 6.1' VM_TEST_PKGS_6.1='$(VM_BESIDE_6.1)' || rc=1; \
+	$(MAKE) --no-print-directory test-vm-arm64-smoke || rc=1; exit $$rc
 test-vm-6.1-rest:
 	@$(MAKE) --no-print-directory test-vm-run VM_KERNELS=6.1 VM_TEST_PKGS_6.1='$(filter-out $(VM_BESIDE_6.1),$(VM_TEST_PKGS_6.1))'
 
