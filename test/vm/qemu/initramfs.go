@@ -25,8 +25,8 @@ type testBinary struct {
 	// testdata/ goes into the VM and the binary runs from there, as under go
 	// test, which runs test binaries in the package directory.
 	PkgDir string
-	// Run, if set, is the binary's own -test.run (--run), which takes
-	// precedence over one in --test-args.
+	// Run, if set, is the binary's own -test.run (--run); one in
+	// --test-args takes precedence (a focused run).
 	Run string
 }
 

@@ -105,9 +105,9 @@ func TestInitScript(t *testing.T) {
 	for _, want := range []string{
 		"run a.test '/tests/a.test.d' '/tests/a.test' '-test.v' '-test.timeout' '10m0s' '-test.run' 'TestA|TestB' 'it'\\''s'",
 		"must insmod '/lib/modules/6.1.0-56-cloud-amd64/veth.ko'",
-		// Its own filter comes after --test-args': the flag package
-		// keeps the last.
-		"run b.test '/src/b' '/tests/b.test' '-test.v' '-test.timeout' '10m0s' '-test.run' 'TestA|TestB' 'it'\\''s' '-test.run' '^TestOnly$'",
+		// Its own filter comes before --test-args': the flag package
+		// keeps the last, and a focused run's filter wins.
+		"run b.test '/src/b' '/tests/b.test' '-test.v' '-test.timeout' '10m0s' '-test.run' '^TestOnly$' '-test.run' 'TestA|TestB' 'it'\\''s'",
 		"export 'CI=true'",
 		"export 'FOO=bar baz'",
 		"DONE total=2 ",

@@ -29,10 +29,12 @@ func runSection(s initramfsSpec) string {
 	calls := make([]string, len(s.Tests))
 	for i, t := range s.Tests {
 		args := []string{"/tests/" + t.Name, "-test.v", "-test.timeout", s.TestTimeout.String()}
-		args = append(args, s.TestArgs...)
-		if t.Run != "" { // the flag package keeps a flag's last value
+		if t.Run != "" {
 			args = append(args, "-test.run", t.Run)
 		}
+		// Last, as the flag package keeps a flag's last value: a focused
+		// run's -test.run wins over a binary's own.
+		args = append(args, s.TestArgs...)
 		for j := range args {
 			args[j] = shQuote(args[j])
 		}

@@ -82,7 +82,7 @@ func run() int {
 	fs.IntVar(&o.bootRetries, "boot-retries", 2, "how often a hung boot (before any test started) is retried")
 	fs.DurationVar(&o.testTimeout, "test-timeout", 10*time.Minute, "-test.timeout given to each test binary")
 	fs.StringVar(&o.testArgs, "test-args", "", "extra arguments for every test binary, split at spaces (e.g. \"-test.run Smoke -test.count 1\")")
-	fs.Var(&o.runs, "run", "NAME=REGEX runs only the tests REGEX matches (-test.run) in the test binary of base name NAME (repeatable, one per binary)")
+	fs.Var(&o.runs, "run", "NAME=REGEX runs only the tests REGEX matches (-test.run) in the test binary of base name NAME (repeatable, one per binary; a -test.run in --test-args wins)")
 	fs.Var(&o.env, "env", "KEY=VALUE exported to the tests in the VM (repeatable)")
 	fs.Var(&o.files, "file", "SRC[:DST] copies a host file into the VM, by default to /usr/local/bin/<name>, which is on PATH (repeatable)")
 	fs.Var(&o.tools, "tool", "NAME or PATH of a host executable the tests start, copied into the VM at its host path with the shared libraries ldd resolves for it (repeatable)")
