@@ -34,7 +34,7 @@ func (cl *cookieLab) conversationCounters(t *testing.T) map[maps.Counter]uint64 
 }
 
 // convCounters reads the conversation counters of the limiter attached to
-// ifname.
+// ifname, and the frames it passed as not IP (ARP), which no check judges.
 func convCounters(t *testing.T, ifname string) map[maps.Counter]uint64 {
 	t.Helper()
 	st, err := loader.Open(ifname)
@@ -48,7 +48,7 @@ func convCounters(t *testing.T, ifname string) map[maps.Counter]uint64 {
 	}
 	out := map[maps.Counter]uint64{}
 	for _, c := range []maps.Counter{maps.CounterNoConnection, maps.CounterNoSocket, maps.CounterNoRequest,
-		maps.CounterRequests, maps.CounterConvLookups} {
+		maps.CounterRequests, maps.CounterConvLookups, maps.CounterNonIP} {
 		out[c] = cs[c].Packets
 	}
 	return out
