@@ -32,7 +32,8 @@ import (
 )
 
 // This file holds the flags and runVM, the order of one run's steps. The
-// steps live beside it: operand checks in args.go, the kernel and its modules
+// steps live beside it: operand checks in args.go (a binary's own test
+// filter in run.go), the kernel and its modules
 // in kernel.go, download.go and modules.go, the accelerator in accel.go, the
 // tools (the host's in tools.go, a tree of the guest's in toolroot.go), the
 // initramfs in initramfs.go and cpio.go, qemu and its console in qemu.go, the
