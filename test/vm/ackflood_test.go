@@ -84,7 +84,8 @@ type ackFloodRun struct {
 	// to the forged ACKs that reached it), which F's sink counts; the
 	// rest of its resets answer the transfer's own (a connection tried
 	// before iperf3's server listened).
-	forged uint64
+	forged     uint64
+	lastForged string // the last of them, described
 }
 
 func TestConversationACKFloodTransfer(t *testing.T) {
@@ -126,13 +127,24 @@ func (cl *cookieLab) ackFloodRound(t *testing.T, r *ackFloodRun, sender *lab, fr
 	cl.PeerNS.Settle(t)
 	r.st = cl.stack(t).minus(before)
 	r.forged = cl.sink.dropped(t) - sunk0
+	if r.forged > 0 {
+		r.lastForged = cl.sink.lastFrame(t)
+	}
 	r.noConn = convCounters(t, ifname)[maps.CounterNoConnection] - c0[maps.CounterNoConnection]
 	r.seen = ns.RxSeen(t, ifname) - rx0 - (ns.RxDropped(t, ifname) - ring0)
-	t.Logf("%-16s transfer %.1f Mbit/s (err %v); %d frames met the program on %s, %d dropped as no_connection; %s, %d of them to forged sources",
-		r.name, r.bps/1e6, r.err, r.seen, ifname, r.noConn, r.st, r.forged)
+	t.Logf("%-16s transfer %.1f Mbit/s (err %v); %d frames met the program on %s, %d dropped as no_connection; %s, %d of them to forged sources%s",
+		r.name, r.bps/1e6, r.err, r.seen, ifname, r.noConn, r.st, r.forged, lastOf(r.lastForged))
 	if !running {
 		t.Errorf("%s: the flood ended before the transfer did", r.name)
 	}
+}
+
+// lastOf is ", the last: desc" for a frame's description, "" for none.
+func lastOf(desc string) string {
+	if desc == "" {
+		return ""
+	}
+	return ", the last: " + desc
 }
 
 // judgeACKFlood judges a flood of forged ACKs met by a check against the
@@ -147,7 +159,8 @@ func judgeACKFlood(t *testing.T, check, none *ackFloodRun) {
 		t.Errorf("%s: the transfer under the flood failed: %v", check.name, check.err)
 	}
 	if check.forged != 0 {
-		t.Errorf("%s: the listener sent %d resets to forged sources: forged ACKs reached its stack", check.name, check.forged)
+		t.Errorf("%s: the listener sent %d resets to forged sources: forged ACKs reached its stack (the last frame: %s)",
+			check.name, check.forged, check.lastForged)
 	}
 	// What met the program and reached the listener's stack is the
 	// transfer's own (and its handshake's); everything else was dropped.

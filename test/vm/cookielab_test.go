@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -262,85 +259,6 @@ func (x tcpExt) minus(b tcpExt) tcpExt {
 func (x tcpExt) String() string {
 	return fmt.Sprintf("listener: TcpExtSyncookiesSent %d, SyncookiesRecv %d, SyncookiesFailed %d, ListenOverflows %d, ListenDrops %d, TcpPassiveOpens %d",
 		x.sent, x.recv, x.failed, x.overflows, x.listenDrops, x.passiveOpens)
-}
-
-// returnSink is the XDP program on F's end of the listener's veth: it
-// drops IPv4 frames to the forged sources' 10.0.0.0/8, counting them, and
-// passes everything else.
-type returnSink struct {
-	prog  *ebpf.Program
-	count *ebpf.Map // per-CPU, one slot: frames dropped
-}
-
-func attachReturnSink(t *testing.T, ns *testutil.Netns, ifname string) *returnSink {
-	t.Helper()
-	var err error
-	s := &returnSink{}
-	s.count, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.count.Close() })
-	s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "xdpl_return", Type: ebpf.XDP, License: "Dual BSD/GPL",
-		Instructions: asm.Instructions{
-			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
-			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
-			asm.Mov.Reg(asm.R4, asm.R2),
-			asm.Add.Imm(asm.R4, 14+20),
-			asm.JGT.Reg(asm.R4, asm.R3, "pass"),
-			asm.LoadMem(asm.R5, asm.R2, 12, asm.Half),
-			asm.JNE.Imm(asm.R5, 0x0008, "pass"), // ETH_P_IP, loaded little-endian
-			asm.LoadMem(asm.R5, asm.R2, 14+16, asm.Byte),
-			asm.JNE.Imm(asm.R5, 10, "pass"), // the destination's first byte
-			asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-			asm.LoadMapPtr(asm.R1, s.count.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -4),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, "drop"),
-			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-			asm.Add.Imm(asm.R1, 1),
-			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord), // per-CPU: no other CPU writes it
-			asm.Mov.Imm(asm.R0, 1).WithSymbol("drop"),  // XDP_DROP
-			asm.Return(),
-			asm.Mov.Imm(asm.R0, 2).WithSymbol("pass"), // XDP_PASS
-			asm.Return(),
-		},
-	})
-	if err != nil {
-		t.Fatalf("return sink: %v", err)
-	}
-	t.Cleanup(func() { s.prog.Close() })
-	err = ns.Do(func() error {
-		l, err := netlink.LinkByName(ifname)
-		if err != nil {
-			return err
-		}
-		lk, err := link.AttachXDP(link.XDPOptions{Program: s.prog, Interface: l.Attrs().Index, Flags: link.XDPDriverMode})
-		if err == nil {
-			t.Cleanup(func() { lk.Close() })
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatalf("attaching the return sink to %s: %v", ifname, err)
-	}
-	return s
-}
-
-// dropped is the number of frames to forged sources the sink dropped.
-func (s *returnSink) dropped(t *testing.T) uint64 {
-	t.Helper()
-	var per []uint64
-	if err := s.count.Lookup(uint32(0), &per); err != nil {
-		t.Fatal(err)
-	}
-	var n uint64
-	for _, v := range per {
-		n += v
-	}
-	return n
 }
 
 // ringDrops reads the frames each end of the listener's veth dropped before
