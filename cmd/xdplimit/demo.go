@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -180,8 +181,6 @@ func floodDemo(ctx context.Context, w io.Writer, lab *netns.Veth, duration time.
 	frame := pktgen.Frame{SrcMAC: lab.MAC, DstMAC: lab.PeerMAC, Src: lab.Addr, Dst: lab.PeerAddr,
 		SrcPort: 40000, DstPort: 53, Payload: 18}.MustBuild()
 
-	floodCtx, cancel := context.WithTimeout(ctx, duration)
-	defer cancel()
 	cpus := []int{}
 	for c := 0; c < runtime.NumCPU() && c < 2; c++ {
 		cpus = append(cpus, c)
@@ -191,29 +190,57 @@ func floodDemo(ctx context.Context, w io.Writer, lab *netns.Veth, duration time.
 		res pktgen.Result
 		err error
 	}
+	// The flood lasts its duration and, on a machine slow to open the
+	// pins, until top has shown its first rates: a demo that ends
+	// without a table shows nothing. The generator's own timeout bounds
+	// the wait.
+	floodCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	shown := &firstWrite{w: w, first: make(chan struct{})}
+	topCtx, stopTop := context.WithCancel(ctx)
+	defer stopTop()
+	topDone := make(chan error, 1)
+	go func() { topDone <- runTop(topCtx, shown, lab.PeerName, time.Second, false, false) }()
 	done := make(chan sent, 1)
 	go func() {
 		// Bounded by count as well as by time: at most 50 Mpps for the duration.
 		res, err := g.Send(floodCtx, lab.NS.Path(), lab.Name, frame, uint64(duration.Seconds()*50e6), cpus...)
 		done <- sent{res, err}
 	}()
-
-	// Live rates come from `xdplimit top`'s own loop, reading the pins
-	// the attach made, until the flood ends.
-	topCtx, stopTop := context.WithCancel(ctx)
-	defer stopTop()
-	topDone := make(chan error, 1)
-	go func() { topDone <- runTop(topCtx, w, lab.PeerName, time.Second, false, false) }()
-	s := <-done
-	stopTop()
-	if err := <-topDone; err != nil {
-		return err
+	go endFlood(floodCtx, cancel, duration, shown.first)
+	var s sent
+	var topErr error
+	select {
+	case s = <-done:
+		stopTop()
+		topErr = <-topDone
+	case topErr = <-topDone: // top failed: the flood has nothing to show
+		cancel()
+		s = <-done
+	}
+	if topErr != nil {
+		return topErr
 	}
 	if s.err != nil && !errors.Is(s.err, context.DeadlineExceeded) && !errors.Is(s.err, context.Canceled) {
 		return s.err
 	}
 	fmt.Fprintf(w, "\ngenerator: %v\n", s.res)
 	return nil
+}
+
+// endFlood ends the flood (cancel) once d has passed and top has shown its
+// first table (shown), or when ctx ends first.
+func endFlood(ctx context.Context, cancel context.CancelFunc, d time.Duration, shown <-chan struct{}) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-shown:
+	case <-ctx.Done():
+	}
+	cancel()
 }
 
 // printScrape shows what Prometheus would scrape: the per-rule counters.
@@ -246,6 +273,20 @@ func printTotals(w io.Writer, l *maps.Limiter) error {
 		fmt.Fprintf(tw, "%s\tpassed %d\tdropped %d\t\n", r.Name, r.Verdicts[maps.VerdictPass].Packets, r.Verdicts[maps.VerdictDrop].Packets)
 	}
 	return tw.Flush()
+}
+
+// firstWrite passes writes to w and closes first on the first one: top
+// writes each table in one write.
+type firstWrite struct {
+	w     io.Writer
+	once  sync.Once
+	first chan struct{}
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	f.once.Do(func() { close(f.first) })
+	return n, err
 }
 
 // closeNetns deletes a demo namespace (and with it the veth pair) and
