@@ -37,6 +37,8 @@ type server struct {
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	from map[netip.Addr]int
+	// conns, by the client's address and port (connlog_test.go).
+	conns map[netip.AddrPort]*serverConn
 }
 
 func startServer(t *testing.T, ns *testutil.Netns, ports ...int) *server {
@@ -73,11 +75,13 @@ func (s *server) serve(ln net.Listener) {
 		if err != nil {
 			return
 		}
-		a := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+		ap := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 		s.mu.Lock()
-		s.from[a]++
+		s.from[ap.Addr()]++
 		s.mu.Unlock()
-		s.wg.Go(func() { s.handle(c) })
+		s.recordAccept(ap)
+		s.wg.Go(func() { s.recordEnd(ap, s.handle(c, ap)) })
 	}
 }
 
@@ -96,34 +100,37 @@ func (s *server) accepted() map[netip.Addr]int {
 // the test; no test waits for it.
 const connDeadline = time.Minute
 
-func (s *server) handle(c net.Conn) {
+// handle serves c, from the client at from, until it ends: the error
+// that ended it (io.EOF when the client closed).
+func (s *server) handle(c net.Conn, from netip.AddrPort) error {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(connDeadline))
 	for {
 		var op [1]byte
 		if _, err := io.ReadFull(c, op[:]); err != nil {
-			return
+			return err
 		}
 		switch op[0] {
 		case 'e':
 			var b [64]byte
 			if _, err := io.ReadFull(c, b[:]); err != nil {
-				return
+				return err
 			}
 			if _, err := c.Write(b[:]); err != nil {
-				return
+				return err
 			}
+			s.recordEcho(from)
 		case 'b':
 			var n [8]byte
 			if _, err := io.ReadFull(c, n[:]); err != nil {
-				return
+				return err
 			}
 			v, err := tcpViewOf(c)
 			if err != nil {
-				return
+				return err
 			}
 			if _, err := c.Write([]byte{v.opts, v.snd, v.rcv}); err != nil {
-				return
+				return err
 			}
 			// From a thread pinned to one CPU, and the client
 			// reads on the other (bulkConn.chunk): where a transfer's
@@ -134,10 +141,10 @@ func (s *server) handle(c net.Conn) {
 				return err
 			})
 			if err != nil {
-				return
+				return err
 			}
 		default:
-			return
+			return fmt.Errorf("unknown request %q", op[0])
 		}
 	}
 }
@@ -198,6 +205,10 @@ type dialResult struct {
 	took time.Duration // until connected, or until the dial failed
 	err  error         // the dial's
 	exch error         // the exchange's, once connected
+	// When the exchange failed: the client's address and port, and its
+	// socket's view then (connlog_test.go).
+	local netip.AddrPort
+	view  string
 }
 
 // dialAll opens n connections to port from the client's namespace, workers
@@ -252,15 +263,17 @@ func echoOnce(addr string, timeout time.Duration, until time.Time, tag byte) dia
 	}
 	_ = c.SetDeadline(deadline)
 	msg := append([]byte{'e'}, bytes.Repeat([]byte{tag}, 64)...)
+	back := make([]byte, 64)
 	if _, err := c.Write(msg); err != nil {
 		r.exch = err
-		return r
-	}
-	back := make([]byte, 64)
-	if _, err := io.ReadFull(c, back); err != nil {
+	} else if _, err := io.ReadFull(c, back); err != nil {
 		r.exch = err
 	} else if !bytes.Equal(back, msg[1:]) {
 		r.exch = errors.New("the echo differs")
+	}
+	if r.exch != nil {
+		r.local = c.LocalAddr().(*net.TCPAddr).AddrPort()
+		r.view = clientView(c)
 	}
 	return r
 }
@@ -268,6 +281,7 @@ func echoOnce(addr string, timeout time.Duration, until time.Time, tag byte) dia
 // dialStats sums up a client run.
 type dialStats struct {
 	n, connected, within, exchFailed int
+	failed                           []dialResult // the exchanges that failed
 	limit                            time.Duration
 	median, p99, max                 time.Duration // of every dial, a failed one counting as never
 	errs                             map[string]int
@@ -291,6 +305,7 @@ func summarize(res []dialResult, limit time.Duration) dialStats {
 		}
 		if r.exch != nil {
 			s.exchFailed++
+			s.failed = append(s.failed, r)
 			s.errs["exchange: "+shortErr(r.exch)]++
 		}
 	}
