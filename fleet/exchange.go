@@ -25,7 +25,10 @@ import (
 // once per sync and key, not per packet. ARGV[3], when given, replaces TIME
 // (tests with an injected clock). After a long span tat may stay behind
 // now: the key then lives for ARGV[2] ms (a negative PX is an error that
-// would fail the whole sync).
+// would fail the whole sync). A debt beyond ARGV[5] (the level's tolerance
+// and the policy's debt horizon) was written by someone else: the key is
+// set back to it, so that it stalls no host longer than the horizon, and
+// the reply's third value says so.
 var tbScript = redis.NewScript(`
 local now
 if ARGV[3] and ARGV[3] ~= '' then
@@ -36,14 +39,23 @@ else
 end
 local tat = tonumber(redis.call('GET', KEYS[1])) or 0
 local add = tonumber(ARGV[1])
+local maxd = tonumber(ARGV[5])
+local write, clamped = false, 0
 if add > 0 then
   local from = now - tonumber(ARGV[4])
   if tat < from then tat = from end
   tat = tat + add
+  write = true
+end
+if tat - now > maxd then
+  tat = now + maxd
+  write, clamped = true, 1
+end
+if write then
   redis.call('SET', KEYS[1], string.format('%.3f', tat), 'PX',
     math.max(math.ceil((tat - now) / 1000), 0) + tonumber(ARGV[2]))
 end
-return {'xdpl1', string.format('%.3f', tat - now)}
+return {'xdpl1', string.format('%.3f', tat - now), clamped}
 `)
 
 // A fleet's fixed window is a hash per key and window: each host's count in
@@ -73,8 +85,12 @@ type tbExchange struct {
 	ttlMs  int64   // how long an idle key outlives its debt
 	nowUs  string  // "" = the server's clock
 	spanUs float64 // time since this host's previous sync
-	debtUs float64 // out: how far the fleet's tat runs ahead of now
-	err    error
+	// maxDebtUs: the most debt the key may carry, its tolerance and the
+	// debt horizon.
+	maxDebtUs float64
+	debtUs    float64 // out: how far the fleet's tat runs ahead of now
+	clamped   bool    // out: the key's debt was beyond maxDebtUs, and set back
+	err       error
 }
 
 // fwExchange is one fixed-window key of a sync.
@@ -123,7 +139,7 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 			e := &tb[i]
 			eval(tbScript, []string{e.key},
 				strconv.FormatFloat(e.addUs, 'f', 3, 64), e.ttlMs, e.nowUs,
-				strconv.FormatFloat(e.spanUs, 'f', 3, 64))
+				strconv.FormatFloat(e.spanUs, 'f', 3, 64), strconv.FormatFloat(e.maxDebtUs, 'f', 3, 64))
 		}
 		for i := range fw {
 			e := &fw[i]
@@ -160,7 +176,7 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 	}
 	hb.live = live
 	for i := range tb {
-		tb[i].debtUs, tb[i].err = readTB(cmds[i])
+		tb[i].debtUs, tb[i].clamped, tb[i].err = readTB(cmds[i], tb[i].maxDebtUs)
 	}
 	for i := range fw {
 		fw[i].total, fw[i].reporters, fw[i].held, fw[i].err = readFW(cmds[len(tb)+i])
@@ -172,24 +188,27 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 }
 
 // readTB checks the script's reply: a Redis that is not running our script
-// (or not a Redis) must not move any bucket.
-func readTB(c redis.Cmder) (float64, error) {
+// (or not a Redis) must not move any bucket, and the script never answers
+// a debt beyond maxUs.
+func readTB(c redis.Cmder, maxUs float64) (float64, bool, error) {
 	vals, err := c.(*redis.Cmd).Slice()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if len(vals) != 2 || vals[0] != "xdpl1" {
-		return 0, fmt.Errorf("%w: script answered %v", errNotRedis, vals)
+	if len(vals) != 3 || vals[0] != "xdpl1" {
+		return 0, false, fmt.Errorf("%w: script answered %v", errNotRedis, vals)
 	}
 	s, ok := vals[1].(string)
-	if !ok {
-		return 0, fmt.Errorf("%w: script answered %v", errNotRedis, vals)
+	clamped, cok := vals[2].(int64)
+	if !ok || !cok || (clamped != 0 && clamped != 1) {
+		return 0, false, fmt.Errorf("%w: script answered %v", errNotRedis, vals)
 	}
 	d, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(d) || math.IsInf(d, 0) {
-		return 0, fmt.Errorf("%w: debt %q", errNotRedis, s)
+	// The reply is rounded to the nanosecond (%.3f of microseconds).
+	if err != nil || math.IsNaN(d) || math.IsInf(d, 0) || d > maxUs+0.001 {
+		return 0, false, fmt.Errorf("%w: debt %q", errNotRedis, s)
 	}
-	return max(d, 0), nil
+	return max(d, 0), clamped == 1, nil
 }
 
 func readFW(c redis.Cmder) (total uint64, reporters int, held uint64, err error) {

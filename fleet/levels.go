@@ -24,6 +24,7 @@ type level struct {
 	// in the datapath's time units (1/16 ns, for the fold).
 	intervalUs float64
 	intervalTU uint64
+	tolUs      float64 // token_bucket: the tolerance (burst) in us
 	ttlMs      int64
 }
 
@@ -43,6 +44,7 @@ func newLevel(fl maps.FleetLevel) level {
 	case maps.AlgTokenBucket:
 		lv.intervalUs = float64(fl.P1) / float64(uint64(1)<<maps.FPShift) / 1e3
 		lv.intervalTU = fl.P1 >> (maps.FPShift - maps.TimeShift)
+		lv.tolUs = float64(fl.P2>>maps.TimeShift) / 1e3
 		// An idle key is kept for its tolerance and a second more: after
 		// that its bucket is full and Redis has nothing to remember.
 		lv.ttlMs = int64(fl.P2>>maps.TimeShift)/1e6 + 1000

@@ -177,6 +177,9 @@ func (e *Engine) fold(takes []take, tbx []tbExchange, fws []fwSync, fwx []fwExch
 	var ops []maps.FleetOp
 	var lvs []*level
 	for i, t := range takes {
+		if tbx[i].err == nil && tbx[i].clamped {
+			e.m.clamped.Inc()
+		}
 		if tbx[i].err != nil || tbx[i].debtUs <= 0 {
 			continue // failed, or the fleet's bucket is not ahead of now
 		}

@@ -18,6 +18,7 @@ type Metrics struct {
 	exchanged prometheus.Counter
 	unsynced  prometheus.Counter
 	remote    prometheus.Counter
+	clamped   prometheus.Counter
 	errors    *prometheus.CounterVec
 	banHash   prometheus.Gauge
 	bans      *banfeed.Metrics // the gate's, source "fleet"
@@ -45,6 +46,8 @@ func NewMetrics(iface string) *Metrics {
 			Help: "Keys left out of a sync because it reached its bound on keys (the heaviest go first); they stay enforced locally."}),
 		remote: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_fleet_remote_units_applied_total", ConstLabels: l,
 			Help: "Units (packets or bytes) admitted by other hosts and folded into this host's state."}),
+		clamped: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_fleet_debt_clamped_total", ConstLabels: l,
+			Help: "Token-bucket keys whose debt in Redis ran beyond the level's burst and the policy's debt_horizon, set back to it: someone else wrote the key."}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdplimit_fleet_sync_errors_total", ConstLabels: l,
 			Help: "Syncs that failed, by kind: connect, timeout, auth, tls, protocol, server, datapath."}, []string{"kind"}),
 		banHash: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdplimit_fleet_ban_hash_entries", ConstLabels: l,
@@ -72,5 +75,5 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 func (m *Metrics) all() []prometheus.Collector {
 	return append([]prometheus.Collector{m.up, m.levels, m.hosts, m.syncs, m.duration, m.exchanged, m.unsynced, m.remote,
-		m.errors, m.banHash}, m.bans.Collectors()...)
+		m.clamped, m.errors, m.banHash}, m.bans.Collectors()...)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/policy"
 )
 
 // sync exchanges the limits' keys. With bans (a datapath with a ban table)
@@ -127,7 +128,8 @@ func (e *Engine) newRound(takes []take, fws []fwSync, span time.Duration) *syncR
 	for i, t := range takes {
 		tbx[i] = tbExchange{key: t.lv.redisKey(e.opts.Fleet.Namespace, t.key),
 			addUs: float64(t.pending) * t.lv.intervalUs, ttlMs: t.lv.ttlMs,
-			spanUs: float64(span) / 1e3, nowUs: nowUs}
+			spanUs: float64(span) / 1e3, nowUs: nowUs,
+			maxDebtUs: t.lv.tolUs + float64(e.debtHorizon())/1e3}
 	}
 	fwx := make([]fwExchange, len(fws))
 	for i, f := range fws {
@@ -137,6 +139,15 @@ func (e *Engine) newRound(takes []take, fws []fwSync, span time.Duration) *syncR
 	hb := &heartbeat{key: "xdpl:" + e.opts.Fleet.Namespace + ":hosts", member: e.opts.HostID,
 		nowMs: e.opts.Wall() / 1e6, ttlMs: max(3*e.opts.Fleet.Sync, 2*time.Second).Milliseconds()}
 	return &syncRound{takes: takes, fws: fws, tbx: tbx, fwx: fwx, hb: hb}
+}
+
+// debtHorizon is the policy's, or the default for a fleet: section made
+// without the parser.
+func (e *Engine) debtHorizon() time.Duration {
+	if h := e.opts.Fleet.DebtHorizon; h > 0 {
+		return h
+	}
+	return policy.DefaultDebtHorizon
 }
 
 // send exchanges r with Redis, the ban table's read started first so that

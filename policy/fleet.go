@@ -65,12 +65,20 @@ type Fleet struct {
 	Namespace string
 	Sync      time.Duration
 	Fallback  Fallback
+	// DebtHorizon bounds how long a token bucket's fleet debt, as Redis
+	// reports it, can keep a key from admitting: whoever can write the
+	// fleet's keys can stall a key this long and no longer.
+	DebtHorizon time.Duration
 }
 
 const (
 	DefaultFleetSync = 100 * time.Millisecond
 	MinFleetSync     = 10 * time.Millisecond
 	MaxFleetSync     = 10 * time.Second
+
+	DefaultDebtHorizon = 10 * time.Minute
+	MinDebtHorizon     = time.Second
+	MaxDebtHorizon     = 24 * time.Hour
 )
 
 var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -80,11 +88,11 @@ func (d *decoder) fleet(f field) *Fleet {
 	if isNull(f.value) {
 		return nil
 	}
-	m := d.mapping(f.value, "fleet", "redis", "cluster", "password_file", "namespace", "sync", "fallback")
+	m := d.mapping(f.value, "fleet", "redis", "cluster", "password_file", "namespace", "sync", "fallback", "debt_horizon")
 	if m == nil {
 		return nil
 	}
-	fl := &Fleet{Sync: DefaultFleetSync}
+	fl := &Fleet{Sync: DefaultFleetSync, DebtHorizon: DefaultDebtHorizon}
 	before := len(d.errs)
 	if rf, ok := m["redis"]; ok {
 		for _, u := range d.stringOrList(rf.value, "fleet.redis") {
@@ -125,17 +133,10 @@ func (d *decoder) fleet(f field) *Fleet {
 		fl.Namespace = "default"
 	}
 	if sf, ok := m["sync"]; ok {
-		if s, ok := d.scalar(sf.value, "fleet.sync", "a duration like 100ms"); ok {
-			v, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				d.errorf(sf.value, "fleet.sync", "expected a duration like 100ms, got %q", s)
-			case v < MinFleetSync || v > MaxFleetSync:
-				d.errorf(sf.value, "fleet.sync", "sync must be %s to %s, got %s", MinFleetSync, MaxFleetSync, s)
-			default:
-				fl.Sync = v
-			}
-		}
+		d.boundedDuration(sf.value, "fleet.sync", "100ms", MinFleetSync, MaxFleetSync, &fl.Sync)
+	}
+	if hf, ok := m["debt_horizon"]; ok {
+		d.boundedDuration(hf.value, "fleet.debt_horizon", "10m", MinDebtHorizon, MaxDebtHorizon, &fl.DebtHorizon)
 	}
 	if ff, ok := m["fallback"]; ok {
 		if v, ok := d.enum(ff.value, "fleet.fallback", "fallback", fallbackNames); ok {
@@ -146,6 +147,24 @@ func (d *decoder) fleet(f field) *Fleet {
 		return nil
 	}
 	return fl
+}
+
+// boundedDuration reads a duration from lo to hi into *v; example is one.
+func (d *decoder) boundedDuration(n ast.Node, field, example string, lo, hi time.Duration, v *time.Duration) {
+	s, ok := d.scalar(n, field, "a duration like "+example)
+	if !ok {
+		return
+	}
+	name := field[strings.LastIndexByte(field, '.')+1:]
+	x, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.errorf(n, field, "expected a duration like %s, got %q", example, s)
+	case x < lo || x > hi:
+		d.errorf(n, field, "%s must be %s to %s, got %s", name, lo, hi, s)
+	default:
+		*v = x
+	}
 }
 
 // checkRedisURL accepts redis://host:port[/db] and rediss://..., with an

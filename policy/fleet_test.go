@@ -17,7 +17,8 @@ func TestFleet(t *testing.T) {
 			check: func(t *testing.T, p *Policy) {
 				f := p.Fleet
 				if f == nil || len(f.Redis) != 1 || f.Cluster || f.Namespace != "default" ||
-					f.Sync != DefaultFleetSync || f.Fallback != FallbackLocal || f.PasswordFile != "" {
+					f.Sync != DefaultFleetSync || f.Fallback != FallbackLocal || f.PasswordFile != "" ||
+					f.DebtHorizon != DefaultDebtHorizon {
 					t.Fatalf("fleet = %+v", f)
 				}
 				if p.Rules[0].Levels[0].Limit.Scope != ScopeFleet {
@@ -25,11 +26,11 @@ func TestFleet(t *testing.T) {
 				}
 			}},
 		{name: "everything", src: "fleet:\n  redis: [rediss://a:6379, rediss://b:6380]\n  cluster: true\n" +
-			"  password_file: pw\n  namespace: edge-eu\n  sync: 20ms\n  fallback: share\n" + rule,
+			"  password_file: pw\n  namespace: edge-eu\n  sync: 20ms\n  fallback: share\n  debt_horizon: 90s\n" + rule,
 			check: func(t *testing.T, p *Policy) {
 				f := p.Fleet
 				if len(f.Redis) != 2 || !f.Cluster || f.Namespace != "edge-eu" || f.Sync != 20*time.Millisecond ||
-					f.Fallback != FallbackShare || f.PasswordFile != "pw" {
+					f.Fallback != FallbackShare || f.PasswordFile != "pw" || f.DebtHorizon != 90*time.Second {
 					t.Fatalf("fleet = %+v", f)
 				}
 			}},
@@ -66,7 +67,9 @@ func TestFleet(t *testing.T) {
 		{name: "fallback", src: "fleet: {redis: redis://h:1, fallback: drop}\nrules: []\n", errs: []string{
 			`p.yaml:1:39: fleet.fallback: unknown fallback "drop"; use local or share`}},
 		{name: "unknown field", src: "fleet: {redis: redis://h:1, password: x}\nrules: []\n", errs: []string{
-			`p.yaml:1:29: fleet: unknown field "password"; allowed: redis, cluster, password_file, namespace, sync, fallback`}},
+			`p.yaml:1:29: fleet: unknown field "password"; allowed: redis, cluster, password_file, namespace, sync, fallback, debt_horizon`}},
+		{name: "debt horizon range", src: "fleet: {redis: redis://h:1, debt_horizon: 500ms}\nrules: []\n", errs: []string{
+			"p.yaml:1:43: fleet.debt_horizon: debt_horizon must be 1s to 24h0m0s, got 500ms"}},
 	})
 }
 
@@ -92,7 +95,7 @@ func TestFleetDescribe(t *testing.T) {
 	for _, want := range []string{
 		"token_bucket 1000 pkt/s burst 2000 scope fleet",
 		"fleet bound: over any time t the fleet admits at most 2000 + rate x t + N x 100 pkt",
-		"fleet: Redis [redis://h:1] (cluster false), namespace default, sync every 100ms, fallback local",
+		"fleet: Redis [redis://h:1] (cluster false), namespace default, sync every 100ms, fallback local, debt horizon 10m0s",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("Describe lacks %q:\n%s", want, b.String())
