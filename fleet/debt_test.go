@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/xdplimit/xdplimit/internal/cpupin"
 	"github.com/xdplimit/xdplimit/internal/harness/fleetsim"
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
@@ -58,19 +60,7 @@ func TestFleetDebtHorizon(t *testing.T) {
 
 	c := r.Client()
 	defer c.Close()
-	keys, err := c.Keys(ctx, "xdpl:*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var key string
-	for _, k := range keys {
-		if !strings.HasSuffix(k, ":hosts") {
-			key = k
-		}
-	}
-	if key == "" {
-		t.Fatalf("no token-bucket key among %v", keys)
-	}
+	key := tbKey(t, c)
 	// 1e15 us: more than thirty years ahead of the fleet's clock.
 	if err := c.Set(ctx, key, "1000000000000000000000", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -110,4 +100,20 @@ func TestFleetDebtHorizon(t *testing.T) {
 		t.Errorf("the key admitted again %v after the fold (0: not within %v), want within 200 ms after the horizon, %v",
 			admitted, horizon+time.Second, horizon)
 	}
+}
+
+// tbKey is the one token-bucket key in Redis.
+func tbKey(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	keys, err := c.Keys(context.Background(), "xdpl:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ":hosts") {
+			return k
+		}
+	}
+	t.Fatalf("no token-bucket key among %v", keys)
+	return ""
 }
