@@ -9,6 +9,6 @@ func newPolicyCmd() *cobra.Command {
 		Use:   "policy",
 		Short: "Check policy files and test them on captures",
 	}
-	cmd.AddCommand(newPolicyCheckCmd(), newPolicyTestCmd())
+	cmd.AddCommand(newPolicyCheckCmd(), newPolicyTestCmd(), newPolicySuggestCmd())
 	return cmd
 }
