@@ -197,14 +197,10 @@ func (p *attachProc) waitReady(t *testing.T, up bool) {
 // waitFor waits until the process has logged s, failing if it exits first.
 func (p *attachProc) waitFor(t *testing.T, s string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.After(timeout)
-	for !strings.Contains(p.output(), s) {
-		select {
-		case <-p.done:
-			t.Fatalf("host %d: xdplimit exited (%v) before %q:\n%s", p.host.Index, p.err, s, p.output())
-		case <-deadline:
-			t.Fatalf("host %d: no %q from xdplimit after %v:\n%s", p.host.Index, s, timeout, p.output())
-		case <-time.After(20 * time.Millisecond):
+	testutil.WaitLogged(t, fmt.Sprintf("host %d: xdplimit", p.host.Index), p.out, func() (bool, error) {
+		if !p.exited() {
+			return false, nil
 		}
-	}
+		return true, p.err // set before done is closed
+	}, s, timeout)
 }

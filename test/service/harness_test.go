@@ -143,16 +143,14 @@ func (p *instance) stop(t *testing.T) error {
 // waitFor waits until the process has logged s, failing if it exits first.
 func (p *instance) waitFor(t *testing.T, s string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.After(timeout)
-	for !strings.Contains(p.out.String(), s) {
+	testutil.WaitLogged(t, fmt.Sprint(p.argv), p.out, func() (bool, error) {
 		select {
 		case <-p.done:
-			t.Fatalf("%v exited (%v) before %q:\n%s", p.argv, p.err, s, p.out)
-		case <-deadline:
-			t.Fatalf("no %q from %v after %v:\n%s", s, p.argv, timeout, p.out)
-		case <-time.After(20 * time.Millisecond):
+			return true, p.err
+		default:
+			return false, nil
 		}
-	}
+	}, s, timeout)
 }
 
 // run runs a command line of bin (a CLI command, or the unit's ExecReload)

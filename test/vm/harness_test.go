@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -198,17 +197,15 @@ func (l *lab) attach(t *testing.T, policy string, extra ...string) *proc {
 // waitFor waits until the process has logged s, failing if it exits first.
 func (p *proc) waitFor(t *testing.T, s string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.After(timeout)
-	for !strings.Contains(p.out.String(), s) {
+	testutil.WaitLogged(t, "xdplimit", p.out, func() (bool, error) {
 		select {
 		case err := <-p.done:
 			p.done <- err
-			t.Fatalf("xdplimit exited (%v) before %q:\n%s", err, s, p.out)
-		case <-deadline:
-			t.Fatalf("no %q from xdplimit after %v:\n%s", s, timeout, p.out)
-		case <-time.After(20 * time.Millisecond):
+			return true, err
+		default:
+			return false, nil
 		}
-	}
+	}, s, timeout)
 }
 
 // waitAttached waits for the attach's "attached" log line. It matches the

@@ -161,3 +161,35 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 func TestRequireLiveFrames(t *testing.T) {
 	RequireLiveFrames(t)
 }
+
+// WaitLogged returns once the line is out, also when the process ended
+// right after it, and fails naming the process when it ended before the
+// line or the time ran out.
+func TestWaitLogged(t *testing.T) {
+	never := func() (bool, error) { return false, nil }
+	gone := func() (bool, error) { return true, errors.New("exit status 2") }
+	for _, tc := range []struct {
+		name   string
+		out    string
+		ended  func() (bool, error)
+		failed string
+	}{
+		{"logged", "msg=attached \n", never, ""},
+		{"logged, then ended", "msg=attached \n", gone, ""},
+		{"ended before", "starting\n", gone, `p exited (exit status 2) before "msg=attached "`},
+		{"timed out", "starting\n", never, `no "msg=attached " from p after 50ms`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out SyncBuffer
+			out.Write([]byte(tc.out))
+			f := &fakeTB{TB: t}
+			func() {
+				defer func() { recover() }()
+				WaitLogged(f, "p", &out, tc.ended, "msg=attached ", 50*time.Millisecond)
+			}()
+			if f.failed != (tc.failed != "") || !strings.Contains(f.msg, tc.failed) {
+				t.Errorf("failed %v with %q, want %q", f.failed, f.msg, tc.failed)
+			}
+		})
+	}
+}
