@@ -93,6 +93,7 @@ type report struct {
 	Control   *controlResults
 	Fleet     *fleetResults
 	Profile   *profileResults
+	Traffic   *trafficResults
 	Errors    []string
 	Durations []string
 }
@@ -187,6 +188,7 @@ func (r *report) write(e *env, out, chart, script string) error {
 	r.writeControl(&b)
 	r.writeFleet(&b)
 	r.writeProfile(&b)
+	r.writeTraffic(&b)
 	if len(r.Errors) > 0 {
 		p("## Errors\n\nThese parts of the run failed; their tables are missing or partial.\n\n")
 		for _, s := range r.Errors {

@@ -4,13 +4,13 @@ package vm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/internal/harness/iperf3"
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
@@ -41,15 +41,8 @@ func (cl *cookieLab) iperf(t *testing.T, d time.Duration) (float64, error) {
 		t.Fatalf("iperf3 server: %v", err)
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	type result struct {
-		End struct {
-			SumReceived struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-		} `json:"end"`
-		Error string `json:"error"`
-	}
-	var res result
+	var bps float64
+	var reported string
 	// The client is refused until the server listens: try again then.
 	for range 50 {
 		var out []byte
@@ -58,19 +51,19 @@ func (cl *cookieLab) iperf(t *testing.T, d time.Duration) (float64, error) {
 				"-t", fmt.Sprint(int(d/time.Second)), "-J", "--connect-timeout", "2000").Output()
 			return nil
 		})
-		res = result{}
-		if jerr := json.Unmarshal(out, &res); jerr != nil {
-			return 0, fmt.Errorf("iperf3: %v, its output unreadable: %v", err, jerr)
+		var perr error
+		if bps, reported, perr = iperf3.Parse(out); perr != nil {
+			return 0, fmt.Errorf("iperf3: %v; %w", err, perr)
 		}
-		if !strings.Contains(res.Error, "Connection refused") || ctx.Err() != nil {
+		if !strings.Contains(reported, "Connection refused") || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if res.Error != "" {
-		return 0, fmt.Errorf("iperf3: %s", res.Error)
+	if reported != "" {
+		return 0, fmt.Errorf("iperf3: %s", reported)
 	}
-	return res.End.SumReceived.BitsPerSecond, err
+	return bps, err
 }
 
 // ackFloodRun is one way of meeting the flood, and what came of it.
