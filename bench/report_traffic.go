@@ -49,11 +49,12 @@ func (r *report) writeTraffic(b *strings.Builder) {
 			ratio, want, met, t.ratio(m.id, "pass", "none"), t.ratio(m.id, "xdplimit", "pass"))
 	}
 	p("\n")
-	p("The floor is the bare XDP_PASS column. While the receiving end runs an XDP program without multi-buffer\n")
-	p("support, veth turns software GSO off on the sending end, so a transfer crosses it in MTU-sized segments\n")
-	p("that each meet the program, where without one it crossed in 64 KiB GSO frames: no such XDP program keeps\n")
-	p("a veth transfer near its rate without one. On a NIC the program runs in the driver before GRO and the\n")
-	p("sender's TSO is untouched. xdplimit's own share is its column over bare XDP_PASS.\n\n")
+	p("The floor is the bare XDP_PASS column. While the receiving end runs an XDP program, veth turns TSO off\n")
+	p("on the sending end (`ethtool -k`: tcp-segmentation-offload off), so the sender's stack cuts a transfer\n")
+	p("into MTU-sized segments that each cross the veth and meet the program, where without one it crossed in\n")
+	p("64 KiB frames: no XDP program keeps a veth transfer near its rate without one. On a NIC the program runs\n")
+	p("in the driver before GRO and the sender's TSO is untouched. xdplimit's own share is its column over\n")
+	p("bare XDP_PASS.\n\n")
 	var failed []string
 	for k, errs := range t.errs {
 		failed = append(failed, fmt.Sprintf("%s under %s: %d run(s) failed: %s", k[0], k[1], len(errs), errs[0]))
