@@ -5,6 +5,7 @@ package vm
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -24,6 +25,11 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 		}
 	}
 }
+
+// secondCPU is where a second generator runs beside one on CPU 0: CPU 1,
+// or CPU 0 too on a machine with one (a VM run with --smp 1), where the
+// two then share it as the scheduler decides.
+func secondCPU() int { return min(1, runtime.NumCPU()-1) }
 
 // bgFlood is a flood running beside the test until stopped.
 type bgFlood struct {

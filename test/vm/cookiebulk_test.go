@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -136,7 +135,7 @@ func (cl *cookieLab) dialBulk(port uint16) (*bulkConn, error) {
 // chunk has the server send size bytes, and returns how long they took
 // from the request on.
 func (b *bulkConn) chunk(size int64) (took time.Duration, err error) {
-	err = cpupin.OnCPU(min(1, runtime.NumCPU()-1), func() error {
+	err = cpupin.OnCPU(secondCPU(), func() error {
 		took, err = b.pinnedChunk(size)
 		return err
 	})

@@ -248,7 +248,7 @@ func requestsDuringFlood(t *testing.T, l *lab, client sourcesClient, heavy netip
 	var flood pktgen.Result
 	go func() {
 		var err error
-		flood, err = spoof.Send(context.Background(), l.NS.Path(), l.Name, frame, floodCount(4_000_000), 1)
+		flood, err = spoof.Send(context.Background(), l.NS.Path(), l.Name, frame, floodCount(4_000_000), secondCPU())
 		done <- err
 	}()
 	var took []time.Duration

@@ -40,7 +40,7 @@ rules:
 	spoofed := make(chan result, 1)
 	go func() {
 		// 10x the table's capacity of distinct sources at the least.
-		r, err := spoof.Send(context.Background(), l.NS.Path(), l.Name, spoofFrame, floodCount(2_000_000), 1)
+		r, err := spoof.Send(context.Background(), l.NS.Path(), l.Name, spoofFrame, floodCount(2_000_000), secondCPU())
 		spoofed <- result{r, err}
 	}()
 	// The heavy source floods in chunks for as long as the spoofed flood
