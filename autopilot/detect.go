@@ -71,10 +71,11 @@ func Detect(capture, baseline []Sample, cfg DetectConfig) []Attack {
 		}
 		limit := max(cfg.Floor, cfg.Multiple*base)
 		a := Attack{Dest: d, BaselineRate: base}
-		n, from, to := 0, -1, -1 // the attack's seconds
+		n, secsOver, from, to := 0, 0, -1, -1 // the attack's packets and seconds
 		for s, c := range bins {
 			if float64(c) > limit {
 				n += c
+				secsOver++
 				to = s
 				if from < 0 {
 					from = s
@@ -100,12 +101,6 @@ func Detect(capture, baseline []Sample, cfg DetectConfig) []Attack {
 		for i := range baseline {
 			if baseline[i].Dst == d {
 				a.Normal = append(a.Normal, baseline[i])
-			}
-		}
-		secsOver := 0
-		for _, c := range bins {
-			if float64(c) > limit {
-				secsOver++
 			}
 		}
 		a.Rate = float64(n) / float64(secsOver)
