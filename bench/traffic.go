@@ -98,10 +98,16 @@ func trafficBench(e *env, quick bool) (*trafficResults, error) {
 		return nil, err
 	}
 	defer stop()
+	// dnsperf's queries, written once for every run.
+	qf := filepath.Join(os.TempDir(), fmt.Sprintf("xdplimit-bench-queries-%d", os.Getpid()))
+	if err := os.WriteFile(qf, []byte("example.test A\n"), 0o644); err != nil {
+		return nil, err
+	}
+	defer os.Remove(qf)
 	res.Measures = []trafficMeasure{
 		{"iperf3-1", "TCP transfer, one stream (iperf3)", "Mbit/s", iperfRun(1)},
 		{"iperf3-8", "TCP transfer, eight streams (iperf3)", "Mbit/s", iperfRun(8)},
-		{"dns", "UDP request/response: DNS lookups (dnsperf against dnsmasq)", "lookups/s", dnsperfRun},
+		{"dns", "UDP request/response: DNS lookups (dnsperf against dnsmasq)", "lookups/s", dnsperfRun(qf)},
 	}
 	res.Configs = []trafficConfig{
 		{"none", "no XDP program", func(*vethPair) (func() error, error) { return func() error { return nil }, nil }},
@@ -211,21 +217,19 @@ func iperfRun(streams int) func(e *env, p *vethPair, d time.Duration) (float64, 
 
 var dnsperfQPS = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
 
-// dnsperfRun is dnsperf's rate of completed lookups for d.
-func dnsperfRun(e *env, p *vethPair, d time.Duration) (float64, error) {
-	qf := filepath.Join(os.TempDir(), fmt.Sprintf("xdplimit-bench-queries-%d", os.Getpid()))
-	if err := os.WriteFile(qf, []byte("example.test A\n"), 0o644); err != nil {
-		return 0, err
+// dnsperfRun is dnsperf's rate of completed lookups for d, of the queries
+// in the file qf.
+func dnsperfRun(qf string) func(e *env, p *vethPair, d time.Duration) (float64, error) {
+	return func(e *env, p *vethPair, d time.Duration) (float64, error) {
+		out, err := inClient(e, p, d, "dnsperf", "-s", p.v.PeerAddr.String(), "-d", qf, "-c", "4", "-q", "100",
+			"-l", strconv.Itoa(max(int(d/time.Second), 1)), "-t", "1")
+		if err != nil {
+			return 0, fmt.Errorf("dnsperf: %v: %s", err, out)
+		}
+		m := dnsperfQPS.FindSubmatch(out)
+		if m == nil {
+			return 0, fmt.Errorf("dnsperf printed no rate: %s", out)
+		}
+		return strconv.ParseFloat(string(m[1]), 64)
 	}
-	defer os.Remove(qf)
-	out, err := inClient(e, p, d, "dnsperf", "-s", p.v.PeerAddr.String(), "-d", qf, "-c", "4", "-q", "100",
-		"-l", strconv.Itoa(max(int(d/time.Second), 1)), "-t", "1")
-	if err != nil {
-		return 0, fmt.Errorf("dnsperf: %v: %s", err, out)
-	}
-	m := dnsperfQPS.FindSubmatch(out)
-	if m == nil {
-		return 0, fmt.Errorf("dnsperf printed no rate: %s", out)
-	}
-	return strconv.ParseFloat(string(m[1]), 64)
 }
