@@ -275,3 +275,16 @@ func (r *report) writeMicro(b *strings.Builder) error {
 	m.writeTwoCPU(b)
 	return nil
 }
+
+// writeFailed lists the runs of a section that failed, a line each, under
+// its table: the medians above are of the runs that did not.
+func writeFailed(b *strings.Builder, failed []string) {
+	if len(failed) == 0 {
+		return
+	}
+	b.WriteString("Failed runs:\n\n")
+	for _, f := range failed {
+		fmt.Fprintf(b, "- %s\n", strings.ReplaceAll(f, "\n", " "))
+	}
+	b.WriteString("\n")
+}

@@ -127,11 +127,5 @@ func writeConvVeth(b *strings.Builder, cv *convVeth, mr *macroResults) {
 		}
 	}
 	p("\n")
-	if len(failed) > 0 {
-		p("Failed runs:\n\n")
-		for _, s := range failed {
-			p("- %s\n", strings.ReplaceAll(s, "\n", " "))
-		}
-		p("\n")
-	}
+	writeFailed(b, failed)
 }

@@ -148,7 +148,6 @@ func writeMacroVersus(b *strings.Builder, m *macroResults) {
 // writeMacroFailures lists the runs that failed, each configuration and
 // scenario once with its first error.
 func writeMacroFailures(b *strings.Builder, m *macroResults) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	var failed []string
 	for _, c := range m.Configs {
 		for _, s := range m.Scenarios {
@@ -157,13 +156,7 @@ func writeMacroFailures(b *strings.Builder, m *macroResults) {
 			}
 		}
 	}
-	if len(failed) > 0 {
-		p("Failed runs:\n\n")
-		for _, f := range failed {
-			p("- %s\n", strings.ReplaceAll(f, "\n", " "))
-		}
-		p("\n")
-	}
+	writeFailed(b, failed)
 }
 
 func pct(x float64) string {

@@ -78,11 +78,5 @@ func (r *report) writeSynCookie(b *strings.Builder) {
 			failed = append(failed, fmt.Sprintf("%s: %d run(s) failed: %s", c.label, len(c.errs), c.errs[0]))
 		}
 	}
-	if len(failed) > 0 {
-		p("Failed runs:\n\n")
-		for _, f := range failed {
-			p("- %s\n", strings.ReplaceAll(f, "\n", " "))
-		}
-		p("\n")
-	}
+	writeFailed(b, failed)
 }

@@ -60,11 +60,5 @@ func (r *report) writeTraffic(b *strings.Builder) {
 		failed = append(failed, fmt.Sprintf("%s under %s: %d run(s) failed: %s", k[0], k[1], len(errs), errs[0]))
 	}
 	slices.Sort(failed)
-	if len(failed) > 0 {
-		p("Failed runs:\n\n")
-		for _, f := range failed {
-			p("- %s\n", strings.ReplaceAll(f, "\n", " "))
-		}
-		p("\n")
-	}
+	writeFailed(b, failed)
 }
