@@ -281,7 +281,7 @@ VM_TEST_PKGS_ARM64 ?= ./test/vm ./maps ./loader ./test/vm/qemu/smoke
 VM_LANES_ARM64     ?= 2
 # (A filter for a binary the run lacks is refused: maps' only with maps.)
 VM_RUNS_ARM64      ?= $(if $(filter ./maps,$(VM_TEST_PKGS_ARM64)),--run 'maps.test=^(TestVerifierBudget|TestDrop|TestReadRing|TestReadSlot)')
-VM_TOOLS_ARM64     ?= iperf3 memcached dnsmasq dnsperf chronyd chronyc nft
+VM_TOOLS_ARM64     ?= iperf3 memcached dnsmasq dnsperf chronyd chronyc nft tcpdump
 ARM64_APT          ?= $(or $(XDPLIMIT_ARM64_APT_DIR),/var/cache/xdplimit-deps/apt-arm64)
 ARM64_BUSYBOX      ?= $(or $(XDPLIMIT_ARM64_BUSYBOX_DIR),/var/cache/xdplimit-deps/busybox-arm64)/bin/busybox
 ARM64_TOOLS        ?= $(or $(XDPLIMIT_ARM64_TOOLS_DIR),/var/cache/xdplimit-deps/tools-arm64)
@@ -335,12 +335,13 @@ test-vm-arm64-smoke: VM_RUNS_ARM64 = --run 'maps.test=TestVerifierBudget/^(coars
 	--run 'test_vm.test=^TestAttachEnforcesAndDetaches$$'
 test-vm-arm64-smoke: test-vm-arm64
 
-# Regenerates BENCHMARKS.md and bench/veth.png from a real run (root; ~5 min
-# idle, <15 min loaded). BENCH_FLAGS=-quick for a one-minute run to iterate
-# on (marked as such in the output; do not commit it).
+# Regenerates BENCHMARKS.md and bench/veth.png from a real run (root; ~18 min
+# idle). BENCH_FLAGS=-quick for a run of a few minutes to iterate on, or
+# BENCH_FLAGS=-only=traffic for some sections: those write
+# bench/out/partial.md instead, never the committed report.
 bench: deps
 	@command -v gnuplot >/dev/null && command -v nft >/dev/null && command -v iptables-legacy-restore >/dev/null && command -v ethtool >/dev/null || { echo "bench: run make deps"; exit 1; }
-	$(GO) run ./bench -out BENCHMARKS.md -chart bench/veth.png -gnuplot bench/chart.gp $(BENCH_FLAGS)
+	$(GO) run ./bench -gnuplot bench/chart.gp $(BENCH_FLAGS)
 
 demo: deps build
 	./$(BIN) demo

@@ -7,7 +7,7 @@
 // own, and writes BENCHMARKS.md and a chart of the veth comparison. `make
 // bench` runs it; run it as root.
 //
-//	go run ./bench [-quick] [-only micro,macro,syncookie,droplog,accuracy,control,fleet,profile,traffic] [-out BENCHMARKS.md] [-chart bench/veth.png]
+//	go run ./bench [-quick] [-only micro,macro,syncookie,droplog,accuracy,control,fleet,profile,traffic] [-out FILE] [-chart FILE]
 //
 // Every result is a ratio of configurations measured side by side in one
 // run, interleaved, each a median over repetitions: the absolute numbers
@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -33,9 +34,11 @@ var sections = []string{"micro", "macro", "syncookie", "droplog", "accuracy", "c
 func main() {
 	quick := flag.Bool("quick", false, "fewer repetitions and packets, for iterating (a minute or two); the report says so")
 	only := flag.String("only", strings.Join(sections, ","), "sections to run, comma-separated: "+strings.Join(sections, ", ")+
-		" (the report then holds only those: give it another -out)")
-	out := flag.String("out", "BENCHMARKS.md", "report to write")
-	chart := flag.String("chart", "bench/veth.png", "chart of the veth comparison (gnuplot); its data goes next to it as .dat")
+		" (the report then holds only those)")
+	out := flag.String("out", "", "report to write (default BENCHMARKS.md for a full run, bench/out/partial.md"+
+		" for a quick or partial one)")
+	chart := flag.String("chart", "", "chart of the veth comparison (gnuplot); its data goes next to it as .dat "+
+		"(default bench/veth.png for a full run, bench/out/veth.png for a quick or partial one)")
 	script := flag.String("gnuplot", "bench/chart.gp", "gnuplot script that draws the chart")
 	timeout := flag.Duration("timeout", 25*time.Minute, "hard limit for the whole run")
 	flag.Parse()
@@ -48,6 +51,18 @@ func main() {
 			os.Exit(2)
 		}
 		run[s] = true
+	}
+	if *out == "" {
+		*out = defaultOut(*quick, len(run) < len(sections), "BENCHMARKS.md", "partial.md")
+	}
+	if *chart == "" {
+		*chart = defaultOut(*quick, len(run) < len(sections), "bench/veth.png", "veth.png")
+	}
+	for _, f := range []string{*out, *chart} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
 	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: run as root: it loads XDP programs and creates network namespaces")
@@ -66,6 +81,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// defaultOut is where a run writes a file it was given no name for: the
+// committed one for a full run, and for a quick or partial one a file of
+// that name in bench/out (ignored by git), so that it never replaces the
+// full run's by accident.
+func defaultOut(quick, partial bool, full, name string) string {
+	if quick || partial {
+		return filepath.Join("bench", "out", name)
+	}
+	return full
 }
 
 func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart, script string) error {
