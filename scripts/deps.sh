@@ -204,8 +204,8 @@ unpack_closure() {
 }
 
 # The end-to-end suite's servers and clients for make test-vm-arm64 (test/vm: iperf3,
-# memcached, dnsmasq, dnsperf, chronyd and chronyc, nft), Debian's arm64 builds with their
+# memcached, dnsmasq, dnsperf, chronyd and chronyc, nft, tcpdump), Debian's arm64 builds with their
 # libraries: the amd64 VMs copy the host's binaries, which an arm64 guest cannot run.
 APT_CONFIG="$ARM64_APT/apt.conf" APT_UPDATE=arm64_update_once \
   unpack_closure "${XDPLIMIT_ARM64_TOOLS_DIR:-/var/cache/xdplimit-deps/tools-arm64}" \
-  iperf3 memcached dnsmasq-base dnsperf chrony nftables
+  iperf3 memcached dnsmasq-base dnsperf chrony nftables tcpdump

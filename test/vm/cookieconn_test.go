@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -258,7 +259,8 @@ func echoOnce(addr string, timeout time.Duration, until time.Time, tag byte) dia
 	}
 	defer c.Close()
 	deadline := time.Now().Add(connDeadline)
-	if until.Before(deadline) {
+	cut := until.Before(deadline)
+	if cut {
 		deadline = until
 	}
 	_ = c.SetDeadline(deadline)
@@ -271,16 +273,23 @@ func echoOnce(addr string, timeout time.Duration, until time.Time, tag byte) dia
 	} else if !bytes.Equal(back, msg[1:]) {
 		r.exch = errors.New("the echo differs")
 	}
-	if r.exch != nil {
+	if r.exch != nil && cut && errors.Is(r.exch, os.ErrDeadlineExceeded) {
+		r.exch = errCutShort
+	} else if r.exch != nil {
 		r.local = c.LocalAddr().(*net.TCPAddr).AddrPort()
 		r.view = clientView(c)
 	}
 	return r
 }
 
+// errCutShort is an exchange the client's run ended before its own
+// deadline: given less than its time, it neither failed nor completed.
+var errCutShort = errors.New("cut short: the client's run ended during the exchange")
+
 // dialStats sums up a client run.
 type dialStats struct {
 	n, connected, within, exchFailed int
+	cut                              int          // exchanges the run's end cut short (errCutShort)
 	failed                           []dialResult // the exchanges that failed
 	limit                            time.Duration
 	median, p99, max                 time.Duration // of every dial, a failed one counting as never
@@ -303,7 +312,10 @@ func summarize(res []dialResult, limit time.Duration) dialStats {
 		if r.took <= limit {
 			s.within++
 		}
-		if r.exch != nil {
+		if errors.Is(r.exch, errCutShort) {
+			s.cut++
+			s.errs["exchange: "+r.exch.Error()]++
+		} else if r.exch != nil {
 			s.exchFailed++
 			s.failed = append(s.failed, r)
 			s.errs["exchange: "+shortErr(r.exch)]++

@@ -156,6 +156,9 @@ func TestSynCookieFlood(t *testing.T) {
 	if paced.dials.exchFailed > 0 {
 		t.Errorf("syncookie, paced: %d exchanges on connected connections failed", paced.dials.exchFailed)
 	}
+	if paced.dials.cut*100 > paced.dials.n {
+		t.Errorf("syncookie, paced: the client's run ended during %d of %d exchanges, want at most 1%%", paced.dials.cut, paced.dials.n)
+	}
 	if paced.dials.within*100 < 99*paced.dials.n {
 		t.Errorf("syncookie, paced: %d of %d connected within %v, want at least 99%%; %.1f%% of the flood overflowed the ring",
 			paced.dials.within, paced.dials.n, connectLimit, 100-100*float64(paced.arrived)/float64(max(paced.flood.Sent, 1)))
@@ -205,6 +208,11 @@ func TestSynCookieFlood(t *testing.T) {
 func (cl *cookieLab) cookieRun(t *testing.T, name string, judged func() uint64) floodRun {
 	t.Helper()
 	accepted0 := cl.srv.accepted()
+	client0 := cl.C.Snapshot(t)
+	port := fmt.Sprintf("tcp port %d", cookiePort)
+	atClient := startCapture(t, cl.C, "the client's end", cl.client.Name, port)
+	atListener := startCapture(t, cl.PeerNS, "the listener's end", cl.PeerName,
+		fmt.Sprintf("host %v and %s", clientNet.Addr(), port))
 	r := cl.underFlood(t, name, 1000, 8, 3*time.Second+500*time.Millisecond, true, judged)
 	// Every connection whose echo came back was accepted. One whose
 	// exchange failed may never have reached the listener: the client
@@ -223,7 +231,14 @@ func (cl *cookieLab) cookieRun(t *testing.T, name string, judged func() uint64) 
 	}
 	for _, f := range r.dials.failed {
 		t.Logf("%s: the exchange from %v failed (%v): the client's socket: %s; %s", name, f.local, f.exch, f.view, cl.srv.connOf(f.local))
+		conn := fmt.Sprintf("tcp port %d", f.local.Port())
+		t.Logf("%s: %s\n%s", name, atClient.show(conn), atListener.show(conn))
 	}
+	if len(r.dials.failed) > 0 {
+		t.Logf("%s: the client's stack counted:%s", name, changedCounters(client0, cl.C.Snapshot(t)))
+	}
+	atClient.stop()
+	atListener.stop()
 	for from, n := range accepted {
 		if from != clientNet.Addr() && n != accepted0[from] {
 			t.Errorf("%s: the listener accepted %d connections from %v", name, n-accepted0[from], from)
