@@ -296,6 +296,9 @@ type dialStats struct {
 	errs                             map[string]int
 }
 
+// echoed is the number of connections whose echo came back.
+func (s dialStats) echoed() int { return s.connected - s.exchFailed - s.cut }
+
 const never = time.Duration(1<<63 - 1)
 
 func summarize(res []dialResult, limit time.Duration) dialStats {

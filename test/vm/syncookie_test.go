@@ -223,7 +223,7 @@ func (cl *cookieLab) cookieRun(t *testing.T, name string, judged func() uint64) 
 	// closed carries a cookie still valid, and opens it again (the
 	// client resets it); the kernel's own cookies do the same.
 	accepted := cl.srv.accepted()
-	echoed := r.dials.connected - r.dials.exchFailed
+	echoed := r.dials.echoed()
 	if got := accepted[clientNet.Addr()] - accepted0[clientNet.Addr()]; got < echoed {
 		t.Errorf("%s: the listener accepted %d connections from the client, which had %d echoed back", name, got, echoed)
 	} else if got != r.dials.connected {
