@@ -95,7 +95,16 @@ func (c *capture) show(filter string) string {
 	if err != nil {
 		s += fmt.Sprintf("\n(tcpdump -r: %v)", err)
 	}
-	return fmt.Sprintf("what %s captured of %s:\n%s", c.name, filter, s)
+	// tcpdump's own summary, written as it exits: a capture that lost
+	// packets (its socket's buffer full while the flood starved it of
+	// CPU) says so, and an absent packet is then no evidence.
+	var summary []string
+	for _, l := range strings.Split(c.out.String(), "\n") {
+		if strings.Contains(l, "packets captured") || strings.Contains(l, "dropped by") {
+			summary = append(summary, strings.TrimSpace(l))
+		}
+	}
+	return fmt.Sprintf("what %s captured of %s (in all: %s):\n%s", c.name, filter, strings.Join(summary, ", "), s)
 }
 
 // changedCounters lists the SNMP counters that moved between two snapshots
@@ -141,7 +150,7 @@ func TestCaptureShowsOneConnection(t *testing.T) {
 	}
 	got := c.show(fmt.Sprintf("udp port %d", ports[0]))
 	if !strings.Contains(got, fmt.Sprintf(".%d > %v.9:", ports[0], listenerAddr)) ||
-		strings.Contains(got, fmt.Sprintf(".%d >", ports[1])) {
+		strings.Contains(got, fmt.Sprintf(".%d >", ports[1])) || !strings.Contains(got, "packets captured") {
 		t.Errorf("the capture of port %d (not %d):\n%s", ports[0], ports[1], got)
 	}
 }

