@@ -168,7 +168,11 @@ func (r *report) write(e *env, out, chart, script string) error {
 	p("not the kernel's whole-ns figure; the per-packet table has each case's min – max); on veth it is the\n")
 	p("ratio of rates per CPU-second, which the other work on this shared VM does not skew (see the veth\n")
 	p("section), the wall-clock ratio in parentheses. The ratio to a bare XDP_DROP, a program that does\n")
-	p("nothing, is reported in the tables and in parentheses here, and is no target.\n\n")
+	p("nothing, is reported in the tables and in parentheses here, and is no target. A known source's cost,\n")
+	p("refused or admitted, is judged as a multiple of its floor program's, both above the parser alone: the\n")
+	p("program that does only what that verdict cannot do without (bench/floors.go, the per-packet section's\n")
+	p("floor rows). Real traffic is judged against the same traffic with no XDP program, its floor a bare\n")
+	p("XDP_PASS (the real-traffic section).\n\n")
 	p("| Target | Measured | Status |\n|---|---|---|\n")
 	for _, t := range r.targets() {
 		p("| %s | %s | %s |\n", t.what, t.measured, t.status)

@@ -8,7 +8,20 @@ import (
 )
 
 // The SYN cookie section of BENCHMARKS.md: the veth flood's table and the
-// micro rows' ratios. No target is set for them: numbers only.
+// micro rows' ratios; its target, SYNs answered per CPU-second against the
+// kernel's own cookies, is in the Targets table.
+
+// target judges xdplimit's cookies against the kernel's: SYNs answered per
+// CPU-second, the veth table's medians.
+func (s *synResults) target() target {
+	t := target{what: fmt.Sprintf("veth, SYNs answered with cookies per CPU-second ≥ %d× the kernel's own", cookieMinKernel)}
+	var fs []figure
+	if x := s.cpuRatio("xdplimit-cookie", "kernel"); x > 0 {
+		fs = append(fs, figure{name: "xdplimit syncookie", x: x, shown: fmt.Sprintf("%.2f×", x)})
+	}
+	t.judgeFigures(fs, atLeast(cookieMinKernel), "")
+	return t
+}
 
 func (r *report) writeSynCookie(b *strings.Builder) {
 	s := r.SynCookie

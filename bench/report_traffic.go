@@ -15,6 +15,40 @@ import (
 // program that the clients keep through xdplimit.
 var trafficTargets = map[string]float64{"iperf3-1": 0.97, "iperf3-8": 0.97, "dns": 0.95}
 
+// targets judges each kind of traffic through xdplimit against no XDP
+// program, with the bare XDP_PASS's own ratio beside it: the floor any XDP
+// program meets on this link.
+func (t *trafficResults) targets() []target {
+	var ts []target
+	for _, g := range []struct {
+		what string
+		ids  []string
+	}{
+		{"iperf3 transfers (one stream, eight)", []string{"iperf3-1", "iperf3-8"}},
+		{"DNS lookups, small UDP requests and responses", []string{"dns"}},
+	} {
+		want := trafficTargets[g.ids[0]]
+		tg := target{what: fmt.Sprintf("veth, real traffic through xdplimit with a web server's policy: %s ≥ %.2f× no XDP program", g.what, want)}
+		var fs []figure
+		var floors []string
+		for _, id := range g.ids {
+			x := t.ratio(id, "xdplimit", "none")
+			if x == 0 {
+				continue
+			}
+			fs = append(fs, figure{name: id, x: x, shown: fmt.Sprintf("%s %.3f× (%.3f× bare XDP_PASS)", id, x, t.ratio(id, "xdplimit", "pass"))})
+			floors = append(floors, fmt.Sprintf("%.3f×", t.ratio(id, "pass", "none")))
+		}
+		note := ""
+		if len(floors) > 0 {
+			note = "; the floor, a bare XDP_PASS: " + strings.Join(floors, ", ") + " no XDP program"
+		}
+		tg.judgeFigures(fs, atLeast(want), note)
+		ts = append(ts, tg)
+	}
+	return ts
+}
+
 func (r *report) writeTraffic(b *strings.Builder) {
 	t := r.Traffic
 	if t == nil {

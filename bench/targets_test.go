@@ -36,9 +36,10 @@ func checkTargets(t *testing.T, ts []target, wants []wantTarget) {
 	}
 }
 
-// The per-packet targets are the cost above the parser alone, ceilings
-// included: a bare XDP_DROP far below every case must change nothing, and
-// a case exactly at its ceiling meets it.
+// The per-packet targets are the cost above the parser alone, a known
+// source's as a multiple of its floor program's, ceilings included: a
+// bare XDP_DROP far below every case must change nothing, and a case
+// exactly at its ceiling meets it.
 func TestMicroTargetsAboveParser(t *testing.T) {
 	c := func(name string, ns ...float64) *microCase { return &microCase{name: name, ns: ns} }
 	m := &microResults{Cases: []*microCase{
@@ -54,22 +55,31 @@ func TestMicroTargetsAboveParser(t *testing.T) {
 		c(mSWPass, 60),
 		c(mNew1M, 140), // 2× a known source: met
 		c(mNew64k, 141),
+		c(mFloorRefused, 45),  // 5 above: TB drop 2× (met), FW 2.1× (not)
+		c(mFloorAdmitted, 55), // 15 above: TB pass 2× (met), FW 2.07× (not)
 	}}
 	checkTargets(t, m.targets(), []wantTarget{
-		{"BPF_PROG_TEST_RUN, a refused known source", "**NOT MET** (FW drop)", "TB drop 10.0 ns (50.0 − 40.0)"},
+		{"BPF_PROG_TEST_RUN, a refused known source ≤ 2× its floor", "**NOT MET** (FW drop)",
+			"TB drop 2.00× (10.0 ns against the floor's 5.0), FW drop 2.10× (10.5 ns against the floor's 5.0), SW drop 1.00×"},
 		{"BPF_PROG_TEST_RUN, a packet a global level refuses", "met", "10.0 ns (52.0 − 42.0)"},
-		{"BPF_PROG_TEST_RUN, an admitted known source", "**NOT MET** (FW pass)", "SW pass 20.0 ns"},
+		{"BPF_PROG_TEST_RUN, an admitted known source ≤ 2× its floor", "**NOT MET** (FW pass)", "SW pass 1.33× (20.0 ns against the floor's 15.0)"},
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table)", "met", "2.00×"},
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 64k table)", "**NOT MET** (new source)", "2.01×"},
-		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table, always", "not measured", "-"},
+		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 3× a known source's cost (full 1M table, always", "not measured", "-"},
 	})
 	// The always-inserted case is measured beside its floor, the insert
-	// alone, reported as a multiple of the same known source.
-	m.Cases = append(m.Cases, c(mNewTracked1M, 700), c(mFloorInserted, 560))
+	// alone, reported as a multiple of the same known source; its ceiling
+	// is 3×.
+	m.Cases = append(m.Cases, c(mNewTracked1M, 210), c(mFloorInserted, 560))
 	checkTargets(t, m.targets(), []wantTarget{
-		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table, always", "**NOT MET** (new source)",
-			"10.00× (700 ns vs 70 ns for a known source, token bucket, pass; 0% of the packets inserted); the floor program, a new source into a full 1M table, the program rotating the source over 2^24 addresses (its entry inserted, the least recently used evicted, the pass counted): 8.00× (560 ns vs 70 ns for a known source, token bucket, pass)"},
+		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 3× a known source's cost (full 1M table, always", "met",
+			"3.00× (210 ns vs 70 ns for a known source, token bucket, pass; 0% of the packets inserted); the floor program, a new source into a full 1M table, the program rotating the source over 2^24 addresses (its entry inserted, the least recently used evicted, the pass counted): 8.00× (560 ns vs 70 ns for a known source, token bucket, pass)"},
 	})
+	// Without its floor program a known source's target is not measured.
+	m.Cases = slices.DeleteFunc(m.Cases, func(x *microCase) bool { return x.name == mFloorRefused })
+	if got := targetByPrefix(t, m.targets(), "BPF_PROG_TEST_RUN, a refused known source"); got.status != "not measured" {
+		t.Errorf("without the floor program: %+v", got)
+	}
 	// Without the parser alone nothing above it is measured.
 	m.Cases[1].err = errors.New("boom")
 	if got := targetByPrefix(t, m.targets(), "BPF_PROG_TEST_RUN, a refused known source"); got.status != "not measured" {
@@ -92,7 +102,7 @@ func TestMicroTargetsCallAfterCall(t *testing.T) {
 		{floor: rotate, c: c(mSWDrop, 1), diff: sample{}},   // no pairs measured: the medians
 		{floor: rotate, c: spoof, diff: sample{20, 21, 22}}, // the forged case's own floor
 	}}
-	m.Cases = append(m.Cases, c(mSWDrop, 55, 55, 55))
+	m.Cases = append(m.Cases, c(mSWDrop, 55, 55, 55), c(mFloorRefused, 55, 55, 55))
 	// A new source is judged on its ratio to a known source, call after
 	// call: met there though the medians' ratio (3×) misses.
 	known, newSrc := c(mTBPass, 50, 50, 50), c(mNew1M, 150, 150, 150)
@@ -102,7 +112,7 @@ func TestMicroTargetsCallAfterCall(t *testing.T) {
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table)", "met",
 			"2.00× (call after call, 1.90 – 3.00; the medians 150 ns vs 50 ns for a known source, token bucket, pass;"},
 		{"BPF_PROG_TEST_RUN, a refused known source", "**NOT MET** (FW drop)",
-			"TB drop 10.0 ns (call after call, 9.0 – 40.0; the medians' difference 62.0 − 50.0), FW drop 11.0 ns (call after call, 3.0 – 12.0; the medians' difference 58.0 − 50.0), SW drop 5.0 ns (55.0 − 50.0)"},
+			"TB drop 2.00× (10.0 ns against the floor's 5.0), FW drop 2.20× (11.0 ns against the floor's 5.0), SW drop 1.00× (5.0 ns against the floor's 5.0)"},
 		{"BPF_PROG_TEST_RUN, a packet a global level refuses", "**NOT MET** (" + mSpoofGDrop + ")", "21.0 ns (call after call"},
 	})
 }
