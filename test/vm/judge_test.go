@@ -86,11 +86,14 @@ func checkStack(t *testing.T, stack, passed uint64) {
 // was deferred to ksoftirqd (1.6%, 2.4% and 18% of a flood seen here, up
 // to 74% on a busy CI machine). Frames of the sender's own stack (IPv6
 // MLD, ND) lost the same way only loosen the check by as many. A tenth of
-// the flood must still arrive for a test to say anything about it: the
-// floods are sized far above the limits they test.
+// the flood, or 10,000 frames, must still arrive for a test to say
+// anything about it: the floods are sized far above the limits they test,
+// and where the receiver's stack takes in what a loose limit passes (the
+// arm64 VM, emulated, beside another test binary) the ring can turn away
+// nine tenths of a fast flood and leave tens of thousands.
 func checkDelivered(t *testing.T, judged, sent, lost uint64) {
 	t.Helper()
-	if judged > sent || judged+lost < sent || judged < sent/10 {
+	if judged > sent || judged+lost < sent || judged < min(sent/10, 10000) {
 		t.Errorf("xdplimit judged %d packets, the generator sent %d and veth dropped %d before xdplimit", judged, sent, lost)
 	}
 }
