@@ -194,10 +194,19 @@ func (d dnsRun) judge(t *testing.T, absorbed bool) {
 	} else if !enough {
 		t.Logf("%s: the server answered %d of %d queries: too few to judge the answers that reached the listener", d.name, d.answered, d.r.sent)
 	}
+	// An answer lost on the way is the ring's (whose share of the flood's
+	// frames says little of the answers': it overflows in the flood's
+	// bursts) or the router's, busy sending the flood; only a receiver
+	// that absorbed the flood leaves the guard alone to blame.
 	lost := d.answered - min(d.answered, d.arrived)
 	if limit := 2*d.ringShare()*float64(d.answered) + float64(d.answered)/1000; enough && float64(lost) > limit {
-		t.Errorf("%s: %d of %d answers did not reach the listener's stack, more than the ring's share explains (%.0f): "+
-			"the guard dropped answers", d.name, lost, d.answered, limit)
+		if absorbed {
+			t.Errorf("%s: %d of %d answers did not reach the listener's stack, more than the ring's share explains (%.0f): "+
+				"the guard dropped answers", d.name, lost, d.answered, limit)
+		} else {
+			t.Logf("%s: %d of %d answers did not reach the listener's stack, more than twice the ring's share of the flood (%.0f): "+
+				"not judged, the receiver did not absorb the flood", d.name, lost, d.answered, limit)
+		}
 	}
 	// What met the program is the lookups' answers, the flood and frames
 	// that are not IP (ARP, which no check judges): a forged answer the
@@ -218,7 +227,8 @@ func (d dnsRun) judge(t *testing.T, absorbed bool) {
 // rate the veth's ring can overflow before XDP (the generator and the
 // listener share the CPUs; 26-49% of the frames on this 2-core host) and
 // drop answers with the flood: the lookups are reported, and only what
-// the guard did is judged.
+// the guard did with the forged answers is judged. The real answers it let
+// through are judged where the receiver absorbed the flood.
 // Paced to half of what the listener's end took in at full rate, a flood
 // the receiver absorbs, at least 99.9% of the lookups the server answered
 // complete. The signature rule of examples/dns-amplification.yaml, side by
