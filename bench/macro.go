@@ -138,6 +138,20 @@ func xdplimitPolicy(alg string, globalFirst bool) string {
 `, ownKey, own, aggKey, agg)
 }
 
+// macroAdmit is the configuration admitting every frame to the stack.
+const macroAdmit = "xdplimit-admit"
+
+// admitPolicy is the flood's rule with limits no veth flood reaches.
+const admitPolicy = `rules:
+  - name: flood
+    match: {protocol: udp}
+    key: src_ip
+    limit: {algorithm: token_bucket, rate: 100M/s, burst: 100000000}
+    aggregate:
+      - key: global
+        limit: {algorithm: token_bucket, rate: 100M/s, burst: 100000000}
+`
+
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -229,6 +243,14 @@ func xdpConfigs(pair *vethPair) []*macroConfig {
 	// The global level written first, on the spoofed flood only, where
 	// it refuses: the single-source and 64k floods would say the same
 	// of the per-source level, at the cost of the section's time budget.
+	// Every frame admitted to the stack, beside the stack alone (a bare
+	// XDP_PASS): what 64-byte traffic the host wants pays. 64k known
+	// sources, each with its state, under per-source and global limits
+	// far above the flood.
+	admit := limiterConfig(pair, macroAdmit, "xdplimit, token bucket, every frame admitted",
+		maps.Options{Clock: maps.ClockCoarse}, admitPolicy)
+	admit.only = "64k"
+	configs = append(configs, admit)
 	for _, alg := range macroAlgs {
 		c := limiterConfig(pair, alg.globalFirst, "xdplimit, "+strings.ReplaceAll(alg.name, "_", " ")+", global level written first",
 			maps.Options{Clock: maps.ClockCoarse}, xdplimitPolicy(alg.name, true))

@@ -120,6 +120,9 @@ func shortAlg(name string) string {
 }
 
 func shortConfig(id string) string {
+	if id == macroAdmit {
+		return "token bucket, admitted"
+	}
 	for _, a := range macroAlgs {
 		if id == a.id || id == a.globalFirst {
 			return strings.ReplaceAll(a.name, "_", " ")

@@ -23,6 +23,7 @@ const (
 	vethSingleMinParser  = 0.95 // one source over its limit on veth, × the parser alone per CPU-s
 	vethSpoofMinParser   = 0.9  // 16M forged sources, the global level refusing, × the parser alone
 	cookieMinKernel      = 5    // SYNs answered with cookies per CPU-second, × the kernel's own
+	vethAdmitMinPass     = 0.8  // 64-byte frames admitted on veth, per CPU-s × a bare XDP_PASS
 )
 
 type target struct {
@@ -270,6 +271,8 @@ func (m *macroResults) targets() []target {
 		perSource, macroParser, "16M", vethSpoofMinParser)
 	add(fmt.Sprintf("veth, the same with the global level written first ≥ %.1f× the parser alone", vethSpoofMinParser),
 		globalFirst, macroParser, "16M", vethSpoofMinParser)
+	add(fmt.Sprintf("veth, 64-byte frames every one admitted to the stack, 64k known sources, per CPU-second ≥ %.1f× a bare XDP_PASS", vethAdmitMinPass),
+		[]string{macroAdmit}, "stack", "64k", vethAdmitMinPass)
 	add("veth single-source flood ≥ 3× the nftables set", perSource, "nft-set", "single", 3)
 	add("veth single-source flood ≥ 2× iptables hashlimit", perSource, "hashlimit", "single", 2)
 	add("veth 16M-source flood ≥ 3× nftables", perSource, "nft-set", "16M", 3)

@@ -191,3 +191,16 @@ func TestVethPolicyOrderings(t *testing.T) {
 		}
 	}
 }
+
+// Admitted 64-byte frames are judged per CPU-second against the stack
+// alone behind a bare XDP_PASS, in the one scenario they run in.
+func TestMacroAdmittedTarget(t *testing.T) {
+	cell := func(wall, cpu float64) *macroCell { return &macroCell{mpps: sample{wall}, cpuMpps: sample{cpu}} }
+	m := &macroResults{Configs: []*macroConfig{
+		{id: "stack", cells: map[string]*macroCell{"64k": cell(2, 1)}},
+		{id: macroAdmit, only: "64k", cells: map[string]*macroCell{"64k": cell(1, 0.8)}},
+	}}
+	checkTargets(t, m.targets(), []wantTarget{{"veth, 64-byte frames every one admitted", "met", "token bucket, admitted 0.80× (wall clock 0.50×)"}})
+	m.Configs[1].cells["64k"] = cell(1, 0.79)
+	checkTargets(t, m.targets(), []wantTarget{{"veth, 64-byte frames every one admitted", "**NOT MET** (token bucket, admitted)", "0.79×"}})
+}
