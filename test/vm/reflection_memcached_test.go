@@ -203,10 +203,7 @@ func TestReflectionMemcached(t *testing.T) {
 	if v.served*10 < uint64(asked)*9 {
 		t.Errorf("the server answered %d of %d gets: the lab lost too many to judge the guard", v.served, asked)
 	}
-	if lost, limit := v.served-min(v.served, uint64(ok)), v.ringLossBound(v.served); float64(lost) > limit {
-		t.Errorf("%d of %d answers did not come back, more than the ring's share explains (%.1f): the guard dropped answers",
-			lost, v.served, limit)
-	}
+	v.judgeLostAnswers(t, v.served-min(v.served, uint64(ok)), v.served, "come back")
 	// Every forged answer that met the program was dropped: none reached
 	// the stack, and all but the few frames that are not IP (ARP) were
 	// counted as no_request.
