@@ -84,10 +84,15 @@ func (c *capture) stop() {
 // decoded (absolute sequence numbers, TCP options, epoch timestamps), or
 // what went wrong reading them.
 func (c *capture) show(filter string) string {
-	// A packet the stack counted can still be on its way to tcpdump's
-	// socket, and SIGINT ends tcpdump without reading what it holds.
-	time.Sleep(500 * time.Millisecond)
-	c.stop()
+	select {
+	case <-c.done:
+	default:
+		// A packet the stack counted can still be on its way to
+		// tcpdump's socket, and SIGINT ends tcpdump without reading
+		// what it holds: once, before the capture stops.
+		time.Sleep(500 * time.Millisecond)
+		c.stop()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, c.cmd.Path, "-r", c.path, "-Z", "root", "-n", "-S", "-tt", "-v", filter).CombinedOutput()
