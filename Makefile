@@ -172,7 +172,7 @@ VM_KERNEL_6.1   ?= linux-image-cloud-amd64
 VM_KERNEL_6.12  ?= linux-image-6.12-cloud-amd64
 VM_TEST_PKGS_6.12 ?= ./test/vm ./loader ./test/vm/qemu/smoke
 VM_TEST_PKGS_6.1  ?= ./maps ./test/vm ./agent ./cmd/xdplimit ./fleet ./replay ./loader ./test/evasion \
-	./metrics ./droplog ./pktgen ./test/service ./bench ./internal/harness/bpfprof ./test/vm/qemu/smoke
+	./metrics ./droplog ./pktgen ./test/service ./bench ./internal/harness/bpfprof ./compiler ./test/vm/qemu/smoke
 VM_TEST_PKGS ?=
 VM_TREES     ?= docs deploy examples policy/testdata
 VM_TOOLS     ?= nft redis-server redis-cli prometheus promtool tcpdump nsenter dnsmasq dnsperf iperf3 memcached \

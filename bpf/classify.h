@@ -9,25 +9,7 @@
 
 #include "xdplimit_maps.h"
 #include "parsing_defs.h"
-
-struct xdpl_acc {
-	__u64 w[XDPL_BITMAP_WORDS];
-};
-
-/* AND a bitmap into the accumulator; a missing entry matches no rule. */
-static __always_inline int xdpl_and(struct xdpl_acc *acc, struct xdpl_bitmap *b)
-{
-	if (!b)
-		return 0;
-	__u64 any = 0;
-
-#pragma unroll
-	for (int i = 0; i < XDPL_BITMAP_WORDS; i++) {
-		acc->w[i] &= b->w[i];
-		any |= acc->w[i];
-	}
-	return any != 0;
-}
+#include "classify_payload.h"
 
 /* Index of the lowest set bit of a non-zero word: BPF has no ctz. */
 static __always_inline __u32 xdpl_ctz64(__u64 x)
@@ -130,8 +112,21 @@ static __always_inline int xdpl_classify_fields(struct xdpl_acc *acc, __u32 gen,
 #define XDPL_DIMS_FIELDS                                                                           \
 	(XDPL_DIM_LEN | XDPL_DIM_TTL | XDPL_DIM_TOS | XDPL_DIM_ICMPT | XDPL_DIM_ICMPC)
 
-/* Returns the index of the first matching rule, or -1. */
-static __always_inline int xdpl_classify(__u32 gen, struct xdpl_gen_cfg *g, struct xdpl_pkt *p)
+/* The payload dimension for a packet without payload: no load, no
+ * lookup of the packet's bytes, and no call (the cookie ACK check's stack
+ * has no room for one more frame on 6.1). */
+static __always_inline int xdpl_classify_no_payload(__u32 gen, struct xdpl_acc *acc)
+{
+	gen &= 1;
+	struct xdpl_payload_cfg *cfg = bpf_map_lookup_elem(&xdpl_payload_shapes, &gen);
+
+	return cfg && xdpl_and(acc, &cfg->empty);
+}
+
+/* Returns the index of the first matching rule, or -1. A constant
+ * no_payload classifies p as if it carried no payload. */
+static __always_inline int xdpl_classify(struct xdp_md *ctx, __u32 gen, struct xdpl_gen_cfg *g,
+					 struct xdpl_pkt *p, int no_payload)
 {
 	__u32 nrules = g->nrules;
 	__u32 dims = g->dims;
@@ -184,6 +179,12 @@ static __always_inline int xdpl_classify(__u32 gen, struct xdpl_gen_cfg *g, stru
 	if (dims & XDPL_DIM_DST) {
 		if (!xdpl_and(&acc,
 			      xdpl_lookup_addr(&xdpl_dst4, &xdpl_dst6, gen, p->family, p->daddr)))
+			return -1;
+	}
+	/* Last: a load and a hash lookup per window. */
+	if (dims & XDPL_DIM_PAYLOAD) {
+		if (no_payload ? !xdpl_classify_no_payload(gen, &acc)
+			       : !xdpl_classify_payload(ctx, p, gen, &acc))
 			return -1;
 	}
 

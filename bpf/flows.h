@@ -52,9 +52,12 @@
 #include "refused.h"
 #include "levels.h"
 
-/* The packet as 64-bit words, masked and compared word by word. */
-#define XDPL_SIG_WORDS (sizeof(struct xdpl_pkt) / 8)
-_Static_assert(sizeof(struct xdpl_pkt) % 8 == 0, "xdpl_pkt is read as 64-bit words");
+/* The packet as 64-bit words, masked and compared word by word, up to
+ * the payload's place: no generation with payload matches learns or hits
+ * flow cache entries (xdpl_generation), and no other reads it. */
+#define XDPL_SIG_WORDS (__builtin_offsetof(struct xdpl_pkt, payload) / 8)
+_Static_assert(__builtin_offsetof(struct xdpl_pkt, payload) % 8 == 0,
+	       "xdpl_pkt is read as 64-bit words");
 _Static_assert(__builtin_offsetof(struct xdpl_pkt, saddr) == 20,
 	       "the source address is word 2's upper half, word 3 and word 4's lower half");
 
@@ -74,16 +77,6 @@ static __always_inline __u64 xdpl_sig_mask_word(__u64 *m, int i, int nosrc)
 		return m[4] & 0xffffffff00000000ULL;
 	return m[i];
 }
-
-/* What xdpl_main read before the ban table, for xdpl_flow_note: an entry
- * learned from this packet is tagged with it. */
-struct xdpl_flow_tag {
-	__u64 epoch; /* xdpl_ban_epoch_of the ban epoch; 0 without bans or fleet windows */
-	__u32 seq;
-	__u32 gen;
-	__u32 repeat; /* xdpl_limit's: 1 + the level refused from the refused-until cache */
-	__u32 pad;
-};
 
 /* The slot of the packet p under mask m, and its tag: a multiplicative
  * hash of the source address (the protocol instead when nosrc) and the

@@ -78,7 +78,13 @@ static __always_inline void *xdpl_at(struct xdpl_cursor *c, __u32 n)
 
 	if (off > XDPL_MAX_FRAME || off + n > c->lim)
 		return NULL;
-	void *ptr = c->data + off;
+	/* The bound again, on the register the pointer is built from: under
+	 * register pressure clang reloads off from the stack after the test,
+	 * and 6.1's verifier keeps no bound on a 32-bit reload (the pointer
+	 * then has no range). The barrier keeps clang from dropping the mask,
+	 * which the test makes a no-op. */
+	asm volatile("" : "+r"(off));
+	void *ptr = c->data + (off & (2 * XDPL_MAX_FRAME - 1));
 
 	if (ptr + n > c->end)
 		return NULL;

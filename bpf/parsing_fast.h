@@ -47,14 +47,18 @@ XDPL_FAST_AT(tos, 19);
 XDPL_FAST_AT(saddr, 20);
 XDPL_FAST_AT(daddr, 36);
 XDPL_FAST_AT(icmp, 52);
-_Static_assert(sizeof(struct xdpl_pkt) == 56, "parsing_fast.h writes xdpl_pkt as seven words");
+XDPL_FAST_AT(payload, 56);
+XDPL_FAST_AT(payload_len, 58);
+_Static_assert(sizeof(struct xdpl_pkt) == 64, "parsing_fast.h writes xdpl_pkt as eight words");
 
 /* What the transport header gives the packet's first two words: the
  * protocol and TCP flags (word 0 above 32 bits), the ports and the VLAN
- * (word 1; unparsed and long_chain 0). */
+ * (word 1; unparsed and long_chain 0); and its length (hl), which places
+ * the payload (word 7). */
 struct xdpl_fast_l4w {
 	__u64 w0;
 	__u64 w1;
+	__u32 hl;
 };
 
 /* The transport checks both IP versions share: left is what the IP length
@@ -63,6 +67,7 @@ static __always_inline int xdpl_fast_l4(__u8 *l4, void *end, __u8 proto, __u32 l
 					struct xdpl_fast_l4w *o)
 {
 	__u64 flags = 0;
+	__u32 hl = 8;
 
 	if (proto == IPPROTO_UDP) {
 		__u32 ulen = (__u32)l4[4] << 8 | l4[5];
@@ -78,6 +83,7 @@ static __always_inline int xdpl_fast_l4(__u8 *l4, void *end, __u8 proto, __u32 l
 		if (doff < 20 || doff > left)
 			return 0;
 		flags = l4[13];
+		hl = doff;
 	} else {
 		return 0;
 	}
@@ -86,6 +92,7 @@ static __always_inline int xdpl_fast_l4(__u8 *l4, void *end, __u8 proto, __u32 l
 
 	o->w0 = (__u64)proto << 40 | (__u64)XDPL_PORTS_OK << 48 | flags << 56;
 	o->w1 = sport | dport << 16 | (__u64)XDPL_VLAN_IDX_UNTAGGED << 32;
+	o->hl = hl;
 	return 1;
 }
 
@@ -120,6 +127,13 @@ static __always_inline int xdpl_fast_ipv4(void *data, void *end, __u32 len, stru
 	pw[4] = (__u64)iph->daddr << 32;
 	pw[5] = 0;
 	pw[6] = 0;
+	/* A UDP header's own length may be shorter than the IP packet's:
+	 * the stack trims the datagram to it, so the payload ends there. */
+	__u32 left = tot - sizeof(*iph);
+
+	if (iph->protocol == IPPROTO_UDP)
+		left = (__u32)l4[4] << 8 | l4[5];
+	pw[7] = (__u64)(sizeof(struct ethhdr) + sizeof(*iph) + o.hl) | (__u64)(left - o.hl) << 16;
 	return 1;
 }
 
@@ -155,6 +169,11 @@ static __always_inline int xdpl_fast_ipv6(void *data, void *end, __u32 len, stru
 	pw[4] = s[3] | (__u64)d[0] << 32;
 	pw[5] = d[1] | (__u64)d[2] << 32;
 	pw[6] = d[3];
+	__u32 left = plen;
+
+	if (ip6->nexthdr == IPPROTO_UDP)
+		left = (__u32)l4[4] << 8 | l4[5];
+	pw[7] = (__u64)(sizeof(struct ethhdr) + sizeof(*ip6) + o.hl) | (__u64)(left - o.hl) << 16;
 	return 1;
 }
 

@@ -23,6 +23,25 @@ static __always_inline int xdpl_l4_short(struct xdpl_cursor *c, struct xdpl_pkt 
 	return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
 }
 
+/* Where the transport payload starts (hl bytes past the transport
+ * header's start) and ends (end, an offset in the frame), for payload
+ * matches. Left 0 in a fragment, whose payload the stack reassembles
+ * first: classify_payload.h then judges it as matching every payload
+ * rule, as a fragment's unknown ports match every port rule. */
+static __always_inline void xdpl_payload_at(struct xdpl_cursor *c, struct xdpl_pkt *p, __u32 hl,
+					    __u32 end)
+{
+	__u32 at = c->off + hl;
+
+	if (c->frag)
+		return;
+	/* A header cut short (ICMP under 8 bytes): no payload. */
+	if (at > end)
+		at = end;
+	p->payload = at;
+	p->payload_len = end - at;
+}
+
 static __always_inline int xdpl_parse_l4(struct xdpl_cursor *c, struct xdpl_pkt *p)
 {
 	__be16 *ports;
@@ -45,6 +64,7 @@ static __always_inline int xdpl_parse_l4(struct xdpl_cursor *c, struct xdpl_pkt 
 			return xdpl_unparsed_kind(p, XDPL_UP_BAD_HEADER);
 		if (c->off + doff > c->lim)
 			return xdpl_unparsed_kind(p, XDPL_UP_TRUNCATED);
+		xdpl_payload_at(c, p, doff, c->lim);
 		break;
 	}
 	case IPPROTO_UDP: {
@@ -61,17 +81,21 @@ static __always_inline int xdpl_parse_l4(struct xdpl_cursor *c, struct xdpl_pkt 
 			ulen = left;
 		if (ulen < 8 || ulen > left)
 			return xdpl_unparsed_kind(p, XDPL_UP_BAD_LENGTH);
+		/* The stack trims the datagram to its own length. */
+		xdpl_payload_at(c, p, 8, c->off + ulen);
 		break;
 	}
 	case XDPL_IPPROTO_UDPLITE:
 		ports = xdpl_at(c, 8);
 		if (!ports)
 			return xdpl_l4_short(c, p);
+		xdpl_payload_at(c, p, 8, c->lim);
 		break;
 	case XDPL_IPPROTO_SCTP:
 		ports = xdpl_at(c, 12);
 		if (!ports)
 			return xdpl_l4_short(c, p);
+		xdpl_payload_at(c, p, 12, c->lim);
 		break;
 	case IPPROTO_ICMP:
 	case XDPL_IPPROTO_ICMPV6: {
@@ -86,10 +110,13 @@ static __always_inline int xdpl_parse_l4(struct xdpl_cursor *c, struct xdpl_pkt 
 			p->icmp_type = h[0];
 			p->icmp_code = h[1];
 		}
+		/* After the 8 bytes every ICMP message starts with. */
+		xdpl_payload_at(c, p, 8, c->lim);
 		return XDPL_PARSE_OK;
 	}
 	default:
 		p->ports = XDPL_PORTS_NONE;
+		xdpl_payload_at(c, p, 0, c->lim);
 		return XDPL_PARSE_OK;
 	}
 	p->sport = bpf_ntohs(ports[0]);

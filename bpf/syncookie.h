@@ -306,8 +306,9 @@ __attribute__((noinline)) int xdpl_cookie_ack(struct xdp_md *ctx, struct xdpl_pk
 	gen &= 1;
 	__u8 flags = p->tcp_flags;
 
+	/* The connection's SYN: no payload. */
 	p->tcp_flags = XDPL_TCP_SYN;
-	int idx = xdpl_classify(gen, &ctl->gen[gen], p);
+	int idx = xdpl_classify(ctx, gen, &ctl->gen[gen], p, 1);
 
 	p->tcp_flags = flags;
 	if (idx < 0)

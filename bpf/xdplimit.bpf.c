@@ -90,6 +90,10 @@ static __always_inline struct xdpl_gen_cfg *xdpl_generation(__u32 *gen, __u32 *g
 
 	*gflags = g->flags;
 	*tag = (struct xdpl_flow_tag){.seq = g->seq, .gen = *gen};
+	/* The flow cache's signature holds no payload: a generation with
+	 * payload matches neither learns nor hits (seq 0, flows.h). */
+	if (g->dims & XDPL_DIM_PAYLOAD)
+		tag->seq = 0;
 	/* The ban epoch before the ban table and the rules' state: a ban
 	 * added, or a fleet window lowered, after this read voids what this
 	 * packet teaches the flow cache. Without either kind no ban counts
@@ -191,11 +195,11 @@ static __always_inline int xdpl_lists_and_bans(struct xdpl_pkt *p, struct xdpl_g
 /* The first matching rule, and its levels: admitted, or refused by one of
  * them (dropped, or passed in shadow). A refusal starts the rule's ban, or
  * teaches the flow cache a refusal that repeats (flows.h). */
-static __always_inline int xdpl_rule_levels(struct xdpl_pkt *p, struct xdpl_gen_cfg *g, __u32 gen,
-					    __u32 gflags, struct xdpl_flow_tag *tag,
-					    struct xdpl_judgement *j)
+static __always_inline int xdpl_rule_levels(struct xdp_md *ctx, struct xdpl_pkt *p,
+					    struct xdpl_gen_cfg *g, __u32 gen, __u32 gflags,
+					    struct xdpl_flow_tag *tag, struct xdpl_judgement *j)
 {
-	int idx = xdpl_classify(gen, g, p);
+	int idx = xdpl_classify(ctx, gen, g, p, 0);
 
 	if (idx < 0)
 		return xdpl_judged(j, XDPL_WHY_UNMATCHED, XDPL_V_PASS, XDPL_C_UNMATCHED, 0);
@@ -305,13 +309,13 @@ int xdpl_main(struct xdp_md *ctx)
 	 * of its 1M instructions with the stack copy, ~200k without). */
 	struct xdpl_scratch *sc = bpf_map_lookup_elem(&xdpl_scratch, &zero);
 	struct xdpl_gen_cfg *g = NULL;
-	struct xdpl_flow_tag tag;
 	struct xdpl_judgement j;
 	__u32 gen = 0, gflags = 0;
 
 	if (!sc)
 		return XDP_PASS;
 	struct xdpl_pkt *p = &sc->pkt;
+	struct xdpl_flow_tag *tag = &sc->tag;
 
 	int b = xdpl_bench(ctx, p);
 
@@ -320,30 +324,30 @@ int xdpl_main(struct xdp_md *ctx)
 	int s = xdpl_parse_stage(ctx, p, &j);
 
 	if (s == XDPL_GO_ON) {
-		g = xdpl_generation(&gen, &gflags, &tag);
+		g = xdpl_generation(&gen, &gflags, tag);
 		if (!g)
 			return XDP_PASS;
 		if (xdpl_source_free(gflags))
-			s = xdpl_cached(sc, g, &tag, 1, &j);
+			s = xdpl_cached(sc, g, tag, 1, &j);
 		if (s == XDPL_GO_ON)
-			s = xdpl_cached(sc, g, &tag, 0, &j);
+			s = xdpl_cached(sc, g, tag, 0, &j);
 	}
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_FLOWS);
 	if (s == XDPL_GO_ON)
-		s = xdpl_lists_and_bans(p, g, gen, gflags, &tag, &j);
+		s = xdpl_lists_and_bans(p, g, gen, gflags, tag, &j);
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_LISTS);
 	if (s == XDPL_GO_ON)
 		s = xdpl_cookie_acks(ctx, p, gen, gflags, &j);
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_COOKIE_ACKS);
 	if (s == XDPL_GO_ON && (gflags & (XDPL_GF_CONV_TCP | XDPL_GF_CONV_UDP | XDPL_GF_CONV_REFL)))
-		s = xdpl_conversation(ctx, p, g, &tag, &j) ? XDPL_JUDGED : XDPL_GO_ON;
+		s = xdpl_conversation(ctx, p, g, tag, &j) ? XDPL_JUDGED : XDPL_GO_ON;
 	/* A global first level's refusal, whatever the source (flows.h), where
 	 * the lists, the bans and the cookie checks came first. */
 	if (s == XDPL_GO_ON && (gflags & XDPL_GF_NO_SOURCE_FLOWS) && !xdpl_source_free(gflags))
-		s = xdpl_cached(sc, g, &tag, 1, &j);
+		s = xdpl_cached(sc, g, tag, 1, &j);
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_GLOBAL_FLOWS);
 	if (s == XDPL_GO_ON)
-		s = xdpl_rule_levels(p, g, gen, gflags, &tag, &j);
+		s = xdpl_rule_levels(ctx, p, g, gen, gflags, tag, &j);
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_RULE);
 	if (s == XDPL_GIVE_UP)
 		return XDP_PASS;

@@ -291,6 +291,13 @@ enum xdpl_const {
 	XDPL_DIM_TOS = 1 << 9,
 	XDPL_DIM_ICMPT = 1 << 10,
 	XDPL_DIM_ICMPC = 1 << 11,
+	/* Payload matches (classify_payload.h): a rule's bytes lie in one
+	 * window of XDPL_PAYLOAD_WINDOW bytes; a generation's rules use at
+	 * most XDPL_PAYLOAD_SHAPES distinct windows (start and mask). */
+	XDPL_DIM_PAYLOAD = 1 << 12,
+	XDPL_PAYLOAD_WINDOW = 16,
+	XDPL_PAYLOAD_SHAPES = 8,
+	XDPL_PAYLOAD_VALUES = XDPL_GENS * XDPL_MAX_RULES, /* a rule's one value per generation */
 	/* xdpl_pkt.icmp */
 	XDPL_ICMP_NONE = 0,    /* not ICMP/ICMPv6, or a non-first fragment */
 	XDPL_ICMP_OK = 1,      /* icmp_type and icmp_code are the header's */

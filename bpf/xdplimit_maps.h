@@ -8,6 +8,7 @@
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_structs.h"
 #include "conversation_structs.h"
+#include "payload_structs.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -199,6 +200,22 @@ XDPL_FIELD_MAP(xdpl_ttl, XDPL_TTL_SLOTS);
 XDPL_FIELD_MAP(xdpl_tos, XDPL_TOS_SLOTS);
 XDPL_FIELD_MAP(xdpl_icmpt, XDPL_ICMP_SLOTS);
 XDPL_FIELD_MAP(xdpl_icmpc, XDPL_ICMP_SLOTS);
+
+/* Payload matches (classify_payload.h): each generation's windows, and the
+ * rules by a window's masked bytes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_GENS);
+	__type(key, __u32);
+	__type(value, struct xdpl_payload_cfg);
+} xdpl_payload_shapes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XDPL_PAYLOAD_VALUES);
+	__type(key, struct xdpl_payload_key);
+	__type(value, struct xdpl_bitmap);
+} xdpl_payload SEC(".maps");
 
 /* Bans: the tries map a banned prefix to its slot in xdpl_bans, where the
  * ban lives (bans.h). Sized together by the control plane (--max-bans); the

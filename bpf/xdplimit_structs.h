@@ -71,6 +71,12 @@ struct xdpl_pkt {
 	__u8 icmp_type;
 	__u8 icmp_code;
 	__u8 pad_icmp;
+	/* Word 7, outside the flow cache's signature (flows.h): where the
+	 * transport payload starts in the frame, and its bytes within the IP
+	 * packet (payload matches, classify_payload.h). A fragment's are 0. */
+	__u16 payload;
+	__u16 payload_len;
+	__u32 pad_payload;
 };
 
 /* What a SYN-ACK carrying a cookie offers (syncookie.h): what this host's
@@ -358,8 +364,22 @@ struct xdpl_ban_epoch {
  * which a probe reads before the slot: 4 KiB that a flood of forged
  * sources keeps in the cache, where the slots it would probe at random
  * (96 KiB) are not. */
+/* What xdpl_main read before the ban table, for xdpl_flow_note: an entry
+ * learned from this packet is tagged with it (flows.h). */
+struct xdpl_flow_tag {
+	__u64 epoch; /* xdpl_ban_epoch_of the ban epoch; 0 without bans or fleet windows */
+	__u32 seq;
+	__u32 gen;
+	__u32 repeat; /* xdpl_limit's: 1 + the level refused from the refused-until cache */
+	__u32 pad;
+};
+
 struct xdpl_scratch {
 	struct xdpl_pkt pkt;
+	/* What xdpl_main read before the ban table, for xdpl_flow_note
+	 * (flows.h): here rather than on its stack, which the call chains
+	 * to the global functions fill to 6.1's 512 bytes. */
+	struct xdpl_flow_tag tag;
 	__u32 flow_tags[1 << XDPL_FLOW_BITS];
 };
 

@@ -40,6 +40,9 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 	}
 	img.Dims = usedDims(p.Rules)
 	compileFields(img, p.Rules)
+	if err := compilePayload(img, p.Rules); err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Path, err)
+	}
 	budget, err := compileLevel(policy.Level{Key: policy.Key{Kind: policy.KeyGlobal}, Limit: p.Reject.Budget})
 	if err != nil {
 		return nil, fmt.Errorf("%s: reject: %w", p.Path, err)

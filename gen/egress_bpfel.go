@@ -51,6 +51,8 @@ const (
 	EgressMapXdplLogs           = "xdpl_logs"
 	EgressMapXdplMeta           = "xdpl_meta"
 	EgressMapXdplNames          = "xdpl_names"
+	EgressMapXdplPayload        = "xdpl_payload"
+	EgressMapXdplPayloadShapes  = "xdpl_payload_shapes"
 	EgressMapXdplProto          = "xdpl_proto"
 	EgressMapXdplReflectors     = "xdpl_reflectors"
 	EgressMapXdplRefused        = "xdpl_refused"
@@ -162,6 +164,8 @@ type EgressMapSpecs struct {
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
+	XdplPayload        *ebpf.MapSpec `ebpf:"xdpl_payload"`
+	XdplPayloadShapes  *ebpf.MapSpec `ebpf:"xdpl_payload_shapes"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplReflectors     *ebpf.MapSpec `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
@@ -249,6 +253,8 @@ type EgressMaps struct {
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
+	XdplPayload        *ebpf.Map `ebpf:"xdpl_payload"`
+	XdplPayloadShapes  *ebpf.Map `ebpf:"xdpl_payload_shapes"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplReflectors     *ebpf.Map `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
@@ -311,6 +317,8 @@ func (m *EgressMaps) Close() error {
 		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
+		m.XdplPayload,
+		m.XdplPayloadShapes,
 		m.XdplProto,
 		m.XdplReflectors,
 		m.XdplRefused,

@@ -51,6 +51,8 @@ const (
 	FleetApplyMapXdplLogs           = "xdpl_logs"
 	FleetApplyMapXdplMeta           = "xdpl_meta"
 	FleetApplyMapXdplNames          = "xdpl_names"
+	FleetApplyMapXdplPayload        = "xdpl_payload"
+	FleetApplyMapXdplPayloadShapes  = "xdpl_payload_shapes"
 	FleetApplyMapXdplProto          = "xdpl_proto"
 	FleetApplyMapXdplReflectors     = "xdpl_reflectors"
 	FleetApplyMapXdplRefused        = "xdpl_refused"
@@ -161,6 +163,8 @@ type FleetApplyMapSpecs struct {
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
+	XdplPayload        *ebpf.MapSpec `ebpf:"xdpl_payload"`
+	XdplPayloadShapes  *ebpf.MapSpec `ebpf:"xdpl_payload_shapes"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplReflectors     *ebpf.MapSpec `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
@@ -247,6 +251,8 @@ type FleetApplyMaps struct {
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
+	XdplPayload        *ebpf.Map `ebpf:"xdpl_payload"`
+	XdplPayloadShapes  *ebpf.Map `ebpf:"xdpl_payload_shapes"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplReflectors     *ebpf.Map `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
@@ -309,6 +315,8 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
+		m.XdplPayload,
+		m.XdplPayloadShapes,
 		m.XdplProto,
 		m.XdplReflectors,
 		m.XdplRefused,

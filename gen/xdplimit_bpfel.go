@@ -220,6 +220,10 @@ const (
 	XdplimitXdplConstXDPL_DIM_TOS                XdplimitXdplConst = 512
 	XdplimitXdplConstXDPL_DIM_ICMPT              XdplimitXdplConst = 1024
 	XdplimitXdplConstXDPL_DIM_ICMPC              XdplimitXdplConst = 2048
+	XdplimitXdplConstXDPL_DIM_PAYLOAD            XdplimitXdplConst = 4096
+	XdplimitXdplConstXDPL_PAYLOAD_WINDOW         XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_PAYLOAD_SHAPES         XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_PAYLOAD_VALUES         XdplimitXdplConst = 512
 	XdplimitXdplConstXDPL_ICMP_NONE              XdplimitXdplConst = 0
 	XdplimitXdplConstXDPL_ICMP_OK                XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ICMP_UNKNOWN           XdplimitXdplConst = 2
@@ -489,27 +493,52 @@ type XdplimitXdplName struct {
 	Name [64]int8
 }
 
+type XdplimitXdplPayloadCfg struct {
+	_       structs.HostLayout
+	Nshapes uint32
+	Pad     uint32
+	Shape   [8]struct {
+		_      structs.HostLayout
+		Off    uint16
+		Need   uint8
+		Pad    [5]uint8
+		Mask   [16]uint8
+		Absent XdplimitXdplBitmap
+	}
+	Empty XdplimitXdplBitmap
+}
+
+type XdplimitXdplPayloadKey struct {
+	_        structs.HostLayout
+	GenShape uint32
+	Pad      uint32
+	Bytes    [16]uint8
+}
+
 type XdplimitXdplPkt struct {
-	_         structs.HostLayout
-	Len       uint32
-	Family    uint8
-	Proto     uint8
-	Ports     uint8
-	TcpFlags  uint8
-	Sport     uint16
-	Dport     uint16
-	Vlan      uint16
-	Unparsed  uint8
-	LongChain uint8
-	Iplen     uint16
-	Ttl       uint8
-	Tos       uint8
-	Saddr     [4]uint32
-	Daddr     [4]uint32
-	Icmp      uint8
-	IcmpType  uint8
-	IcmpCode  uint8
-	PadIcmp   uint8
+	_          structs.HostLayout
+	Len        uint32
+	Family     uint8
+	Proto      uint8
+	Ports      uint8
+	TcpFlags   uint8
+	Sport      uint16
+	Dport      uint16
+	Vlan       uint16
+	Unparsed   uint8
+	LongChain  uint8
+	Iplen      uint16
+	Ttl        uint8
+	Tos        uint8
+	Saddr      [4]uint32
+	Daddr      [4]uint32
+	Icmp       uint8
+	IcmpType   uint8
+	IcmpCode   uint8
+	PadIcmp    uint8
+	Payload    uint16
+	PayloadLen uint16
+	PadPayload uint32
 }
 
 type XdplimitXdplRefused struct {
@@ -556,8 +585,16 @@ type XdplimitXdplRuleStats struct {
 }
 
 type XdplimitXdplScratch struct {
-	_        structs.HostLayout
-	Pkt      XdplimitXdplPkt
+	_   structs.HostLayout
+	Pkt XdplimitXdplPkt
+	Tag struct {
+		_      structs.HostLayout
+		Epoch  uint64
+		Seq    uint32
+		Gen    uint32
+		Repeat uint32
+		Pad    uint32
+	}
 	FlowTags [1024]uint32
 }
 
@@ -631,6 +668,8 @@ const (
 	XdplimitMapXdplLogs            = "xdpl_logs"
 	XdplimitMapXdplMeta            = "xdpl_meta"
 	XdplimitMapXdplNames           = "xdpl_names"
+	XdplimitMapXdplPayload         = "xdpl_payload"
+	XdplimitMapXdplPayloadShapes   = "xdpl_payload_shapes"
 	XdplimitMapXdplProto           = "xdpl_proto"
 	XdplimitMapXdplReflectors      = "xdpl_reflectors"
 	XdplimitMapXdplRefused         = "xdpl_refused"
@@ -763,6 +802,8 @@ type XdplimitMapSpecs struct {
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
+	XdplPayload        *ebpf.MapSpec `ebpf:"xdpl_payload"`
+	XdplPayloadShapes  *ebpf.MapSpec `ebpf:"xdpl_payload_shapes"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplReflectors     *ebpf.MapSpec `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
@@ -871,6 +912,8 @@ type XdplimitMaps struct {
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
+	XdplPayload        *ebpf.Map `ebpf:"xdpl_payload"`
+	XdplPayloadShapes  *ebpf.Map `ebpf:"xdpl_payload_shapes"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplReflectors     *ebpf.Map `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
@@ -933,6 +976,8 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
+		m.XdplPayload,
+		m.XdplPayloadShapes,
 		m.XdplProto,
 		m.XdplReflectors,
 		m.XdplRefused,

@@ -51,6 +51,8 @@ const (
 	XdplimitStagesMapXdplLogs            = "xdpl_logs"
 	XdplimitStagesMapXdplMeta            = "xdpl_meta"
 	XdplimitStagesMapXdplNames           = "xdpl_names"
+	XdplimitStagesMapXdplPayload         = "xdpl_payload"
+	XdplimitStagesMapXdplPayloadShapes   = "xdpl_payload_shapes"
 	XdplimitStagesMapXdplProto           = "xdpl_proto"
 	XdplimitStagesMapXdplReflectors      = "xdpl_reflectors"
 	XdplimitStagesMapXdplRefused         = "xdpl_refused"
@@ -185,6 +187,8 @@ type XdplimitStagesMapSpecs struct {
 	XdplLogs           *ebpf.MapSpec `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.MapSpec `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.MapSpec `ebpf:"xdpl_names"`
+	XdplPayload        *ebpf.MapSpec `ebpf:"xdpl_payload"`
+	XdplPayloadShapes  *ebpf.MapSpec `ebpf:"xdpl_payload_shapes"`
 	XdplProto          *ebpf.MapSpec `ebpf:"xdpl_proto"`
 	XdplReflectors     *ebpf.MapSpec `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.MapSpec `ebpf:"xdpl_refused"`
@@ -295,6 +299,8 @@ type XdplimitStagesMaps struct {
 	XdplLogs           *ebpf.Map `ebpf:"xdpl_logs"`
 	XdplMeta           *ebpf.Map `ebpf:"xdpl_meta"`
 	XdplNames          *ebpf.Map `ebpf:"xdpl_names"`
+	XdplPayload        *ebpf.Map `ebpf:"xdpl_payload"`
+	XdplPayloadShapes  *ebpf.Map `ebpf:"xdpl_payload_shapes"`
 	XdplProto          *ebpf.Map `ebpf:"xdpl_proto"`
 	XdplReflectors     *ebpf.Map `ebpf:"xdpl_reflectors"`
 	XdplRefused        *ebpf.Map `ebpf:"xdpl_refused"`
@@ -357,6 +363,8 @@ func (m *XdplimitStagesMaps) Close() error {
 		m.XdplLogs,
 		m.XdplMeta,
 		m.XdplNames,
+		m.XdplPayload,
+		m.XdplPayloadShapes,
 		m.XdplProto,
 		m.XdplReflectors,
 		m.XdplRefused,

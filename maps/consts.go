@@ -83,6 +83,13 @@ const (
 	DimTOS      = uint32(gen.XdplimitXdplConstXDPL_DIM_TOS)
 	DimICMPType = uint32(gen.XdplimitXdplConstXDPL_DIM_ICMPT)
 	DimICMPCode = uint32(gen.XdplimitXdplConstXDPL_DIM_ICMPC)
+
+	// Payload matches (bpf/classify_payload.h): a rule's bytes lie in one
+	// window of PayloadWindow bytes, and a generation's rules use at most
+	// PayloadShapes distinct windows.
+	DimPayload    = uint32(gen.XdplimitXdplConstXDPL_DIM_PAYLOAD)
+	PayloadWindow = int(gen.XdplimitXdplConstXDPL_PAYLOAD_WINDOW)
+	PayloadShapes = int(gen.XdplimitXdplConstXDPL_PAYLOAD_SHAPES)
 )
 
 // Verdict indexes per-rule counters.

@@ -49,6 +49,8 @@ var exampleFrames = map[string]struct {
 		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 443, pktgen.TCPSyn, 0), "web-syn"},
 	"router-conntrack.yaml": {
 		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 443, pktgen.TCPSyn, 0), "syn-per-source"},
+	"udp-payload-flood.yaml": {pktgen.Frame{Src: exampleAddr("198.51.100.1"), Dst: exampleAddr("10.0.0.1"), SrcPort: 4000,
+		DstPort: 27015, Data: []byte("\xff\xff\xff\xffTSoz")}.MustBuild(), "flood-header"},
 	"ssh-login.yaml": {
 		pktgen.TCP4(exampleAddr("198.51.100.1"), exampleAddr("10.0.0.1"), 40000, 22, pktgen.TCPSyn, 0), "ssh-syn"},
 }

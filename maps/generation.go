@@ -68,7 +68,7 @@ func (l *Limiter) writeGeneration(g uint32, img *Image, rules []gen.XdplimitXdpl
 	if err := l.writeACL(g, img); err != nil {
 		return fmt.Errorf("allow/deny lists: %w", err)
 	}
-	return nil
+	return l.writePayload(g, img)
 }
 
 func writeArray(m *ebpf.Map, base uint32, vals []Bitmap) error {

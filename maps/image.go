@@ -65,15 +65,16 @@ type Image struct {
 	Dims   uint32
 	Shadow bool
 
-	Proto        []Bitmap // ProtoSlots entries, when DimProto is used
-	DPort, SPort []Bitmap // PortSlots entries
-	TCPFlags     []Bitmap // TCPFlagSlots entries
-	VLAN         []Bitmap // VLANSlots entries
-	Len          []Bitmap // LenSlots entries
-	TTL          []Bitmap // TTLSlots entries
-	TOS          []Bitmap // TOSSlots entries
-	ICMPType     []Bitmap // ICMPSlots entries
-	ICMPCode     []Bitmap // ICMPSlots entries
+	Proto        []Bitmap       // ProtoSlots entries, when DimProto is used
+	DPort, SPort []Bitmap       // PortSlots entries
+	TCPFlags     []Bitmap       // TCPFlagSlots entries
+	VLAN         []Bitmap       // VLANSlots entries
+	Len          []Bitmap       // LenSlots entries
+	TTL          []Bitmap       // TTLSlots entries
+	TOS          []Bitmap       // TOSSlots entries
+	ICMPType     []Bitmap       // ICMPSlots entries
+	ICMPCode     []Bitmap       // ICMPSlots entries
+	Payload      []PayloadShape // at most PayloadShapes, when DimPayload is used
 	Src, Dst     []PrefixBitmap
 	Allow, Deny  []netip.Prefix
 	Unparsed     UnparsedSpec
@@ -137,6 +138,20 @@ func (img *Image) Rejects() bool {
 
 // SetBit adds rule i to b.
 func SetBit(b *Bitmap, i int) { b.W[i/64] |= 1 << (i % 64) }
+
+// PayloadShape is one window of payload matches (bpf/classify_payload.h):
+// Need bytes from Off of the transport payload, read under Mask.
+type PayloadShape struct {
+	Off  uint16
+	Need uint8
+	Mask [PayloadWindow]byte
+	// Absent is the rules that do not read this window: they match
+	// whatever it holds, and a payload too short to hold it.
+	Absent Bitmap
+	// Values maps the window's masked bytes to the rules naming them,
+	// Absent's included.
+	Values map[[PayloadWindow]byte]Bitmap
+}
 
 // needsFineClock says whether a level's burst or window is too short for the
 // coarse clock, which advances once per tick: a token bucket whose burst

@@ -52,6 +52,8 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplTos, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplTos }},
 	{gen.XdplimitMapXdplIcmpt, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplIcmpt }},
 	{gen.XdplimitMapXdplIcmpc, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplIcmpc }},
+	{gen.XdplimitMapXdplPayloadShapes, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplPayloadShapes }},
+	{gen.XdplimitMapXdplPayload, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplPayload }},
 	{gen.XdplimitMapXdplBan4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBan4 }},
 	{gen.XdplimitMapXdplBan6, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBan6 }},
 	{gen.XdplimitMapXdplBans, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplBans }},

@@ -165,7 +165,7 @@ func undecided(dims uint32) []string {
 	}{
 		{DimProto, "protocol"}, {DimDport, "dst_ports"}, {DimSport, "src_ports"}, {DimDst, "dst_cidrs"},
 		{DimTCPFlags, "tcp_flags"}, {DimVLAN, "vlans"}, {DimLen, "length"}, {DimTTL, "ttl"},
-		{DimTOS, "dscp"}, {DimICMPType | DimICMPCode, "icmp"},
+		{DimTOS, "dscp"}, {DimICMPType | DimICMPCode, "icmp"}, {DimPayload, "payload"},
 	} {
 		if dims&d.dim != 0 {
 			out = append(out, d.name)

@@ -107,6 +107,9 @@ type Parsed struct {
 	// Unparsed is the kind of a frame the parser gave up on, or -1.
 	Unparsed  UnparsedKind
 	LongChain bool
+	// Payload is where the transport payload starts in the frame, and
+	// PayloadLen its bytes (payload matches); both 0 in a fragment.
+	Payload, PayloadLen int
 }
 
 // LastParse reads what the parser found in the last packet.
@@ -117,7 +120,8 @@ func (l *Limiter) LastParse() (Parsed, error) {
 	}
 	p := d.Pkt
 	out := Parsed{Family: p.Family, Proto: p.Proto, Sport: p.Sport, Dport: p.Dport, TCPFlags: p.TcpFlags,
-		VLAN: int(p.Vlan), Unparsed: UnparsedKind(int(p.Unparsed) - 1), LongChain: p.LongChain != 0}
+		VLAN: int(p.Vlan), Unparsed: UnparsedKind(int(p.Unparsed) - 1), LongChain: p.LongChain != 0,
+		Payload: int(p.Payload), PayloadLen: int(p.PayloadLen)}
 	out.Ports = p.Ports == 1
 	out.Fragment = p.Ports == 2
 	if p.Vlan == uint16(gen.XdplimitXdplConstXDPL_VLAN_IDX_UNTAGGED) {

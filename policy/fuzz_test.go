@@ -140,6 +140,7 @@ func checkMatch(t *testing.T, r Rule) {
 	if m.TCPFlags != nil && (m.Protocol != ProtoTCP || m.TCPFlags.Set&m.TCPFlags.Clear != 0) {
 		t.Fatalf("rule %s: bad tcp flags %+v", r.Name, *m.TCPFlags)
 	}
+	checkPayload(t, r)
 	for _, v := range m.VLANs {
 		if v > 4095 {
 			t.Fatalf("rule %s: vlan %d", r.Name, v)
@@ -158,6 +159,30 @@ func checkMatch(t *testing.T, r Rule) {
 				t.Fatalf("rule %s: port ranges not merged: %v", r.Name, rs)
 			}
 		}
+	}
+}
+
+// checkPayload asserts what the compiler relies on for payload items:
+// sorted, in range, masked, within one window, a mask with a bit set.
+func checkPayload(t *testing.T, r Rule) {
+	t.Helper()
+	m := r.Match
+	for i, it := range m.Payload {
+		if it.Offset < 0 || it.Offset > MaxPayloadOffset || len(it.Bytes) < 1 || len(it.Bytes) > PayloadWindow ||
+			len(it.Mask) != len(it.Bytes) || i > 0 && m.Payload[i-1].Offset > it.Offset {
+			t.Fatalf("rule %s: payload item %+v out of range or order", r.Name, it)
+		}
+		for j, b := range it.Bytes {
+			if b&^it.Mask[j] != 0 {
+				t.Fatalf("rule %s: payload item %+v not masked", r.Name, it)
+			}
+		}
+		if it.Offset+len(it.Bytes) > m.Payload[0].Offset+PayloadWindow {
+			t.Fatalf("rule %s: payload %+v wider than %d bytes", r.Name, m.Payload, PayloadWindow)
+		}
+	}
+	if _, _, mask, ok := m.PayloadWindow(); ok && mask == [PayloadWindow]byte{} {
+		t.Fatalf("rule %s: payload mask all zero", r.Name)
 	}
 }
 
@@ -245,7 +270,7 @@ rules:
       - key: global
         limit: {algorithm: fixed_window, packets: 1M, window: 1s}
   - name: udp
-    match: {protocol: udp}
+    match: {protocol: udp, payload: [{offset: 0, bytes: "deadbeef"}, {offset: 6, bytes: 0100, mask: ff0f}]}
     key: src_ip
     limit: {algorithm: token_bucket, rate: 1.5Gbit/s, burst: 1MB}
   - name: icmp

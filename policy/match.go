@@ -24,7 +24,7 @@ func (d *decoder) match(n ast.Node, path string) (Match, bool) {
 	before := len(d.errs)
 	mt := Match{Protocol: ProtoAny}
 	m := d.mapping(n, path, "protocol", "dst_ports", "src_ports", "src_cidrs", "dst_cidrs", "src_countries", "src_asns",
-		"tcp_flags", "vlan", "length", "ttl", "dscp", "tos", "icmp")
+		"tcp_flags", "vlan", "length", "ttl", "dscp", "tos", "icmp", "payload")
 	if m == nil {
 		return mt, false
 	}

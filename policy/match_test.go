@@ -21,9 +21,9 @@ func TestMatchFields(t *testing.T) {
 		{name: "protocol uppercase", src: withMatch("protocol: TCP"), errs: []string{
 			`p.yaml:3:23: rules[0].match.protocol: unknown protocol "TCP"; use tcp, udp, icmp, icmpv6 or any`}},
 		{name: "unknown match field", src: withMatch("dst_port: [53]"), errs: []string{
-			`p.yaml:3:13: rules[0].match: unknown field "dst_port" (did you mean "dst_ports"?); allowed: protocol, dst_ports, src_ports, src_cidrs, dst_cidrs, src_countries, src_asns, tcp_flags, vlan, length, ttl, dscp, tos, icmp`}},
+			`p.yaml:3:13: rules[0].match: unknown field "dst_port" (did you mean "dst_ports"?); allowed: protocol, dst_ports, src_ports, src_cidrs, dst_cidrs, src_countries, src_asns, tcp_flags, vlan, length, ttl, dscp, tos, icmp, payload`}},
 		{name: "match not a mapping", src: "rules:\n  - name: r\n    match: udp\n    limit: {algorithm: token_bucket, rate: 1/s, burst: 1}\n", errs: []string{
-			`p.yaml:3:12: rules[0].match: expected a mapping with fields protocol, dst_ports, src_ports, src_cidrs, dst_cidrs, src_countries, src_asns, tcp_flags, vlan, length, ttl, dscp, tos, icmp, got "udp"`}},
+			`p.yaml:3:12: rules[0].match: expected a mapping with fields protocol, dst_ports, src_ports, src_cidrs, dst_cidrs, src_countries, src_asns, tcp_flags, vlan, length, ttl, dscp, tos, icmp, payload, got "udp"`}},
 
 		// Ports.
 		{name: "ports", src: withMatch("protocol: udp, dst_ports: [53, \"123\", 1024-65535, 0], src_ports: [10-20, 15-30, 31, 5]"),

@@ -13,7 +13,8 @@ import (
 
 // The signature fields of a match: what operators describe floods by
 // besides addresses and ports (IP length, TTL, DSCP or TOS, ICMP type and
-// code). Each is one more classifier dimension (docs/design.md).
+// code, and the payload's bytes in payload.go). Each is one more
+// classifier dimension (docs/design.md).
 
 var (
 	lengthKind = rangeKind{one: "length", many: "lengths", max: 65535, example: "[1000-1500]", scalarOK: true}
@@ -76,6 +77,9 @@ func (d *decoder) signature(mt *Match, m map[string]field, path string, protoOK 
 			d.errorf(f.key, fpath, "icmp needs protocol icmp or icmpv6 (protocol is %s)", mt.Protocol)
 		}
 		mt.ICMP = d.icmp(f.value, fpath, mt.Protocol, protoOK && isICMP)
+	}
+	if f, ok := m["payload"]; ok {
+		mt.Payload = d.payload(f.value, join(path, "payload"))
 	}
 }
 
@@ -190,7 +194,7 @@ func (m Match) MatchesTOS(tos uint8) bool {
 }
 
 // signatureStrings renders the signature fields for String: the ranges
-// through list, the icmp part returned.
+// through list, the icmp and payload parts returned.
 func (m Match) signatureStrings(list func(string, int, func(int) string)) []string {
 	for _, f := range []struct {
 		name string
@@ -198,16 +202,20 @@ func (m Match) signatureStrings(list func(string, int, func(int) string)) []stri
 	}{{"length", m.Length}, {"ttl", m.TTL}, {"dscp", m.DSCP}, {"tos", m.TOS}} {
 		list(f.name, len(f.rs), func(i int) string { return f.rs[i].String() })
 	}
-	if m.ICMP == nil {
-		return nil
+	var out []string
+	if m.ICMP != nil {
+		out = append(out, m.ICMP.string(m.Protocol))
 	}
-	return []string{m.ICMP.string(m.Protocol)}
+	if len(m.Payload) > 0 {
+		out = append(out, payloadString(m.Payload))
+	}
+	return out
 }
 
 // coversSignature: a matches every packet b matches on the signature
 // fields (see covers).
 func coversSignature(a, b Match) bool {
-	if !coversRanges(a.Length, b.Length, 65535) || !coversRanges(a.TTL, b.TTL, 255) {
+	if !coversRanges(a.Length, b.Length, 65535) || !coversRanges(a.TTL, b.TTL, 255) || !coversPayload(a, b) {
 		return false
 	}
 	for v := 0; v < 256; v++ {

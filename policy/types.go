@@ -101,13 +101,16 @@ type Match struct {
 	TCPFlags           *TCPFlags      // nil: any flags; only with TCP
 	VLANs              []uint16       // outer 802.1Q VLAN id; sorted, deduplicated; untagged packets never match a list
 
-	// The signature fields (signature.go). Ranges are sorted and merged
-	// like ports; DSCP and TOS exclude each other.
+	// The signature fields (signature.go, payload.go). Ranges are sorted
+	// and merged like ports; DSCP and TOS exclude each other.
 	Length []Range // IP packet length: IPv4 total length, IPv6 40 + payload length
 	TTL    []Range // IPv4 TTL or IPv6 hop limit, 0 to 255
 	DSCP   []Range // 0 to 63: the TOS byte or traffic class >> 2
 	TOS    []Range // 0 to 255: the whole TOS byte or traffic class
 	ICMP   *ICMP   // nil: any; only with protocol icmp or icmpv6
+	// Payload is the transport payload bytes (payload.go); sorted by
+	// offset, within one PayloadWindow-byte window.
+	Payload []PayloadMatch
 
 	// SrcCountries (ISO 3166-1 alpha-2, upper case) and SrcASNs constrain
 	// the source to the networks the policy's geoip: databases give them;

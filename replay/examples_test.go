@@ -171,6 +171,42 @@ func TestExampleICMPEchoFlood(t *testing.T) {
 	}
 }
 
+func TestExampleUDPPayloadFlood(t *testing.T) {
+	udp := func(src netip.Addr, sport uint16, data []byte) []byte {
+		return pktgen.Frame{Src: src, Dst: dst4, SrcPort: sport, DstPort: 27015, Data: data}.MustBuild()
+	}
+	header := func(i int) []byte {
+		// The tool's header, its last nibble varying, then random bytes.
+		return append([]byte{0xff, 0xff, 0xff, 0xff, 0x54, 0x53, 0x6f, 0x70 | byte(i%16)}, byte(i), byte(i>>8), 0x11)
+	}
+	frames := merge(
+		// Random sources and ports, one header.
+		every(0, time.Second, 2000, func(i int) rec {
+			src := netip.AddrFrom4([4]byte{203, 0, byte(113 + i/256), byte(i)})
+			return rec{data: udp(src, uint16(1024+i), header(i)), why: maps.WhyRule, rule: 0, src: src}
+		}),
+		// Players: their own bytes, however similar (a different fifth byte).
+		every(0, time.Second, 300, func(i int) rec {
+			src := netip.AddrFrom4([4]byte{192, 0, 2, byte(i % 3)})
+			return rec{data: udp(src, 27005, []byte{0xff, 0xff, 0xff, 0xff, 0x55, 0x53, 0x6f, 0x70}), why: maps.WhyRule, rule: 1, src: src}
+		}),
+	)
+	got := replayExample(t, "udp-payload-flood.yaml", frames)
+	if r := got.Rules[0]; r.Drop.Packets < 1800 {
+		t.Errorf("the flood's header dropped %d of 2000, want at least 1800", r.Drop.Packets)
+	}
+	if r := got.Rules[1]; r.Drop.Packets != 0 {
+		t.Errorf("players lost %d datagrams", r.Drop.Packets)
+	}
+	p := loadExample(t, "udp-payload-flood.yaml")
+	ex := replayFile(t, p, writeCapture(t, pcapNanos, frames[:1]), Options{Explain: []int{1}})
+	want := "rule flood-header (#1, line " + strconv.Itoa(p.Rules[0].Line) +
+		") on payload[0..7] ffffffff54536f70, key global: pass: within its limit"
+	if len(ex.Explained) != 1 || ex.Explained[0].Text != want {
+		t.Errorf("explained %+v\nwant %q", ex.Explained, want)
+	}
+}
+
 func TestExampleSYNFixedTTL(t *testing.T) {
 	syn := func(src netip.Addr, ttl uint8) []byte {
 		return pktgen.Frame{Src: src, Dst: dst4, TTL: ttl, Proto: pktgen.ProtoTCP, SrcPort: 40000, DstPort: 443}.MustBuild()

@@ -57,16 +57,27 @@ func parse(data []byte) parsed {
 			p.proto = strings.ToLower(l.NextHeader.String())
 		case *layers.UDP:
 			p.proto, p.sport, p.dport, p.hasPorts = "udp", uint16(l.SrcPort), uint16(l.DstPort), true
+			p.sig.payload, p.sig.payloadKnown = l.Payload, true
 		case *layers.TCP:
 			p.proto, p.sport, p.dport, p.hasPorts = "tcp", uint16(l.SrcPort), uint16(l.DstPort), true
 			p.flags = tcpFlags(l)
+			p.sig.payload, p.sig.payloadKnown = l.Payload, true
 		case *layers.ICMPv4:
 			p.proto = "icmp"
 			p.sig.icmp, p.sig.icmpType, p.sig.icmpCode = true, l.TypeCode.Type(), l.TypeCode.Code()
+			p.sig.payload, p.sig.payloadKnown = l.Payload, true
 		case *layers.ICMPv6:
 			p.proto = "icmpv6"
 			p.sig.icmp, p.sig.icmpType, p.sig.icmpCode = true, l.TypeCode.Type(), l.TypeCode.Code()
+			// gopacket's ICMPv6 header is 4 bytes; payload matches count
+			// from the eighth, as for ICMP.
+			if len(l.Payload) >= 4 {
+				p.sig.payload, p.sig.payloadKnown = l.Payload[4:], true
+			}
 		}
+	}
+	if p.fragment {
+		p.sig.payload, p.sig.payloadKnown = nil, false
 	}
 	return p
 }

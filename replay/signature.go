@@ -15,6 +15,10 @@ type signature struct {
 	length, ttl, tos   int
 	icmp               bool
 	icmpType, icmpCode uint8
+	// The transport payload, when gopacket decoded the transport header
+	// and the packet is no fragment.
+	payload      []byte
+	payloadKnown bool
 }
 
 // text names the packet's values of the signature fields a rule's match
@@ -41,8 +45,29 @@ func (s signature) text(m policy.Match) string {
 			parts = append(parts, "icmp type and code unknown (fragment)")
 		}
 	}
+	if start, _, mask, ok := m.PayloadWindow(); ok {
+		parts = append(parts, s.payloadText(start, mask))
+	}
 	if len(parts) == 0 {
 		return ""
 	}
 	return " on " + strings.Join(parts, ", ")
+}
+
+// payloadText shows the packet's bytes in a rule's payload window, up to
+// the last byte its mask reads: "payload[0..3] deadbeef".
+func (s signature) payloadText(start int, mask [policy.PayloadWindow]byte) string {
+	if !s.payloadKnown {
+		return "payload unknown (fragment)"
+	}
+	end := start
+	for i, b := range mask {
+		if b != 0 {
+			end = start + i + 1
+		}
+	}
+	if end > len(s.payload) {
+		return fmt.Sprintf("payload of %d bytes", len(s.payload))
+	}
+	return fmt.Sprintf("payload[%d..%d] %x", start, end-1, s.payload[start:end])
 }

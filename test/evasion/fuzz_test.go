@@ -36,7 +36,8 @@ func bpfParse(t testing.TB, l *maps.Limiter, frame []byte) Parse {
 		return Parse{Unparsed: int(pp.Unparsed), VLAN: -1}
 	}
 	p := Parse{Unparsed: -1, Family: pp.Family, Proto: pp.Proto, Sport: pp.Sport, Dport: pp.Dport,
-		TCPFlags: pp.TCPFlags, VLAN: pp.VLAN, Src: pp.Source, Long: pp.LongChain}
+		TCPFlags: pp.TCPFlags, VLAN: pp.VLAN, Src: pp.Source, Long: pp.LongChain,
+		Payload: pp.Payload, PayloadLen: pp.PayloadLen}
 	switch {
 	case pp.Ports:
 		p.Ports = 1

@@ -21,6 +21,10 @@ type Parse struct {
 	VLAN     int // outer VID, or -1
 	Src      netip.Addr
 	Long     bool // more extension headers than the bound
+	// Payload is where the transport payload starts in the frame, and
+	// PayloadLen its bytes within the IP packet (or the UDP datagram):
+	// what payload matches read. Both 0 in a fragment.
+	Payload, PayloadLen int
 }
 
 // Kinds of unparsed frames, as maps numbers them.
@@ -208,6 +212,13 @@ func (p *Parse) transport(b []byte, st l4state) int {
 	}
 	need := map[uint8]int{6: 20, 17: 8, 136: 8, 132: 12}[p.Proto]
 	if need == 0 {
+		if !st.frag {
+			hl := 0
+			if p.Proto == 1 || p.Proto == 58 {
+				hl = 8 // every ICMP message's first eight bytes
+			}
+			p.payload(min(st.off+hl, st.lim), st.lim)
+		}
 		return -1
 	}
 	if st.off+need > st.lim {
@@ -234,6 +245,7 @@ func (p *Parse) transport(b []byte, st l4state) int {
 		if doff > len(h) {
 			return upTruncated
 		}
+		p.payload(st.off+doff, st.lim)
 	case 17:
 		ulen := int(binary.BigEndian.Uint16(h[4:]))
 		if ulen == 0 && p.Family == 6 {
@@ -242,6 +254,14 @@ func (p *Parse) transport(b []byte, st l4state) int {
 		if ulen < 8 || ulen > len(h) {
 			return upBadLength
 		}
+		p.payload(st.off+8, st.off+ulen) // udp_rcv trims the datagram to its length
+	default:
+		p.payload(st.off+need, st.lim)
 	}
 	return -1
+}
+
+// payload records the transport payload's place: from at to end.
+func (p *Parse) payload(at, end int) {
+	p.Payload, p.PayloadLen = at, end-at
 }
