@@ -125,8 +125,21 @@ func TestFind(t *testing.T) {
 			// where the fingerprint's matchable part does.
 			in, _ := fp.Matchable()
 			rule := fp.Rule("autopilot-test", 1)
-			if _, err := policy.Parse("suggested.yaml", []byte("rules:\n"+rule)); err != nil {
-				t.Errorf("the rule does not parse: %v\n%s", err, rule)
+			pol, err := policy.Parse("suggested.yaml", []byte("rules:\n"+rule))
+			if err != nil {
+				t.Fatalf("the rule does not parse: %v\n%s", err, rule)
+			}
+			// Its payload items pick the samples the payload predicates do.
+			var bytes []Predicate
+			for _, p := range in {
+				if p.Field >= FieldPayload {
+					bytes = append(bytes, p)
+				}
+			}
+			for i, s := range append(attack[:500:500], normal[:500]...) {
+				if got, want := pol.Rules[0].Match.MatchesPayload(s.Payload), count([]Sample{s}, bytes) == 1; got != want {
+					t.Fatalf("sample %d, payload %x: the rule's payload match says %v, the fingerprint %v", i, s.Payload, got, want)
+				}
 			}
 			t.Logf("rule (matches %.3f%% of normal traffic):\n%s", 100*Share(normal, in), rule)
 		})

@@ -3,16 +3,23 @@
 package autopilot
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/gopacket/gopacket/layers"
 )
 
-// matchable: the fields a policy rule's match can pin today.
-func (f Field) matchable() bool {
-	switch f {
+// matchable: whether a policy rule's match can pin p: the header fields
+// below, and a payload byte of one value (payload matches compare bytes
+// under a mask, not ranges).
+func (p Predicate) matchable() bool {
+	if p.Field >= FieldPayload {
+		return p.Lo == p.Hi && p.Text == ""
+	}
+	switch p.Field {
 	case FieldSrcPort, FieldTTL, FieldLength, FieldDSCP, FieldTCPFlags:
 		return true
 	}
@@ -22,7 +29,7 @@ func (f Field) matchable() bool {
 // Matchable is the part of f's predicates a rule can match, and the rest.
 func (f Fingerprint) Matchable() (in, out []Predicate) {
 	for _, p := range f.Preds {
-		if p.Field.matchable() {
+		if p.matchable() {
 			in = append(in, p)
 		} else {
 			out = append(out, p)
@@ -64,6 +71,9 @@ func (f Fingerprint) Rule(name string, rate uint64) string {
 			}
 		}
 	}
+	if items := payloadItems(in); items != "" {
+		m = append(m, "payload: ["+items+"]")
+	}
 	rate = max(rate, 1)
 	return fmt.Sprintf(`  - name: %s
     match: {%s}
@@ -90,4 +100,32 @@ func flagList(b uint8) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// payloadItems writes the payload bytes among preds as payload match items,
+// one per run of consecutive offsets: {offset: 2, bytes: "0100"}. The
+// samples keep PayloadBytes of payload, the window one rule's items may
+// span.
+func payloadItems(preds []Predicate) string {
+	var bytes []Predicate
+	for _, p := range preds {
+		if p.Field >= FieldPayload {
+			bytes = append(bytes, p)
+		}
+	}
+	slices.SortFunc(bytes, func(a, b Predicate) int { return cmp.Compare(a.Field, b.Field) })
+	var items []string
+	for i := 0; i < len(bytes); {
+		j := i + 1
+		for j < len(bytes) && bytes[j].Field == bytes[j-1].Field+1 {
+			j++
+		}
+		hex := ""
+		for _, p := range bytes[i:j] {
+			hex += fmt.Sprintf("%02x", p.Lo)
+		}
+		items = append(items, fmt.Sprintf(`{offset: %d, bytes: "%s"}`, bytes[i].Field-FieldPayload, hex))
+		i = j
+	}
+	return strings.Join(items, ", ")
 }
