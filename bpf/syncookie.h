@@ -289,12 +289,36 @@ static __always_inline int xdpl_kernel_cookie(struct xdp_md *ctx)
 	return err ? 0 : 1;
 }
 
+/* Whether some cookie rule of generation g may take SYNs to p's port:
+ * one array read (the destination port's rules, against g's cookie
+ * rules) where the rules name ports, else yes. It spares the ACKs of other
+ * ports the socket lookup. */
+static __always_inline int xdpl_cookie_port(struct xdpl_gen_cfg *g, __u32 gen, struct xdpl_pkt *p)
+{
+	if (!(g->dims & XDPL_DIM_DPORT))
+		return 1;
+	__u32 k = gen * XDPL_PORT_SLOTS + p->dport;
+	struct xdpl_bitmap *b = bpf_map_lookup_elem(&xdpl_dport, &k);
+
+	if (!b)
+		return 0;
+	__u64 any = 0;
+
+#pragma unroll
+	for (int i = 0; i < XDPL_BITMAP_WORDS; i++)
+		any |= b->w[i] & g->cookie_rules.w[i];
+	return any != 0;
+}
+
 /* Checks a TCP ACK (no SYN, no RST) against the SYN cookies. An ACK is one
- * to check when the rule its connection's SYN would have met answers with
- * cookies (the packet is classified as that SYN: a pure SYN from the same
- * addresses and ports) and its 4-tuple reaches only a listener: a
- * connection in any other state (established, time-wait, a request the
- * stack queued) owns it. Counts the result in the rule's cookie_acks. */
+ * to check when its 4-tuple reaches only a listener (a connection in any
+ * other state, established, time-wait or a request the stack queued, owns
+ * it) and the rule its connection's SYN would have met answers with
+ * cookies (the packet classified as that SYN: a pure SYN from the same
+ * addresses and ports). The socket lookup comes first, after a test of the
+ * port: every segment of an established connection to a cookie port stops
+ * there, without classifying the packet again. Counts the result in the
+ * rule's cookie_acks. */
 __attribute__((noinline)) int xdpl_cookie_ack(struct xdp_md *ctx, struct xdpl_pkt *p, __u32 gen,
 					      struct xdpl_cookie_rule *res)
 {
@@ -304,21 +328,10 @@ __attribute__((noinline)) int xdpl_cookie_ack(struct xdp_md *ctx, struct xdpl_pk
 	if (!ctl || !p || !res)
 		return XDPL_ACK_NOT_OURS;
 	gen &= 1;
-	__u8 flags = p->tcp_flags;
+	struct xdpl_gen_cfg *g = &ctl->gen[gen];
 
-	/* The connection's SYN: no payload. */
-	p->tcp_flags = XDPL_TCP_SYN;
-	int idx = xdpl_classify(ctx, gen, &ctl->gen[gen], p, 1);
-
-	p->tcp_flags = flags;
-	if (idx < 0)
+	if (!xdpl_cookie_port(g, gen, p))
 		return XDPL_ACK_NOT_OURS;
-	__u32 rk = gen * XDPL_MAX_RULES + idx;
-	struct xdpl_rule *r = bpf_map_lookup_elem(&xdpl_rules, &rk);
-
-	if (!r || !(r->flags & XDPL_RF_SYNCOOKIE))
-		return XDPL_ACK_NOT_OURS;
-
 	struct bpf_sock_tuple t = {};
 	__u32 tlen = xdpl_sock_tuple(p, &t);
 	struct bpf_sock *sk = bpf_skc_lookup_tcp(ctx, &t, tlen, BPF_F_CURRENT_NETNS, 0);
@@ -330,7 +343,20 @@ __attribute__((noinline)) int xdpl_cookie_ack(struct xdp_md *ctx, struct xdpl_pk
 	bpf_sk_release(sk);
 	if (!listener)
 		return XDPL_ACK_NOT_OURS;
+	__u8 flags = p->tcp_flags;
 
+	/* The connection's SYN: no payload. */
+	p->tcp_flags = XDPL_TCP_SYN;
+	int idx = xdpl_classify(ctx, gen, g, p, 1);
+
+	p->tcp_flags = flags;
+	if (idx < 0)
+		return XDPL_ACK_NOT_OURS;
+	__u32 rk = gen * XDPL_MAX_RULES + idx;
+	struct xdpl_rule *r = bpf_map_lookup_elem(&xdpl_rules, &rk);
+
+	if (!r || !(r->flags & XDPL_RF_SYNCOOKIE))
+		return XDPL_ACK_NOT_OURS;
 	int valid = xdpl_kernel_cookie(ctx);
 
 	if (valid < 0)

@@ -9,6 +9,7 @@
 #include "xdplimit_structs.h"
 #include "conversation_structs.h"
 #include "payload_structs.h"
+#include "flow_structs.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -386,6 +386,7 @@ type XdplimitXdplGenCfg struct {
 	Reject       XdplimitXdplLevel
 	SigMask      XdplimitXdplPkt
 	ReflWindowNs uint64
+	CookieRules  XdplimitXdplBitmap
 }
 
 type XdplimitXdplHost4 struct {

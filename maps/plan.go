@@ -187,6 +187,11 @@ func (p *plan) planLevels(in planInput, sl *slots, r *gen.XdplimitXdplRule, rs R
 func (p *plan) planConfig(in planInput) error {
 	p.cfg.Dims, p.cfg.Nrules = in.img.Dims, uint32(len(p.rules))
 	p.cfg.SigMask = sigMask(in.img.Dims, p.rules)
+	for i, r := range p.rules {
+		if r.Flags&rfSynCookie != 0 {
+			SetBit(&p.cfg.CookieRules, i)
+		}
+	}
 	if noSourceFlows(in.img.Dims, p.rules) {
 		p.cfg.Flags |= gfNoSrcFlows
 	}

@@ -241,6 +241,9 @@ func TestPlanFlags(t *testing.T) {
 			}
 			want := gen.XdplimitXdplGenCfg{Dims: c.img.Dims, Nrules: uint32(len(c.img.Rules)), Flags: c.genFlags,
 				SampleMask: DefaultSampleOneIn - 1, SigMask: sigMask(c.img.Dims, p.rules), Synack: DefaultSynAck.cfg()}
+			if c.ruleFlags&rfSynCookie != 0 {
+				want.CookieRules.W[0] = 1 // rule 0 answers with cookies
+			}
 			if p.cfg != want {
 				t.Errorf("generation %+v, want %+v", p.cfg, want)
 			}

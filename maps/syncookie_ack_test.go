@@ -148,3 +148,66 @@ func TestSynCookieACKOfConnection(t *testing.T) {
 		t.Errorf("the connection's ACK was checked as a cookie (%d)", n)
 	}
 }
+
+// Which ACKs the cookie check takes, with listeners on two ports: only
+// those to a port whose SYNs the first matching rule answers with cookies.
+// An ACK with a wrong cookie to a port no cookie rule names, or whose SYN
+// an earlier rule takes, reaches its listener (which answers it as the
+// stack does), and is not counted.
+func TestSynCookieACKRules(t *testing.T) {
+	for _, c := range []struct {
+		name, policy string
+		drop         map[uint16]bool // by the ACK's port
+	}{
+		{"the cookie rule names one port", cookiePolicy, map[uint16]bool{8080: true, 9090: false}},
+		{"an earlier rule takes the other port's SYNs", `
+rules:
+  - {name: other, match: {protocol: tcp, dst_ports: [9090], tcp_flags: [syn]}, limit: {algorithm: token_bucket, rate: 1/m, burst: 1}}
+  - {name: syn, match: {protocol: tcp, dst_ports: [8080, 9090], tcp_flags: [syn]}, limit: {algorithm: token_bucket, rate: 1/m, burst: 1}, action: syncookie}
+`, map[uint16]bool{8080: true, 9090: false}},
+		{"the cookie rule names no port", `
+rules:
+  - {name: web, match: {protocol: tcp, dst_ports: [443]}, limit: {algorithm: token_bucket, rate: 1/m, burst: 1}}
+  - {name: syn, match: {protocol: tcp, tcp_flags: [syn]}, limit: {algorithm: token_bucket, rate: 1/m, burst: 1}, action: syncookie}
+`, map[uint16]bool{8080: true, 9090: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ns := testutil.NewNetns(t)
+			listenIn(t, ns)
+			if err := ns.Do(func() error {
+				ln, err := net.Listen("tcp", ":9090")
+				if err == nil {
+					t.Cleanup(func() { ln.Close() })
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			l := load(t, maps.ClockMap, c.policy)
+			syn := cookieSYN("192.0.2.7", "198.51.100.1")
+			var answer []byte
+			if err := ns.Do(func() error { answer = answered(t, l, syn.MustBuild(), t0); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			invalid := uint64(0)
+			for _, port := range []uint16{8080, 9090} {
+				a := ackOf(syn, answer, wrongCookie)
+				a.DstPort = port
+				var v uint32
+				if err := ns.Do(func() error { v, _ = runOut(t, l, a.MustBuild(), t0); return nil }); err != nil {
+					t.Fatal(err)
+				}
+				want := uint32(xdpPass)
+				if c.drop[port] {
+					want, invalid = xdpDrop, invalid+1
+				}
+				if v != want {
+					t.Errorf("an ACK with a wrong cookie to port %d: verdict %d, want %d", port, v, want)
+				}
+			}
+			if i := counter(t, l, maps.CounterCookieACKInvalid); i != invalid {
+				t.Errorf("invalid cookie ACKs counted %d, want %d", i, invalid)
+			}
+		})
+	}
+}
