@@ -4,7 +4,9 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
@@ -44,6 +46,8 @@ const (
 	mRules256     = "256 rules, the matching one last, drop"
 	mAllow100k    = "100k allow-list /32s, source not listed, drop"
 	mSignature    = "1 rule (ICMP type and code, length, TTL, DSCP), drop"
+	mPayload1     = "1 rule matching 4 payload bytes (1 window), drop"
+	mPayload8     = "8 rules on 8 payload windows, the last matching, drop"
 	mFleetTBDrop  = "token bucket, scope: fleet, over limit (drop)"
 	mFleetTBPass  = "token bucket, scope: fleet, under limit (pass)"
 	mFleetFWDrop  = "fixed window, scope: fleet, over limit (drop)"
@@ -245,6 +249,28 @@ func (s *microSetup) addPolicySize() {
 		s.limiter(known, "rules:\n  - name: sig\n"+
 			"    match: {protocol: icmp, icmp: {type: echo-request, code: 0}, length: 40-100, ttl: 60-64, dscp: [46]}\n"+
 			"    limit: "+tbDrop+"\n", nil))
+	// Payload matches: a load and a hash lookup per window, and no flow
+	// cache under them (the refused-until cache answers).
+	payload := pktgen.Frame{Src: microSrc4, Dst: microDst4, SrcPort: 4000, DstPort: 9000,
+		Data: []byte("\xde\xad\xbe\xef\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f")}.MustBuild()
+	s.add(&microCase{group: group, name: mPayload1, want: xdpDrop, warm: 1000, frame: payload},
+		s.limiter(known, "rules:\n  - name: magic\n"+
+			"    match: {protocol: udp, payload: [{offset: 0, bytes: \"deadbeef\"}]}\n"+
+			"    limit: "+tbDrop+"\n", nil))
+	var eight strings.Builder
+	eight.WriteString("rules:\n")
+	for i := range 8 {
+		// Windows at offsets 7 down to 0; no payload byte is aa, and
+		// only the last rule's byte is the packet's.
+		b := "aa"
+		if i == 7 {
+			b = "de"
+		}
+		fmt.Fprintf(&eight, "  - name: w%d\n    match: {protocol: udp, payload: [{offset: %d, bytes: \"%s\"}]}\n    limit: %s\n",
+			i, 7-i, b, tbDrop)
+	}
+	s.add(&microCase{group: group, name: mPayload8, want: xdpDrop, warm: 1000, frame: payload},
+		s.limiter(known, eight.String(), nil))
 	s.add(&microCase{group: group, name: mAllow100k, want: xdpDrop, warm: 1000},
 		s.limiter(known,
 			"allow: {files: [allow.netset]}\n"+oneRule(tbDrop), map[string][]byte{"allow.netset": allowList(100_000, 1)}))
