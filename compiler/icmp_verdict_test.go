@@ -68,15 +68,22 @@ rules:
 		{"v4 non-first fragment", nonFirst(msg(v4, 13, 0)), 0},
 		{"v6 non-first fragment", nonFirst(msg(v6, 129, 0)), 3},
 	} {
-		if v := xdpltest.Run(t, l, tc.f.MustBuild(), 10*time.Second); v != 2 {
-			t.Errorf("%s: verdict %d, want pass", tc.name, v)
-		}
-		d, err := l.LastDecision()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Why != maps.WhyRule || d.Rule != tc.rule {
-			t.Errorf("%s: decided by %v rule %d, want rule %d", tc.name, d.Why, d.Rule, tc.rule)
-		}
+		passedByRule(t, l, tc.name, tc.f, tc.rule)
+	}
+}
+
+// passedByRule runs f through l (recording its decisions, within every
+// rule's limit) and checks that rule, by index, decided it and passed it.
+func passedByRule(t *testing.T, l *maps.Limiter, name string, f pktgen.Frame, rule int) {
+	t.Helper()
+	if v := xdpltest.Run(t, l, f.MustBuild(), 10*time.Second); v != 2 {
+		t.Errorf("%s: verdict %d, want pass", name, v)
+	}
+	d, err := l.LastDecision()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Why != maps.WhyRule || d.Rule != rule {
+		t.Errorf("%s: decided by %v rule %d, want rule %d", name, d.Why, d.Rule, rule)
 	}
 }

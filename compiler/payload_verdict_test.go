@@ -88,16 +88,7 @@ func TestPayloadVerdicts(t *testing.T) {
 			f.Frag = &pktgen.Fragment{More: true, ID: 5}
 		}), magic},
 	} {
-		if v := xdpltest.Run(t, l, tc.f.MustBuild(), 10*time.Second); v != 2 {
-			t.Errorf("%s: verdict %d, want pass", tc.name, v)
-		}
-		d, err := l.LastDecision()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Why != maps.WhyRule || d.Rule != tc.rule {
-			t.Errorf("%s: decided by %v rule %d, want rule %d", tc.name, d.Why, d.Rule, tc.rule)
-		}
+		passedByRule(t, l, tc.name, tc.f, tc.rule)
 	}
 }
 

@@ -61,10 +61,10 @@ func (l *Limiter) writeACL(g uint32, img *Image) error {
 	if err := writeLPMValues(m.XdplAcl4, m.XdplAcl6, g, prefixes); err != nil {
 		return err
 	}
-	if err := clearHosts[gen.XdplimitXdplHost4](m.XdplAcl4Hosts, g, func(k *gen.XdplimitXdplHost4) uint32 { return k.Gen }); err != nil {
+	if err := clearGen[gen.XdplimitXdplHost4, uint32](m.XdplAcl4Hosts, g, func(k *gen.XdplimitXdplHost4) uint32 { return k.Gen }); err != nil {
 		return err
 	}
-	if err := clearHosts[gen.XdplimitXdplHost6](m.XdplAcl6Hosts, g, func(k *gen.XdplimitXdplHost6) uint32 { return k.Gen }); err != nil {
+	if err := clearGen[gen.XdplimitXdplHost6, uint32](m.XdplAcl6Hosts, g, func(k *gen.XdplimitXdplHost6) uint32 { return k.Gen }); err != nil {
 		return err
 	}
 	for _, e := range hosts {
@@ -93,12 +93,13 @@ func (l *Limiter) writeACL(g uint32, img *Image) error {
 	return nil
 }
 
-// clearHosts deletes generation g's entries of a host map.
-func clearHosts[K any](m *ebpf.Map, g uint32, genOf func(*K) uint32) error {
+// clearGen deletes generation g's entries of a hash map with values V:
+// the host maps' (uint32) and the payload values' (Bitmap).
+func clearGen[K, V any](m *ebpf.Map, g uint32, genOf func(*K) uint32) error {
 	var stale []K
 	var k K
 	it := m.Iterate()
-	var v uint32
+	var v V
 	for it.Next(&k, &v) {
 		if genOf(&k) == g {
 			stale = append(stale, k)

@@ -3,7 +3,6 @@
 package maps
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
@@ -19,7 +18,8 @@ func (l *Limiter) writePayload(g uint32, img *Image) error {
 	if len(img.Payload) > PayloadShapes {
 		return fmt.Errorf("payload matches: %d windows, the datapath holds %d", len(img.Payload), PayloadShapes)
 	}
-	if err := clearPayload(m.XdplPayload, g); err != nil {
+	if err := clearGen[gen.XdplimitXdplPayloadKey, Bitmap](m.XdplPayload, g,
+		func(k *gen.XdplimitXdplPayloadKey) uint32 { return k.GenShape / uint32(PayloadShapes) }); err != nil {
 		return fmt.Errorf("payload matches: clearing generation %d: %w", g, err)
 	}
 	var cfg gen.XdplimitXdplPayloadCfg
@@ -37,30 +37,6 @@ func (l *Limiter) writePayload(g uint32, img *Image) error {
 	cfg.Empty = payloadEmpty(img.Payload)
 	if err := m.XdplPayloadShapes.Update(g, &cfg, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("payload matches: %w", err)
-	}
-	return nil
-}
-
-// clearPayload deletes generation g's values.
-func clearPayload(m *ebpf.Map, g uint32) error {
-	var (
-		k    gen.XdplimitXdplPayloadKey
-		v    Bitmap
-		mine []gen.XdplimitXdplPayloadKey
-	)
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		if k.GenShape/uint32(PayloadShapes) == g {
-			mine = append(mine, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return err
-	}
-	for i := range mine {
-		if err := m.Delete(&mine[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return err
-		}
 	}
 	return nil
 }

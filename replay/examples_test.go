@@ -4,10 +4,10 @@ package replay
 
 import (
 	"cmp"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -121,13 +121,8 @@ func TestExampleAmplification(t *testing.T) {
 	)
 	got := replayExample(t, "amplification.yaml", frames)
 	// policy test --explain says which field values matched, and the key's port.
-	p := loadExample(t, "amplification.yaml")
-	ex := replayFile(t, p, writeCapture(t, pcapNanos, frames[:1]), Options{Explain: []int{1}})
-	want := "rule dns-amplification (#1, line " + strconv.Itoa(p.Rules[0].Line) +
-		") on length 1228, key src_ip+src_port 198.51.100.53/32 port 53: pass: within all 2 levels"
-	if len(ex.Explained) != 1 || ex.Explained[0].Text != want {
-		t.Errorf("explained %+v\nwant %q", ex.Explained, want)
-	}
+	explainsFirst(t, "amplification.yaml", frames,
+		" on length 1228, key src_ip+src_port 198.51.100.53/32 port 53: pass: within all 2 levels")
 	for i, min := range []uint64{2800, 480, 180} {
 		if r := got.Rules[i]; r.Drop.Packets < min {
 			t.Errorf("rule %s dropped %d packets, want at least %d", r.Name, r.Drop.Packets, min)
@@ -198,10 +193,17 @@ func TestExampleUDPPayloadFlood(t *testing.T) {
 	if r := got.Rules[1]; r.Drop.Packets != 0 {
 		t.Errorf("players lost %d datagrams", r.Drop.Packets)
 	}
-	p := loadExample(t, "udp-payload-flood.yaml")
+	explainsFirst(t, "udp-payload-flood.yaml", frames, " on payload[0..7] ffffffff54536f70, key global: pass: within its limit")
+}
+
+// explainsFirst checks what policy test --explain says of the first of
+// frames under example: decided by its first rule, named with its line,
+// then tail.
+func explainsFirst(t *testing.T, example string, frames []rec, tail string) {
+	t.Helper()
+	p := loadExample(t, example)
 	ex := replayFile(t, p, writeCapture(t, pcapNanos, frames[:1]), Options{Explain: []int{1}})
-	want := "rule flood-header (#1, line " + strconv.Itoa(p.Rules[0].Line) +
-		") on payload[0..7] ffffffff54536f70, key global: pass: within its limit"
+	want := fmt.Sprintf("rule %s (#1, line %d)%s", p.Rules[0].Name, p.Rules[0].Line, tail)
 	if len(ex.Explained) != 1 || ex.Explained[0].Text != want {
 		t.Errorf("explained %+v\nwant %q", ex.Explained, want)
 	}
