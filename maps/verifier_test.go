@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -89,6 +90,13 @@ func TestVerifierBudget(t *testing.T) {
 					t.Errorf("%s: the verifier processed %d instructions, over the budget of %d (the kernel's limit is 1M)",
 						name, n, verifierBudget)
 				}
+				if d, err := stackChainFloor(stats[name].stack); err != nil {
+					t.Errorf("%s: %v", name, err)
+				} else if d > maxCombinedStack {
+					t.Errorf("%s: stack depth %s: the program's own frame and its deepest function's take %d bytes, "+
+						"over the %d a kernel without private stacks (6.1) allows a chain of calls",
+						name, stats[name].stack, d, maxCombinedStack)
+				}
 			}
 		})
 	}
@@ -154,4 +162,52 @@ func verifierStats(opts Options) (map[string]verifierStat, error) {
 		byProg[name] = st
 	}
 	return byProg, nil
+}
+
+// maxCombinedStack is the most stack a chain of BPF calls may take: the
+// kernel checks it on every chain, frames rounded up to 32 bytes. Kernels
+// that give functions private stacks (x86 since 6.13) no longer refuse a
+// deeper chain, so the host accepts what 6.1 refuses.
+const maxCombinedStack = 512
+
+// stackChainFloor reads the verifier's "stack depth A+B+...", the
+// program's own frame first, and returns the program's frame plus its
+// deepest function's, both rounded as the kernel rounds them: the least
+// that some chain of calls takes (every function is reached from the
+// program's frame), so a bound on the chains the host would not check.
+func stackChainFloor(depths string) (int, error) {
+	if depths == "" {
+		return 0, nil
+	}
+	round := func(n int) int { return (max(n, 1) + 31) / 32 * 32 }
+	parts := strings.Split(depths, "+")
+	first, err := strconv.Atoi(parts[0])
+	if err != nil {
+		return 0, fmt.Errorf("stack depth %q: %v", depths, err)
+	}
+	deepest := 0
+	for _, p := range parts[1:] {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return 0, fmt.Errorf("stack depth %q: %v", depths, err)
+		}
+		if n > 0 {
+			deepest = max(deepest, round(n))
+		}
+	}
+	return round(first) + deepest, nil
+}
+
+// The chain xdpl_main plus xdpl_ban_start that 6.1 refused when the
+// parser's payload fields cost xdpl_main 16 more bytes: 296 rounds to 320,
+// 200 to 224.
+func TestStackChainFloor(t *testing.T) {
+	for _, c := range []struct {
+		depths string
+		want   int
+	}{{"296+200+120+64", 544}, {"280+200+120+64", 512}, {"96", 96}, {"24+16", 64}, {"0+0+0", 32}, {"", 0}} {
+		if got, err := stackChainFloor(c.depths); err != nil || got != c.want {
+			t.Errorf("stackChainFloor(%q) = %d, %v; want %d", c.depths, got, err, c.want)
+		}
+	}
 }
