@@ -46,6 +46,7 @@
 #include "bans.h"
 #include "unparsed.h"
 #include "account.h"
+#include "traffic.h"
 #include "bench.h"
 #include "syncookie.h"
 #include "reject.h"
@@ -351,6 +352,10 @@ int xdpl_main(struct xdp_md *ctx)
 	XDPL_BENCH_STOP_AFTER(XDPL_STOP_RULE);
 	if (s == XDPL_GIVE_UP)
 		return XDP_PASS;
+	/* Every verdict, before an answer overwrites the frame. */
+	if (g && (gflags & XDPL_GF_TRAFFIC))
+		xdpl_traffic_sample(ctx, p, g->traffic_mask,
+				    j.why << 24 | (j.verdict & 0xff) << 16 | (j.slot & 0xffff));
 	if (j.verdict == XDPL_V_COOKIE)
 		xdpl_cookie_answer(ctx, p, gen, &j);
 	else if (j.verdict == XDPL_V_REJECT)

@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 12,
+	XDPL_LAYOUT_VERSION = 13,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -80,6 +80,8 @@ enum xdpl_const {
 	 * guard, through conntrack (conntrack.h) instead of passing. */
 	XDPL_GF_CONV_TCP_CT = 1 << 18,
 	XDPL_GF_CONV_REFL_CT = 1 << 19,
+	/* Every packet's sample, one in traffic_mask + 1 (traffic.h). */
+	XDPL_GF_TRAFFIC = 1 << 20,
 
 	XDPL_ALG_TOKEN_BUCKET = 1,
 	XDPL_ALG_FIXED_WINDOW = 2,
@@ -269,6 +271,11 @@ enum xdpl_const {
 	XDPL_DROP_RING_MAX = 16384,
 	XDPL_DROP_RING_BUDGET = 32768,
 	XDPL_SAMPLE_DENY = 0xffff, /* slot of samples from the deny list */
+	/* Samples of every verdict (traffic.h): the frame's first
+	 * XDPL_TRAFFIC_CAP bytes, XDPL_TRAFFIC_RING samples for each possible
+	 * CPU. */
+	XDPL_TRAFFIC_CAP = 224,
+	XDPL_TRAFFIC_RING = 1024,
 
 	/* What decided a packet (replay --explain). */
 	XDPL_WHY_NON_IP = 1,

@@ -143,6 +143,24 @@ struct {
 	__type(value, struct xdpl_drop_sample);
 } xdpl_drop_samples SEC(".maps");
 
+/* Samples of every verdict (traffic.h): the heads, per CPU, and the
+ * samples, XDPL_TRAFFIC_RING for each possible CPU (sized at load), read
+ * through an mmap as the drop samples are. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xdpl_drop_ring);
+} xdpl_traffic SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, XDPL_TRAFFIC_RING);
+	__type(key, __u32);
+	__type(value, struct xdpl_traffic_sample);
+} xdpl_traffic_samples SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

@@ -98,6 +98,10 @@ struct xdpl_gen_cfg {
 	/* Sample one in (sample_mask + 1) drops into xdpl_drops (top and the
 	 * drop log); a runtime value so that a reload can change it. */
 	__u32 sample_mask;
+	/* With XDPL_GF_TRAFFIC, sample one in (traffic_mask + 1) packets of
+	 * every verdict (traffic.h). */
+	__u32 traffic_mask;
+	__u32 pad_traffic;
 	/* Changes with every write of the generation (never 0 once written):
 	 * what the per-CPU flow cache learned under another one is void. */
 	__u32 seq;
@@ -258,6 +262,21 @@ struct xdpl_drop_sample {
 _Static_assert(sizeof(struct xdpl_drop_sample) == 64, "a sample is one cache line");
 _Static_assert(__builtin_offsetof(struct xdpl_drop_sample, seq) % 8 == 0,
 	       "seq is exchanged atomically and read as an aligned 64-bit word");
+
+/* A sample of any packet, whatever its verdict (traffic.h): its frame's
+ * first caplen bytes, for captures and fingerprints. */
+struct xdpl_traffic_sample {
+	__u64 seq;    /* the ring's index + 1, published last (a seqlock) */
+	__u64 ns;     /* the datapath's coarse clock */
+	__u32 len;    /* frame length */
+	__u16 caplen; /* bytes of frame: min(len, XDPL_TRAFFIC_CAP) */
+	__u8 verdict; /* XDPL_V_* */
+	__u8 why;     /* XDPL_WHY_*: the stage that decided */
+	__u16 slot;   /* the rule's counter slot, when why is XDPL_WHY_RULE */
+	__u8 pad[6];
+	__u8 frame[XDPL_TRAFFIC_CAP];
+};
+_Static_assert(sizeof(struct xdpl_traffic_sample) == 256, "a sample is four cache lines");
 
 /* Per-CPU head of the ring of sampled drops: each CPU writes its own region
  * of xdpl_drop_samples, and readers take what was written since their last

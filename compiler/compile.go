@@ -27,6 +27,7 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 	}
 	img := &maps.Image{Shadow: p.Mode == policy.ModeShadow, Allow: p.Allow, Deny: p.Deny}
 	img.SampleOneIn, _ = SampleOneIn(p.Log)
+	img.TrafficOneIn = p.Capture.OneIn
 	b := p.Bans
 	img.BanLimits = maps.BanLimits{MinPrefix4: b.MinPrefixIPv4, MinPrefix6: b.MinPrefixIPv6,
 		MaxImported: b.MaxImported, MaxPerSync: b.MaxPerSync, Set: true}

@@ -71,6 +71,8 @@ const (
 	EgressMapXdplStats          = "xdpl_stats"
 	EgressMapXdplTcpf           = "xdpl_tcpf"
 	EgressMapXdplTos            = "xdpl_tos"
+	EgressMapXdplTraffic        = "xdpl_traffic"
+	EgressMapXdplTrafficSamples = "xdpl_traffic_samples"
 	EgressMapXdplTtl            = "xdpl_ttl"
 	EgressMapXdplUnparsedCfgs   = "xdpl_unparsed_cfgs"
 	EgressMapXdplUnparsedCounts = "xdpl_unparsed_counts"
@@ -184,6 +186,8 @@ type EgressMapSpecs struct {
 	XdplStats          *ebpf.MapSpec `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
 	XdplTos            *ebpf.MapSpec `ebpf:"xdpl_tos"`
+	XdplTraffic        *ebpf.MapSpec `ebpf:"xdpl_traffic"`
+	XdplTrafficSamples *ebpf.MapSpec `ebpf:"xdpl_traffic_samples"`
 	XdplTtl            *ebpf.MapSpec `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.MapSpec `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.MapSpec `ebpf:"xdpl_unparsed_counts"`
@@ -273,6 +277,8 @@ type EgressMaps struct {
 	XdplStats          *ebpf.Map `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.Map `ebpf:"xdpl_tcpf"`
 	XdplTos            *ebpf.Map `ebpf:"xdpl_tos"`
+	XdplTraffic        *ebpf.Map `ebpf:"xdpl_traffic"`
+	XdplTrafficSamples *ebpf.Map `ebpf:"xdpl_traffic_samples"`
 	XdplTtl            *ebpf.Map `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.Map `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.Map `ebpf:"xdpl_unparsed_counts"`
@@ -337,6 +343,8 @@ func (m *EgressMaps) Close() error {
 		m.XdplStats,
 		m.XdplTcpf,
 		m.XdplTos,
+		m.XdplTraffic,
+		m.XdplTrafficSamples,
 		m.XdplTtl,
 		m.XdplUnparsedCfgs,
 		m.XdplUnparsedCounts,

@@ -71,6 +71,8 @@ const (
 	FleetApplyMapXdplStats          = "xdpl_stats"
 	FleetApplyMapXdplTcpf           = "xdpl_tcpf"
 	FleetApplyMapXdplTos            = "xdpl_tos"
+	FleetApplyMapXdplTraffic        = "xdpl_traffic"
+	FleetApplyMapXdplTrafficSamples = "xdpl_traffic_samples"
 	FleetApplyMapXdplTtl            = "xdpl_ttl"
 	FleetApplyMapXdplUnparsedCfgs   = "xdpl_unparsed_cfgs"
 	FleetApplyMapXdplUnparsedCounts = "xdpl_unparsed_counts"
@@ -183,6 +185,8 @@ type FleetApplyMapSpecs struct {
 	XdplStats          *ebpf.MapSpec `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
 	XdplTos            *ebpf.MapSpec `ebpf:"xdpl_tos"`
+	XdplTraffic        *ebpf.MapSpec `ebpf:"xdpl_traffic"`
+	XdplTrafficSamples *ebpf.MapSpec `ebpf:"xdpl_traffic_samples"`
 	XdplTtl            *ebpf.MapSpec `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.MapSpec `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.MapSpec `ebpf:"xdpl_unparsed_counts"`
@@ -271,6 +275,8 @@ type FleetApplyMaps struct {
 	XdplStats          *ebpf.Map `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.Map `ebpf:"xdpl_tcpf"`
 	XdplTos            *ebpf.Map `ebpf:"xdpl_tos"`
+	XdplTraffic        *ebpf.Map `ebpf:"xdpl_traffic"`
+	XdplTrafficSamples *ebpf.Map `ebpf:"xdpl_traffic_samples"`
 	XdplTtl            *ebpf.Map `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.Map `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.Map `ebpf:"xdpl_unparsed_counts"`
@@ -335,6 +341,8 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplStats,
 		m.XdplTcpf,
 		m.XdplTos,
+		m.XdplTraffic,
+		m.XdplTrafficSamples,
 		m.XdplTtl,
 		m.XdplUnparsedCfgs,
 		m.XdplUnparsedCounts,

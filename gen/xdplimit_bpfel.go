@@ -52,7 +52,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION         XdplimitXdplConst = 12
+	XdplimitXdplConstXDPL_LAYOUT_VERSION         XdplimitXdplConst = 13
 	XdplimitXdplConstXDPL_GENS                   XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES              XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS           XdplimitXdplConst = 4
@@ -96,6 +96,7 @@ const (
 	XdplimitXdplConstXDPL_GF_CONV_ECHO           XdplimitXdplConst = 131072
 	XdplimitXdplConstXDPL_GF_CONV_TCP_CT         XdplimitXdplConst = 262144
 	XdplimitXdplConstXDPL_GF_CONV_REFL_CT        XdplimitXdplConst = 524288
+	XdplimitXdplConstXDPL_GF_TRAFFIC             XdplimitXdplConst = 1048576
 	XdplimitXdplConstXDPL_ALG_TOKEN_BUCKET       XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_ALG_FIXED_WINDOW       XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_ALG_SLIDING_WINDOW     XdplimitXdplConst = 3
@@ -203,6 +204,8 @@ const (
 	XdplimitXdplConstXDPL_DROP_RING_MAX          XdplimitXdplConst = 16384
 	XdplimitXdplConstXDPL_DROP_RING_BUDGET       XdplimitXdplConst = 32768
 	XdplimitXdplConstXDPL_SAMPLE_DENY            XdplimitXdplConst = 65535
+	XdplimitXdplConstXDPL_TRAFFIC_CAP            XdplimitXdplConst = 224
+	XdplimitXdplConstXDPL_TRAFFIC_RING           XdplimitXdplConst = 1024
 	XdplimitXdplConstXDPL_WHY_NON_IP             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_WHY_MALFORMED          XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_WHY_ALLOW              XdplimitXdplConst = 3
@@ -380,6 +383,8 @@ type XdplimitXdplGenCfg struct {
 	Nrules       uint32
 	Flags        uint32
 	SampleMask   uint32
+	TrafficMask  uint32
+	PadTraffic   uint32
 	Seq          uint32
 	Index        uint32
 	Synack       XdplimitXdplSynackCfg
@@ -615,6 +620,19 @@ type XdplimitXdplSynackCfg struct {
 	Flags    uint8
 }
 
+type XdplimitXdplTrafficSample struct {
+	_       structs.HostLayout
+	Seq     uint64
+	Ns      uint64
+	Len     uint32
+	Caplen  uint16
+	Verdict uint8
+	Why     uint8
+	Slot    uint16
+	Pad     [6]uint8
+	Frame   [224]uint8
+}
+
 type XdplimitXdplUnparsedCfg struct {
 	_       structs.HostLayout
 	Action  uint32
@@ -689,6 +707,8 @@ const (
 	XdplimitMapXdplStats           = "xdpl_stats"
 	XdplimitMapXdplTcpf            = "xdpl_tcpf"
 	XdplimitMapXdplTos             = "xdpl_tos"
+	XdplimitMapXdplTraffic         = "xdpl_traffic"
+	XdplimitMapXdplTrafficSamples  = "xdpl_traffic_samples"
 	XdplimitMapXdplTtl             = "xdpl_ttl"
 	XdplimitMapXdplUnparsedCfgs    = "xdpl_unparsed_cfgs"
 	XdplimitMapXdplUnparsedCounts  = "xdpl_unparsed_counts"
@@ -712,6 +732,7 @@ const (
 	XdplimitVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
 	XdplimitVarXdplTickNs          = "xdpl_tick_ns"
 	XdplimitVarXdplTrackAfter      = "xdpl_track_after"
+	XdplimitVarXdplTrafficRingMask = "xdpl_traffic_ring_mask"
 	XdplimitVarXdplUnusedConst     = "xdpl_unused_const"
 	XdplimitVarXdplUnusedDecision  = "xdpl_unused_decision"
 	XdplimitVarXdplUnusedMeta      = "xdpl_unused_meta"
@@ -823,6 +844,8 @@ type XdplimitMapSpecs struct {
 	XdplStats          *ebpf.MapSpec `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
 	XdplTos            *ebpf.MapSpec `ebpf:"xdpl_tos"`
+	XdplTraffic        *ebpf.MapSpec `ebpf:"xdpl_traffic"`
+	XdplTrafficSamples *ebpf.MapSpec `ebpf:"xdpl_traffic_samples"`
 	XdplTtl            *ebpf.MapSpec `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.MapSpec `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.MapSpec `ebpf:"xdpl_unparsed_counts"`
@@ -851,6 +874,7 @@ type XdplimitVariableSpecs struct {
 	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.VariableSpec `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.VariableSpec `ebpf:"xdpl_track_after"`
+	XdplTrafficRingMask *ebpf.VariableSpec `ebpf:"xdpl_traffic_ring_mask"`
 	XdplUnusedConst     *ebpf.VariableSpec `ebpf:"xdpl_unused_const"`
 	XdplUnusedDecision  *ebpf.VariableSpec `ebpf:"xdpl_unused_decision"`
 	XdplUnusedMeta      *ebpf.VariableSpec `ebpf:"xdpl_unused_meta"`
@@ -933,6 +957,8 @@ type XdplimitMaps struct {
 	XdplStats          *ebpf.Map `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.Map `ebpf:"xdpl_tcpf"`
 	XdplTos            *ebpf.Map `ebpf:"xdpl_tos"`
+	XdplTraffic        *ebpf.Map `ebpf:"xdpl_traffic"`
+	XdplTrafficSamples *ebpf.Map `ebpf:"xdpl_traffic_samples"`
 	XdplTtl            *ebpf.Map `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.Map `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.Map `ebpf:"xdpl_unparsed_counts"`
@@ -997,6 +1023,8 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplStats,
 		m.XdplTcpf,
 		m.XdplTos,
+		m.XdplTraffic,
+		m.XdplTrafficSamples,
 		m.XdplTtl,
 		m.XdplUnparsedCfgs,
 		m.XdplUnparsedCounts,
@@ -1026,6 +1054,7 @@ type XdplimitVariables struct {
 	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.Variable `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.Variable `ebpf:"xdpl_track_after"`
+	XdplTrafficRingMask *ebpf.Variable `ebpf:"xdpl_traffic_ring_mask"`
 	XdplUnusedConst     *ebpf.Variable `ebpf:"xdpl_unused_const"`
 	XdplUnusedDecision  *ebpf.Variable `ebpf:"xdpl_unused_decision"`
 	XdplUnusedMeta      *ebpf.Variable `ebpf:"xdpl_unused_meta"`

@@ -71,6 +71,8 @@ const (
 	XdplimitStagesMapXdplStats           = "xdpl_stats"
 	XdplimitStagesMapXdplTcpf            = "xdpl_tcpf"
 	XdplimitStagesMapXdplTos             = "xdpl_tos"
+	XdplimitStagesMapXdplTraffic         = "xdpl_traffic"
+	XdplimitStagesMapXdplTrafficSamples  = "xdpl_traffic_samples"
 	XdplimitStagesMapXdplTtl             = "xdpl_ttl"
 	XdplimitStagesMapXdplUnparsedCfgs    = "xdpl_unparsed_cfgs"
 	XdplimitStagesMapXdplUnparsedCounts  = "xdpl_unparsed_counts"
@@ -96,6 +98,7 @@ const (
 	XdplimitStagesVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
 	XdplimitStagesVarXdplTickNs          = "xdpl_tick_ns"
 	XdplimitStagesVarXdplTrackAfter      = "xdpl_track_after"
+	XdplimitStagesVarXdplTrafficRingMask = "xdpl_traffic_ring_mask"
 	XdplimitStagesVarXdplUnusedConst     = "xdpl_unused_const"
 	XdplimitStagesVarXdplUnusedDecision  = "xdpl_unused_decision"
 	XdplimitStagesVarXdplUnusedMeta      = "xdpl_unused_meta"
@@ -207,6 +210,8 @@ type XdplimitStagesMapSpecs struct {
 	XdplStats          *ebpf.MapSpec `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.MapSpec `ebpf:"xdpl_tcpf"`
 	XdplTos            *ebpf.MapSpec `ebpf:"xdpl_tos"`
+	XdplTraffic        *ebpf.MapSpec `ebpf:"xdpl_traffic"`
+	XdplTrafficSamples *ebpf.MapSpec `ebpf:"xdpl_traffic_samples"`
 	XdplTtl            *ebpf.MapSpec `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.MapSpec `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.MapSpec `ebpf:"xdpl_unparsed_counts"`
@@ -237,6 +242,7 @@ type XdplimitStagesVariableSpecs struct {
 	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.VariableSpec `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.VariableSpec `ebpf:"xdpl_track_after"`
+	XdplTrafficRingMask *ebpf.VariableSpec `ebpf:"xdpl_traffic_ring_mask"`
 	XdplUnusedConst     *ebpf.VariableSpec `ebpf:"xdpl_unused_const"`
 	XdplUnusedDecision  *ebpf.VariableSpec `ebpf:"xdpl_unused_decision"`
 	XdplUnusedMeta      *ebpf.VariableSpec `ebpf:"xdpl_unused_meta"`
@@ -319,6 +325,8 @@ type XdplimitStagesMaps struct {
 	XdplStats          *ebpf.Map `ebpf:"xdpl_stats"`
 	XdplTcpf           *ebpf.Map `ebpf:"xdpl_tcpf"`
 	XdplTos            *ebpf.Map `ebpf:"xdpl_tos"`
+	XdplTraffic        *ebpf.Map `ebpf:"xdpl_traffic"`
+	XdplTrafficSamples *ebpf.Map `ebpf:"xdpl_traffic_samples"`
 	XdplTtl            *ebpf.Map `ebpf:"xdpl_ttl"`
 	XdplUnparsedCfgs   *ebpf.Map `ebpf:"xdpl_unparsed_cfgs"`
 	XdplUnparsedCounts *ebpf.Map `ebpf:"xdpl_unparsed_counts"`
@@ -383,6 +391,8 @@ func (m *XdplimitStagesMaps) Close() error {
 		m.XdplStats,
 		m.XdplTcpf,
 		m.XdplTos,
+		m.XdplTraffic,
+		m.XdplTrafficSamples,
 		m.XdplTtl,
 		m.XdplUnparsedCfgs,
 		m.XdplUnparsedCounts,
@@ -414,6 +424,7 @@ type XdplimitStagesVariables struct {
 	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`
 	XdplTickNs          *ebpf.Variable `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.Variable `ebpf:"xdpl_track_after"`
+	XdplTrafficRingMask *ebpf.Variable `ebpf:"xdpl_traffic_ring_mask"`
 	XdplUnusedConst     *ebpf.Variable `ebpf:"xdpl_unused_const"`
 	XdplUnusedDecision  *ebpf.Variable `ebpf:"xdpl_unused_decision"`
 	XdplUnusedMeta      *ebpf.Variable `ebpf:"xdpl_unused_meta"`

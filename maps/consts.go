@@ -34,6 +34,7 @@ const (
 	gfFleetWin    = uint32(gen.XdplimitXdplConstXDPL_GF_FLEET_WINDOWS)
 	gfNoSrcFlows  = uint32(gen.XdplimitXdplConstXDPL_GF_NO_SOURCE_FLOWS)
 	gfSynCookie   = uint32(gen.XdplimitXdplConstXDPL_GF_SYNCOOKIE)
+	gfTraffic     = uint32(gen.XdplimitXdplConstXDPL_GF_TRAFFIC)
 	rfSynCookie   = uint8(gen.XdplimitXdplConstXDPL_RF_SYNCOOKIE)
 	rfReject      = uint8(gen.XdplimitXdplConstXDPL_RF_REJECT)
 	lfBytes       = uint8(gen.XdplimitXdplConstXDPL_LF_BYTES)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/gen"
@@ -31,7 +32,7 @@ import (
 // again are read in that order. The heads, read with a map lookup (a plain
 // copy in the kernel, in no order with these loads), only say how far to
 // look: a sample they count whose seq is not there yet is read next time.
-type dropView struct {
+type ringView struct {
 	once sync.Once
 	// mu keeps Close from unmapping the samples while a reader is in
 	// them (read holds it shared).
@@ -57,22 +58,26 @@ const dropSeqWord = unsafe.Offsetof(gen.XdplimitXdplDropSample{}.Seq) / 8
 // readDrops calls fn with xdpl_drop_samples mapped read-only (mapped
 // once per Limiter, on first use).
 func (l *Limiter) readDrops(fn func(mem []byte)) error {
-	v := &l.drops
+	return l.readView(&l.drops, l.objs.XdplDropSamples, 8*dropSampleWords, "drop samples", fn)
+}
+
+// readView calls fn with m, a ring of samples of size bytes each, mapped
+// read-only through v (mapped once per Limiter, on first use).
+func (l *Limiter) readView(v *ringView, m *ebpf.Map, size uint32, what string, fn func(mem []byte)) error {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	if v.closed {
-		return fmt.Errorf("reading the drop samples: the limiter is closed")
+		return fmt.Errorf("reading the %s: the limiter is closed", what)
 	}
 	v.once.Do(func() {
-		m := l.objs.XdplDropSamples
-		if m.ValueSize() != 8*dropSampleWords {
-			v.err = fmt.Errorf("drop samples of %d bytes, want %d", m.ValueSize(), 8*dropSampleWords)
+		if m.ValueSize() != size {
+			v.err = fmt.Errorf("%s of %d bytes, want %d", what, m.ValueSize(), size)
 			return
 		}
-		size := int(m.MaxEntries()) * int(m.ValueSize())
-		v.mem, v.err = unix.Mmap(m.FD(), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+		n := int(m.MaxEntries()) * int(m.ValueSize())
+		v.mem, v.err = unix.Mmap(m.FD(), 0, n, unix.PROT_READ, unix.MAP_SHARED)
 		if v.err != nil {
-			v.err = fmt.Errorf("mapping the drop samples: %w", v.err)
+			v.err = fmt.Errorf("mapping the %s: %w", what, v.err)
 		}
 	})
 	if v.err != nil {
@@ -82,15 +87,16 @@ func (l *Limiter) readDrops(fn func(mem []byte)) error {
 	return nil
 }
 
-// closeDropMem unmaps what readDrops mapped, once no reader is in it.
+// closeDropMem unmaps what the readers mapped, once no reader is in it.
 func (l *Limiter) closeDropMem() {
-	v := &l.drops
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.closed = true
-	if v.mem != nil {
-		unix.Munmap(v.mem)
-		v.mem = nil
+	for _, v := range []*ringView{&l.drops, &l.traffic} {
+		v.mu.Lock()
+		v.closed = true
+		if v.mem != nil {
+			unix.Munmap(v.mem)
+			v.mem = nil
+		}
+		v.mu.Unlock()
 	}
 }
 
@@ -103,44 +109,59 @@ const (
 	slotOverwritten                  // a newer sample, or the wanted one overwritten while it was read
 )
 
-// readSlot reads the sample of ring index i from slot (the map's index)
-// of mem, a mapping of xdpl_drop_samples, into rec.
+// readSlot reads the drop sample of ring index i from slot (the map's
+// index) of mem, a mapping of xdpl_drop_samples, into rec.
 func readSlot(mem []byte, slot, i uint64, rec *gen.XdplimitXdplDropSample) slotState {
-	words := (*[dropSampleWords]uint64)(unsafe.Pointer(&mem[slot*8*dropSampleWords]))
+	return readSlotWords(mem, dropSeqWord, slot, i, unsafe.Slice((*uint64)(unsafe.Pointer(rec)), dropSampleWords))
+}
+
+// readSlotWords reads the sample of ring index i from slot of mem, a
+// mapping of an array of samples of len(dst) 64-bit words whose word
+// seqWord is its seq, into dst.
+func readSlotWords(mem []byte, seqWord uintptr, slot, i uint64, dst []uint64) slotState {
+	n := uint64(len(dst))
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[slot*8*n])), n)
 	want := i + 1
-	seq := atomic.LoadUint64(&words[dropSeqWord])
+	seq := atomic.LoadUint64(&words[seqWord])
 	switch {
 	case seq == 0 || seq < want:
 		return slotNotYet
 	case seq > want:
 		return slotOverwritten
 	}
-	// Word by word into rec: the struct's layout is the map's (bpf2go's
+	// Word by word into dst: the struct's layout is the map's (bpf2go's
 	// HostLayout), and the words are in memory order whatever the
 	// endianness.
-	dst := (*[dropSampleWords]uint64)(unsafe.Pointer(rec))
 	for k := range words {
 		dst[k] = atomic.LoadUint64(&words[k])
 	}
-	if atomic.LoadUint64(&words[dropSeqWord]) != want {
+	if atomic.LoadUint64(&words[seqWord]) != want {
 		return slotOverwritten
 	}
 	return slotRead
 }
 
-// readRing appends to recs the samples of one CPU's ring (its slots start
-// at base, size of them) from ring index from up to head, in order. It
-// returns the index to read from next time: head, or the first sample
+// readRing appends to recs the drop samples of one CPU's ring (its slots
+// start at base, size of them) from ring index from up to head, in order.
+// It returns the index to read from next time: head, or the first sample
 // counted in head whose seq was not there yet.
 func readRing(mem []byte, base, size, from, head uint64, recs []gen.XdplimitXdplDropSample) ([]gen.XdplimitXdplDropSample, uint64) {
 	var rec gen.XdplimitXdplDropSample
+	next := readRingWords(mem, dropSeqWord, base, size, from, head,
+		unsafe.Slice((*uint64)(unsafe.Pointer(&rec)), dropSampleWords), func() { recs = append(recs, rec) })
+	return recs, next
+}
+
+// readRingWords reads one CPU's ring of samples of len(dst) words into
+// dst, calling keep after each whole one, as readRing does.
+func readRingWords(mem []byte, seqWord uintptr, base, size, from, head uint64, dst []uint64, keep func()) uint64 {
 	for i := from; i < head; i++ {
-		switch readSlot(mem, base+i%size, i, &rec) {
+		switch readSlotWords(mem, seqWord, base+i%size, i, dst) {
 		case slotRead:
-			recs = append(recs, rec)
+			keep()
 		case slotNotYet:
-			return recs, i
+			return i
 		}
 	}
-	return recs, head
+	return head
 }

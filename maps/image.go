@@ -82,6 +82,10 @@ type Image struct {
 	// power of two; 0 means DefaultSampleOneIn): what top and the drop log
 	// read from xdpl_drops.
 	SampleOneIn uint32
+	// TrafficOneIn is the sampling of every packet, whatever its verdict,
+	// one in this many (a power of two; 0: off), into the rings
+	// TrafficRing reads (captures, fingerprints).
+	TrafficOneIn uint32
 	// BanLimits is the policy's bans: section, recorded in the metadata by
 	// Apply (when Set) for the commands and feeds that import bans.
 	BanLimits BanLimits

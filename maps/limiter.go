@@ -109,7 +109,8 @@ type Limiter struct {
 	srcMu  sync.Mutex
 	srcGen *sourceGen
 	// drops maps the drop samples for DropRing (dropring.go).
-	drops dropView
+	drops   ringView
+	traffic ringView
 }
 
 // CoarseTick is the resolution of the kernel's coarse monotonic clock (the
@@ -211,6 +212,7 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 	}
 	spec.Maps[sketchMap].MaxEntries = sketchCells()
 	spec.Maps[dropSamplesMap].MaxEntries = dropSamples()
+	spec.Maps[gen.XdplimitMapXdplTrafficSamples].MaxEntries = uint32(ebpf.MustPossibleCPU()) * TrafficRingSize
 	if opts.MaxBans == 0 {
 		opts.MaxBans = DefaultMaxBans
 	}
@@ -279,6 +281,7 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 	for name, v := range map[string]uint32{
 		"xdpl_sketch_width_mask": width - 1,
 		"xdpl_drop_ring_mask":    ring - 1,
+		"xdpl_traffic_ring_mask": TrafficRingSize - 1,
 		"xdpl_track_after":       trackAfter,
 		"xdpl_clock_mode":        uint32(opts.Clock),
 		"xdpl_bench_rotate":      opts.BenchRotate,
@@ -362,20 +365,26 @@ func b2u(b bool) uint32 {
 	return 0
 }
 
-// seedSampler gives each CPU's drop sampler a random, non-zero xorshift
-// state (zero would stay zero and sample every drop).
+// seedSampler gives each CPU's samplers, of drops and of every packet, a
+// random, non-zero xorshift state (zero would stay zero and sample every
+// packet).
 func (l *Limiter) seedSampler() error {
-	rings := make([]gen.XdplimitXdplDropRing, ebpf.MustPossibleCPU())
-	for i := range rings {
-		var b [4]byte
-		for binary.NativeEndian.Uint32(b[:]) == 0 {
-			if _, err := rand.Read(b[:]); err != nil {
-				return err
+	for _, m := range []*ebpf.Map{l.objs.XdplDrops, l.objs.XdplTraffic} {
+		rings := make([]gen.XdplimitXdplDropRing, ebpf.MustPossibleCPU())
+		for i := range rings {
+			var b [4]byte
+			for binary.NativeEndian.Uint32(b[:]) == 0 {
+				if _, err := rand.Read(b[:]); err != nil {
+					return err
+				}
 			}
+			rings[i].Rng = binary.NativeEndian.Uint32(b[:])
 		}
-		rings[i].Rng = binary.NativeEndian.Uint32(b[:])
+		if err := m.Update(uint32(0), rings, ebpf.UpdateAny); err != nil {
+			return err
+		}
 	}
-	return l.objs.XdplDrops.Update(uint32(0), rings, ebpf.UpdateAny)
+	return nil
 }
 
 // Program is the XDP program.

@@ -36,6 +36,8 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplVlan, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplVlan }},
 	{gen.XdplimitMapXdplDrops, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplDrops }},
 	{gen.XdplimitMapXdplDropSamples, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplDropSamples }},
+	{gen.XdplimitMapXdplTraffic, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplTraffic }},
+	{gen.XdplimitMapXdplTrafficSamples, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplTrafficSamples }},
 	{gen.XdplimitMapXdplLast, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplLast }},
 	{gen.XdplimitMapXdplSketchMap, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSketchMap }},
 	{gen.XdplimitMapXdplSources4, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplSources4 }},

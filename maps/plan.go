@@ -196,6 +196,13 @@ func (p *plan) planConfig(in planInput) error {
 		p.cfg.Flags |= gfNoSrcFlows
 	}
 	p.cfg.SampleMask = sampleMask(in.img.SampleOneIn, in.sampleOneIn)
+	if n := in.img.TrafficOneIn; n != 0 {
+		if n&(n-1) != 0 {
+			return fmt.Errorf("traffic sampling one in %d: not a power of two", n)
+		}
+		p.cfg.Flags |= gfTraffic
+		p.cfg.TrafficMask = n - 1
+	}
 	p.cfg.Synack = in.img.SynAck.cfg()
 	if b := in.img.RejectBudget; b != nil {
 		in.levelFields(&p.cfg.Reject, *b)

@@ -92,7 +92,7 @@ func checkPinnedLayout(pinned map[string]*ebpf.Map) error {
 // or inspected table keeps the size it was attached with (--max-sources);
 // resizing needs a detach. So do the tries (pinned by an earlier build).
 func sizeFromPinned(spec *ebpf.CollectionSpec, pinned map[string]*ebpf.Map) {
-	for _, name := range append([]string{Sources4Map, SourcesMap, LogsMap, sketchMap, dropSamplesMap}, tries...) {
+	for _, name := range append([]string{Sources4Map, SourcesMap, LogsMap, sketchMap, dropSamplesMap, gen.XdplimitMapXdplTrafficSamples}, tries...) {
 		if m, ok := pinned[name]; ok {
 			spec.Maps[name].MaxEntries = m.MaxEntries()
 		}

@@ -76,6 +76,9 @@ func (p *Policy) Describe(w io.Writer) {
 	if p.Log.Set {
 		fmt.Fprintf(w, "drop log: %s\n", p.Log)
 	}
+	if p.Capture.OneIn != 0 {
+		fmt.Fprintf(w, "capture: %s\n", p.Capture)
+	}
 	for _, r := range p.Rules {
 		if r.Action == ActionReject {
 			fmt.Fprintf(w, "answers of reject rules: %s\n", p.Reject)

@@ -60,7 +60,7 @@ func (d *decoder) policy(data []byte) *Policy {
 	if body == nil {
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans", "crowdsec", "geoip", "reject", "conversations")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans", "crowdsec", "geoip", "reject", "conversations", "capture")
 	if top == nil {
 		return nil
 	}
@@ -94,6 +94,9 @@ func (d *decoder) policy(data []byte) *Policy {
 	}
 	if f, ok := top["log"]; ok {
 		p.Log = d.log(f)
+	}
+	if f, ok := top["capture"]; ok {
+		p.Capture = d.capture(f)
 	}
 	p.Bans = DefaultBanLimits()
 	if f, ok := top["bans"]; ok {

@@ -42,6 +42,8 @@ type Policy struct {
 	// Log is the log: section (the drop log); its zero value has the
 	// defaults and Set false.
 	Log Log
+	// Capture is the capture: section; the zero value (no section) is off.
+	Capture Capture
 	// Bans is the bans: section, defaults applied: how far bans from the
 	// fleet's Redis and ban feeds may reach.
 	Bans BanLimits

@@ -31,7 +31,7 @@ xdplimit@IFACE enforces /etc/xdplimit/IFACE.yaml on IFACE.`,
 	}
 	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newAttachCmd(), newDetachCmd(), newStatusCmd(), newReloadCmd(),
-		newPolicyCmd(), newDemoCmd(), newTopCmd(), newVersionCmd(),
+		newPolicyCmd(), newDemoCmd(), newTopCmd(), newCaptureCmd(), newVersionCmd(),
 		newBanCmd(), newUnbanCmd(), newBansCmd(), newGenDocsCmd())
 	return root
 }
