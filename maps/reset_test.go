@@ -119,7 +119,8 @@ func TestResetIsNew(t *testing.T) {
 // equal; the samplers' seeds and the ban epoch, random).
 func requireNew(t *testing.T, l, fresh *maps.Limiter) {
 	t.Helper()
-	seeded := map[string]bool{gen.XdplimitMapXdplMeta: true, gen.XdplimitMapXdplDrops: true, gen.XdplimitMapXdplBanEpoch: true}
+	seeded := map[string]bool{gen.XdplimitMapXdplMeta: true, gen.XdplimitMapXdplDrops: true,
+		gen.XdplimitMapXdplTraffic: true, gen.XdplimitMapXdplBanEpoch: true}
 	for _, name := range maps.MapNames {
 		m := l.Map(name)
 		switch m.Type() {
