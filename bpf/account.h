@@ -10,6 +10,7 @@
 #include "xdplimit_maps.h"
 #include "counters.h"
 #include "state.h"
+#include "hash.h"
 
 /* Record every packet's decision in xdpl_last (pcap replay): a load-time
  * knob, set from Go before load; the verifier prunes the record when 0. */
@@ -67,13 +68,10 @@ static __always_inline void xdpl_sample(struct xdpl_pkt *p, __u32 verdict, __u32
 
 	if (!ring)
 		return;
-	/* xorshift32, seeded per CPU from Go: which drops are sampled cannot
-	 * be predicted, so rotating sources in step does not dodge it. */
-	__u32 x = ring->rng;
+	/* Seeded per CPU from Go: which drops are sampled cannot be
+	 * predicted, so rotating sources in step does not dodge it. */
+	__u32 x = xdpl_xorshift32(ring->rng);
 
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
 	ring->rng = x;
 	if ((x & mask) != 0)
 		return;

@@ -6,6 +6,17 @@
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
 
+/* The next state of a xorshift32 generator (non-zero stays non-zero): the
+ * samplers' per-CPU random numbers, seeded from Go, cheaper on their paths
+ * than a helper call for randomness. */
+static __always_inline __u32 xdpl_xorshift32(__u32 x)
+{
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return x;
+}
+
 /* murmur3's 64-bit finaliser (fmix64): a bijection that spreads every input
  * bit over the whole word, so distinct inputs never collide before a caller
  * truncates the result. */

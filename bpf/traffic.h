@@ -12,6 +12,7 @@
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
 #include "clock.h"
+#include "hash.h"
 
 /* Each CPU's region of xdpl_traffic_samples holds this + 1 samples, set at
  * load from the map's size. */
@@ -30,13 +31,10 @@ __attribute__((noinline)) int xdpl_traffic_sample(struct xdp_md *ctx, struct xdp
 
 	if (!ctx || !p || !ring)
 		return 0;
-	/* xorshift32, seeded per CPU from Go: unpredictable, so a flood
-	 * cannot time its packets around the samples. */
-	__u32 x = ring->rng;
+	/* Seeded per CPU from Go: unpredictable, so a flood cannot time its
+	 * packets around the samples. */
+	__u32 x = xdpl_xorshift32(ring->rng);
 
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
 	ring->rng = x;
 	if ((x & mask) != 0)
 		return 0;

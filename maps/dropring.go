@@ -165,3 +165,28 @@ func readRingWords(mem []byte, seqWord uintptr, base, size, from, head uint64, d
 	}
 	return head
 }
+
+// readRings reads each CPU's ring of size samples, from cursor (what the
+// previous read returned; nil the first time) up to the CPU's head, with
+// read(cpu, start, head), which returns where to start next time. It
+// returns how many samples the CPUs wrote since cursor, and the next
+// cursor.
+func readRings(heads []gen.XdplimitXdplDropRing, cursor []uint64, size uint64,
+	read func(cpu int, start, head uint64) uint64) (written uint64, next []uint64) {
+	next = make([]uint64, len(heads))
+	for cpu, h := range heads {
+		var from uint64
+		if cpu < len(cursor) {
+			from = cursor[cpu]
+		}
+		if h.Written < from { // the maps were recreated
+			from = 0
+		}
+		// The oldest slot is the one the datapath writes next, before
+		// it counts it: a reader keeps at most size-1 samples.
+		start := max(from, h.Written-min(h.Written, size-1))
+		next[cpu] = read(cpu, start, h.Written)
+		written += next[cpu] - from
+	}
+	return written, next
+}

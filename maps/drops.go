@@ -96,24 +96,12 @@ func (l *Limiter) DropRing(cursor []uint64) (samples []DropSample, written uint6
 		return nil, 0, nil, err
 	}
 	size := uint64(l.DropRingSize())
-	next = make([]uint64, len(heads))
 	var recs []gen.XdplimitXdplDropSample
 	err = l.readDrops(func(mem []byte) {
-		for cpu, h := range heads {
-			var from uint64
-			if cpu < len(cursor) {
-				from = cursor[cpu]
-			}
-			if h.Written < from { // the maps were recreated
-				from = 0
-			}
-			// The oldest slot is the one the datapath writes next,
-			// before it counts it: a reader keeps at most size-1
-			// samples.
-			start := max(from, h.Written-min(h.Written, size-1))
-			recs, next[cpu] = readRing(mem, uint64(cpu)*size, size, start, h.Written, recs)
-			written += next[cpu] - from
-		}
+		written, next = readRings(heads, cursor, size, func(cpu int, start, head uint64) (n uint64) {
+			recs, n = readRing(mem, uint64(cpu)*size, size, start, head, recs)
+			return n
+		})
 	})
 	if err != nil {
 		return nil, 0, nil, err

@@ -51,24 +51,14 @@ func (l *Limiter) TrafficRing(cursor []uint64) (samples []TrafficSample, written
 		return nil, 0, nil, err
 	}
 	size := uint64(TrafficRingSize)
-	next = make([]uint64, len(heads))
 	var rec gen.XdplimitXdplTrafficSample
 	dst := unsafe.Slice((*uint64)(unsafe.Pointer(&rec)), trafficSampleWords)
 	err = l.readView(&l.traffic, l.objs.XdplTrafficSamples, uint32(8*trafficSampleWords), "traffic samples", func(mem []byte) {
-		for cpu, h := range heads {
-			var from uint64
-			if cpu < len(cursor) {
-				from = cursor[cpu]
-			}
-			if h.Written < from { // the maps were recreated
-				from = 0
-			}
-			start := max(from, h.Written-min(h.Written, size-1))
-			next[cpu] = readRingWords(mem, trafficSeqWord, uint64(cpu)*size, size, start, h.Written, dst, func() {
+		written, next = readRings(heads, cursor, size, func(cpu int, start, head uint64) uint64 {
+			return readRingWords(mem, trafficSeqWord, uint64(cpu)*size, size, start, head, dst, func() {
 				samples = append(samples, trafficSample(&rec))
 			})
-			written += next[cpu] - from
-		}
+		})
 	})
 	if err != nil {
 		return nil, 0, nil, err
