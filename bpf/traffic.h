@@ -45,20 +45,22 @@ __attribute__((noinline)) int xdpl_traffic_sample(struct xdp_md *ctx, struct xdp
 
 	if (!d)
 		return 0;
-	__u32 len = p->len;
-	__u32 cap = len < XDPL_TRAFFIC_CAP ? len : XDPL_TRAFFIC_CAP;
-
-	if (cap == 0)
-		return 0;
 	__sync_lock_test_and_set(&d->seq, 0);
 	d->ns = xdpl_coarse_ns();
-	d->len = len;
-	d->caplen = cap;
+	d->len = p->len;
 	d->verdict = packed >> 16;
 	d->why = packed >> 24;
 	d->slot = packed;
-	if (bpf_xdp_load_bytes(ctx, 0, d->frame, cap))
-		d->caplen = 0;
+	/* The length bounded right before the copy, with no call between:
+	 * a bound the compiler spilled across the clock's helper call came
+	 * back unbounded to the verifiers of 6.1 and 6.12. */
+	__u32 cap = p->len;
+
+	if (cap > XDPL_TRAFFIC_CAP)
+		cap = XDPL_TRAFFIC_CAP;
+	if (cap == 0 || bpf_xdp_load_bytes(ctx, 0, d->frame, cap))
+		cap = 0;
+	d->caplen = cap;
 	__sync_lock_test_and_set(&d->seq, written + 1);
 	ring->written = written + 1;
 	return 0;
