@@ -18,6 +18,8 @@
  * load from the map's size. */
 volatile const __u32 xdpl_traffic_ring_mask = XDPL_TRAFFIC_RING - 1;
 
+#define XDPL_ETH_HLEN 14
+
 /* Samples packet p of frame ctx, one in (mask + 1), decided as packed:
  * why << 24 | verdict << 16 | the rule's counter slot. Published as the
  * drop samples are (account.h, xdpl_sample: seq cleared, the fields, seq
@@ -53,12 +55,17 @@ __attribute__((noinline)) int xdpl_traffic_sample(struct xdp_md *ctx, struct xdp
 	d->slot = packed;
 	/* The length bounded right before the copy, with no call between:
 	 * a bound the compiler spilled across the clock's helper call came
-	 * back unbounded to the verifiers of 6.1 and 6.12. */
+	 * back unbounded to the verifiers of 6.1 and 6.12. Both bounds are
+	 * ranges: 6.1 learns no lower bound from a test against 0. A parsed
+	 * frame holds at least its Ethernet header; a shorter one would fail
+	 * the copy. */
 	__u32 cap = p->len;
 
+	if (cap < XDPL_ETH_HLEN)
+		cap = XDPL_ETH_HLEN;
 	if (cap > XDPL_TRAFFIC_CAP)
 		cap = XDPL_TRAFFIC_CAP;
-	if (cap == 0 || bpf_xdp_load_bytes(ctx, 0, d->frame, cap))
+	if (bpf_xdp_load_bytes(ctx, 0, d->frame, cap))
 		cap = 0;
 	d->caplen = cap;
 	__sync_lock_test_and_set(&d->seq, written + 1);
