@@ -38,7 +38,7 @@ func compilePayload(img *maps.Image, rules []policy.Rule) error {
 			}
 			s = len(shapes)
 			index[k] = s
-			shapes = append(shapes, maps.PayloadShape{Off: uint16(start), Need: need(mask), Mask: mask,
+			shapes = append(shapes, maps.PayloadShape{Off: uint16(start), Need: uint8(policy.PayloadNeed(mask)), Mask: mask,
 				Values: map[[maps.PayloadWindow]byte]maps.Bitmap{}})
 		}
 		uses[i] = s
@@ -65,16 +65,4 @@ func compilePayload(img *maps.Image, rules []policy.Rule) error {
 	}
 	img.Payload = shapes
 	return nil
-}
-
-// need is how many bytes of a window its mask reads: up to its last
-// masked byte.
-func need(mask [maps.PayloadWindow]byte) uint8 {
-	n := 0
-	for i, b := range mask {
-		if b != 0 {
-			n = i + 1
-		}
-	}
-	return uint8(n)
 }

@@ -71,6 +71,18 @@ func (m Match) PayloadWindow() (start int, value, mask [PayloadWindow]byte, ok b
 	return start, value, mask, true
 }
 
+// PayloadNeed is how many bytes of a window its mask reads: up to its last
+// masked byte (0 for an all-zero mask).
+func PayloadNeed(mask [PayloadWindow]byte) int {
+	n := 0
+	for i, b := range mask {
+		if b != 0 {
+			n = i + 1
+		}
+	}
+	return n
+}
+
 // MatchesPayload reports whether a transport payload p satisfies m's
 // payload items (true when m has none). A payload too short to hold a
 // byte the items constrain does not match. For Go-side explanation and

@@ -60,12 +60,7 @@ func (s signature) payloadText(start int, mask [policy.PayloadWindow]byte) strin
 	if !s.payloadKnown {
 		return "payload unknown (fragment)"
 	}
-	end := start
-	for i, b := range mask {
-		if b != 0 {
-			end = start + i + 1
-		}
-	}
+	end := start + policy.PayloadNeed(mask)
 	if end > len(s.payload) {
 		return fmt.Sprintf("payload of %d bytes", len(s.payload))
 	}
