@@ -9,6 +9,7 @@
 
 #include "xdplimit_maps.h"
 #include "parsing_defs.h"
+#include "bitmap.h"
 #include "classify_payload.h"
 
 /* Index of the lowest set bit of a non-zero word: BPF has no ctz. */

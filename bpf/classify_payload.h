@@ -14,25 +14,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_maps.h"
-
-struct xdpl_acc {
-	__u64 w[XDPL_BITMAP_WORDS];
-};
-
-/* AND a bitmap into the accumulator; a missing entry matches no rule. */
-static __always_inline int xdpl_and(struct xdpl_acc *acc, struct xdpl_bitmap *b)
-{
-	if (!b)
-		return 0;
-	__u64 any = 0;
-
-#pragma unroll
-	for (int i = 0; i < XDPL_BITMAP_WORDS; i++) {
-		acc->w[i] &= b->w[i];
-		any |= acc->w[i];
-	}
-	return any != 0;
-}
+#include "bitmap.h"
 
 /* ANDs into acc the rules that packet p's payload satisfies in generation
  * gen; 0 when none is left. A fragment (payload 0: the stack reassembles
