@@ -31,6 +31,7 @@ import (
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/metrics"
+	"github.com/xdplimit/xdplimit/policy"
 )
 
 // dialFunc opens a network connection (net.Dialer's DialContext).
@@ -112,6 +113,10 @@ type Agent struct {
 	dropLog   *dropLogRunner
 	crowdsec  *crowdsecRunner
 	conv      *convRunner
+	autopilot *autopilotRunner
+	// parsed is the policy in force, as parsed: the autopilot's rules are
+	// put in force with it (applyGenerated).
+	parsed    *policy.Policy
 	changes   <-chan struct{} // the policy's files changed; nil when not watched
 	stopWatch func()
 
@@ -183,10 +188,19 @@ func Start(ctx context.Context, cfg Config) (_ *Agent, err error) {
 	if cfg.Watch {
 		a.changes, a.stopWatch = watchPolicy(path, a.log)
 	}
-	pol, _, err := CompilePolicy(path, a.warnings)
+	p, err := loadPolicy(path, a.warnings)
 	if err != nil {
 		return nil, err
 	}
+	// The rules an earlier attach process generated are in force from
+	// the first moment, as the rest of its policy is.
+	a.autopilot = newAutopilotRunner(a, a.exp.Registry())
+	a.autopilot.restore(p.Autopilot)
+	pol, err := a.compileMerged(p)
+	if err != nil {
+		return nil, err
+	}
+	a.parsed = p
 	if err := waitForInterface(ctx, cfg.Interface, cfg.WaitForInterface, a.log, a.exp); err != nil {
 		return nil, err
 	}
@@ -222,6 +236,7 @@ func (a *Agent) startBeside(pol loader.Policy) {
 	}
 	a.conv = newConvRunner(a.att, a.log, a.exp.Registry(), a.inNetns)
 	a.conv.apply(pol.Conversations)
+	a.autopilot.apply(pol.Autopilot)
 	if err := a.exp.Add(a.att.Interface, a.att.Limiter, 0); err != nil {
 		a.log.Warn("metrics unavailable", "err", err)
 	}
@@ -337,7 +352,11 @@ func (a *Agent) reload(trigger string) (warnings []string, err error) {
 		return nil, errNotAttached
 	}
 	var w bytes.Buffer
-	p, _, err := CompilePolicy(a.path, io.MultiWriter(a.warnings, &w))
+	var p loader.Policy
+	pp, err := loadPolicy(a.path, io.MultiWriter(a.warnings, &w))
+	if err == nil {
+		p, err = a.compileMerged(pp)
+	}
 	for line := range strings.Lines(w.String()) {
 		warnings = append(warnings, strings.TrimPrefix(strings.TrimSuffix(line, "\n"), "warning: "))
 	}
@@ -364,6 +383,8 @@ func (a *Agent) reload(trigger string) (warnings []string, err error) {
 		a.log.Error("crowdsec bouncer not changed", "err", err)
 	}
 	a.conv.apply(p.Conversations)
+	a.parsed = pp
+	a.autopilot.apply(p.Autopilot)
 	return warnings, nil
 }
 
@@ -396,6 +417,7 @@ func (a *Agent) stop() error {
 	a.fleet.stop()
 	a.crowdsec.stop()
 	a.conv.stop()
+	a.autopilot.stop()
 	defer a.ns.Close()
 	if a.cfg.DetachOnExit {
 		a.log.Info("detaching (--detach-on-exit)", "interface", a.att.Interface)
@@ -416,5 +438,6 @@ func Detach(iface string) error {
 		return err
 	}
 	removeFleetStatus(iface)
+	removeAutopilotState(iface)
 	return nil
 }

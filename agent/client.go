@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"syscall"
 )
 
@@ -69,4 +70,42 @@ func AskReload(ctx context.Context, iface string) (ReloadResult, error) {
 	var r ReloadResult
 	err := askJSON(ctx, ControlSocket(iface), http.MethodPost, "/reload", &r)
 	return r, err
+}
+
+// AskAutopilot asks the agent of iface for its autopilot's rules and
+// attacks; ErrNoAgent when none runs.
+func AskAutopilot(ctx context.Context, iface string) (AutopilotView, error) {
+	var v struct {
+		AutopilotView
+		Error string `json:"error"`
+	}
+	if err := askJSON(ctx, ControlSocket(iface), http.MethodGet, "/v1/autopilot", &v); err != nil {
+		return AutopilotView{}, err
+	}
+	if v.Error != "" {
+		return AutopilotView{}, errors.New(v.Error)
+	}
+	return v.AutopilotView, nil
+}
+
+// AskAutopilotKeep keeps the generated rule name past its attack, and
+// AskAutopilotRemove removes it; either returns the rule.
+func AskAutopilotKeep(ctx context.Context, iface, name string) (AutopilotRule, error) {
+	return askAutopilotRule(ctx, iface, http.MethodPost, name, "/keep")
+}
+
+func AskAutopilotRemove(ctx context.Context, iface, name string) (AutopilotRule, error) {
+	return askAutopilotRule(ctx, iface, http.MethodDelete, name, "")
+}
+
+func askAutopilotRule(ctx context.Context, iface, method, name, verb string) (AutopilotRule, error) {
+	var v struct {
+		AutopilotRule
+		Error string `json:"error"`
+	}
+	err := askJSON(ctx, ControlSocket(iface), method, "/v1/autopilot/rules/"+url.PathEscape(name)+verb, &v)
+	if err == nil && v.Error != "" {
+		err = errors.New(v.Error)
+	}
+	return v.AutopilotRule, err
 }

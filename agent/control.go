@@ -24,6 +24,9 @@ import (
 //	GET  /metrics  this agent's own series (Prometheus exposition)
 //	GET  /healthz  this agent's own health
 //	GET  /v1/sources/ADDR  what this agent's limiter holds for an address
+//	GET  /v1/autopilot     the autopilot's rules and attacks (AutopilotView)
+//	POST /v1/autopilot/rules/NAME/keep  keep a generated rule past its attack
+//	DELETE /v1/autopilot/rules/NAME     remove a generated rule
 //
 // `xdplimit reload` asks for a reload and prints the answer; the agent
 // holding the metrics address gathers every other agent's series and
@@ -107,6 +110,7 @@ func (a *Agent) serveControl() (*controlServer, error) {
 		}
 		writeJSON(w, code, res)
 	})
+	a.serveAutopilot(mux)
 	c := &controlServer{path: path, done: make(chan struct{}),
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
 	go func() {

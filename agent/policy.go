@@ -23,30 +23,47 @@ import (
 // and column. The parsed policy is returned beside what the loader applies,
 // as compiler.CompileYAML does, for callers that describe it.
 func CompilePolicy(path string, warnings io.Writer) (loader.Policy, *policy.Policy, error) {
-	p, err := policy.Load(path)
+	p, err := loadPolicy(path, warnings)
 	if err != nil {
 		return loader.Policy{}, nil, err
+	}
+	lp, err := compilePolicy(p)
+	return lp, p, err
+}
+
+// loadPolicy reads and validates the policy file, its warnings written as
+// soon as it has parsed.
+func loadPolicy(path string, warnings io.Writer) (*policy.Policy, error) {
+	p, err := policy.Load(path)
+	if err != nil {
+		return nil, err
 	}
 	for _, d := range p.Warnings {
 		fmt.Fprintln(warnings, "warning:", d)
 	}
+	return p, nil
+}
+
+// compilePolicy compiles a parsed policy and checks the files its fleet
+// and CrowdSec sections name.
+func compilePolicy(p *policy.Policy) (loader.Policy, error) {
 	img, err := compiler.Compile(p)
 	if err != nil {
-		return loader.Policy{}, nil, err
+		return loader.Policy{}, err
 	}
 	if p.Fleet != nil {
 		// A password that cannot be read is a bad policy: refused before
 		// anything changes, not found out at the first sync.
 		if _, err := fleet.Password(p.Fleet); err != nil {
-			return loader.Policy{}, nil, err
+			return loader.Policy{}, err
 		}
 	}
 	if p.CrowdSec != nil {
 		// So is a bouncer key that cannot be read, or that others may.
 		if _, err := crowdsec.ReadKeyFile(p.CrowdSec.APIKeyFile); err != nil {
-			return loader.Policy{}, nil, err
+			return loader.Policy{}, err
 		}
 	}
 	return loader.Policy{Image: img, Path: p.Path, SHA256: p.SHA256, Fleet: p.Fleet, Log: p.Log, CrowdSec: p.CrowdSec,
-		Conversations: p.Conversations}, p, nil
+		Conversations: p.Conversations, Autopilot: p.Autopilot}, nil
 }

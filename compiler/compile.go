@@ -27,7 +27,7 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 	}
 	img := &maps.Image{Shadow: p.Mode == policy.ModeShadow, Allow: p.Allow, Deny: p.Deny}
 	img.SampleOneIn, _ = SampleOneIn(p.Log)
-	img.TrafficOneIn = p.Capture.OneIn
+	img.TrafficOneIn = trafficOneIn(p)
 	b := p.Bans
 	img.BanLimits = maps.BanLimits{MinPrefix4: b.MinPrefixIPv4, MinPrefix6: b.MinPrefixIPv6,
 		MaxImported: b.MaxImported, MaxPerSync: b.MaxPerSync, Set: true}
@@ -54,6 +54,17 @@ func Compile(p *policy.Policy) (*maps.Image, error) {
 		return nil, fmt.Errorf("%s: unparsed: %w", p.Path, err)
 	}
 	return img, nil
+}
+
+// trafficOneIn is the datapath's one sampling of every verdict, shared by
+// capture: and autopilot:: the more frequent of the two that are on, so
+// that each sees at least the samples it asked for (0: neither is on).
+func trafficOneIn(p *policy.Policy) uint32 {
+	n := p.Capture.OneIn
+	if a := p.Autopilot; a != nil && a.OneIn != 0 && (n == 0 || a.OneIn < n) {
+		n = a.OneIn
+	}
+	return n
 }
 
 // usedDims are the dimensions some rule constrains: a dimension is looked

@@ -131,6 +131,28 @@ func TestCompileYAML(t *testing.T) {
 	}
 }
 
+// TestCompileTrafficOneIn: the datapath has one sampling of every verdict;
+// with both capture: and autopilot: it samples as often as the more
+// demanding one asks.
+func TestCompileTrafficOneIn(t *testing.T) {
+	for _, c := range []struct {
+		sections string
+		want     uint32
+	}{
+		{"", 0},
+		{"capture: {sample: 1/1024}\n", 1024},
+		{"autopilot: {}\n", policy.DefaultAutopilotOneIn},
+		{"autopilot: {sample: 1/256}\n", 256},
+		{"capture: {sample: 1/1024}\nautopilot: {sample: 1/64}\n", 64},
+		{"capture: {sample: 1/16}\nautopilot: {sample: 1/64}\n", 16},
+	} {
+		img := compileYAML(t, c.sections+"rules: []\n")
+		if img.TrafficOneIn != c.want {
+			t.Errorf("%q: one in %d, want %d", c.sections, img.TrafficOneIn, c.want)
+		}
+	}
+}
+
 // TestNamesAgree: the names maps gives the compiled key kinds and
 // algorithms (what status --source and /v1/sources print) are the policy
 // language's.

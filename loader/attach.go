@@ -66,6 +66,9 @@ type Policy struct {
 	// Conversations is the policy's conversations: section, for the
 	// local addresses and the arming kept beside it.
 	Conversations policy.Conversations
+	// Autopilot is the policy's autopilot: section (nil without one), for
+	// the autopilot beside it.
+	Autopilot *policy.Autopilot
 }
 
 // Config for Attach.

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdplimit/xdplimit/gen"
 )
 
@@ -84,4 +86,16 @@ func (l *Limiter) TrafficSampling() (uint32, error) {
 		return 0, nil
 	}
 	return c.TrafficMask + 1, nil
+}
+
+// MonotonicToWall turns the datapath's clock (CLOCK_MONOTONIC, in ns) into
+// wall time, both read now: samples' At becomes a time to print or bin.
+func MonotonicToWall() func(time.Duration) time.Time {
+	var ts unix.Timespec
+	now := time.Now()
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return func(time.Duration) time.Time { return now }
+	}
+	mono := time.Duration(ts.Nano())
+	return func(at time.Duration) time.Time { return now.Add(at - mono) }
 }

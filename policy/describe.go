@@ -79,6 +79,9 @@ func (p *Policy) Describe(w io.Writer) {
 	if p.Capture.OneIn != 0 {
 		fmt.Fprintf(w, "capture: %s\n", p.Capture)
 	}
+	if a := p.Autopilot; a != nil {
+		fmt.Fprintf(w, "autopilot: %s\n", a)
+	}
 	for _, r := range p.Rules {
 		if r.Action == ActionReject {
 			fmt.Fprintf(w, "answers of reject rules: %s\n", p.Reject)

@@ -60,7 +60,7 @@ func (d *decoder) policy(data []byte) *Policy {
 	if body == nil {
 		return nil
 	}
-	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans", "crowdsec", "geoip", "reject", "conversations", "capture")
+	top := d.mappingExt(body, "", isExtension, "version", "mode", "defaults", "rules", "allow", "deny", "unparsed", "fleet", "log", "bans", "crowdsec", "geoip", "reject", "conversations", "capture", "autopilot")
 	if top == nil {
 		return nil
 	}
@@ -97,6 +97,9 @@ func (d *decoder) policy(data []byte) *Policy {
 	}
 	if f, ok := top["capture"]; ok {
 		p.Capture = d.capture(f)
+	}
+	if f, ok := top["autopilot"]; ok {
+		p.Autopilot = d.autopilot(f)
 	}
 	p.Bans = DefaultBanLimits()
 	if f, ok := top["bans"]; ok {

@@ -37,14 +37,14 @@ func TestTopLevel(t *testing.T) {
 		{name: "mode list", src: "mode: [enforce]\nrules: []", errs: []string{
 			`p.yaml:1:7: mode: expected enforce or shadow, got a list`}},
 		{name: "unknown field", src: "rule: []\n", errs: []string{
-			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip, reject, conversations, capture`}},
+			`p.yaml:1:1: unknown field "rule" (did you mean "rules"?); allowed: version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip, reject, conversations, capture, autopilot`}},
 		{name: "x- fields ignored", src: "x-anything: {a: [1, 2]}\nrules: []"},
 		{name: "empty file", src: "", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "comments only", src: "# nothing\n", errs: []string{
 			"p.yaml:1:1: policy file is empty; a policy that limits nothing is `rules: []`"}},
 		{name: "not a mapping", src: "- rules\n", errs: []string{
-			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip, reject, conversations, capture, got a list"}},
+			"p.yaml:1:1: expected a mapping with fields version, mode, defaults, rules, allow, deny, unparsed, fleet, log, bans, crowdsec, geoip, reject, conversations, capture, autopilot, got a list"}},
 		{name: "two documents", src: "rules: []\n---\nrules: []\n", errs: []string{
 			"p.yaml:3:1: a policy file holds one YAML document; this is a second one"}},
 		{name: "syntax error", src: "rules: [\n", errs: []string{

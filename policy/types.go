@@ -44,6 +44,9 @@ type Policy struct {
 	Log Log
 	// Capture is the capture: section; the zero value (no section) is off.
 	Capture Capture
+	// Autopilot is the autopilot: section, defaults applied; nil when the
+	// policy has none, which leaves the autopilot off.
+	Autopilot *Autopilot
 	// Bans is the bans: section, defaults applied: how far bans from the
 	// fleet's Redis and ban feeds may reach.
 	Bans BanLimits

@@ -15,7 +15,6 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdplimit/xdplimit/loader"
 	"github.com/xdplimit/xdplimit/maps"
@@ -112,7 +111,7 @@ func runCapture(ctx context.Context, log io.Writer, iface, file string, count in
 		}
 		cursor = next
 		lost += int(written) - len(samples)
-		wall := monotonicToWall()
+		wall := maps.MonotonicToWall()
 		for _, p := range samples {
 			if count > 0 && wrote == count {
 				break
@@ -134,16 +133,4 @@ func runCapture(ctx context.Context, log io.Writer, iface, file string, count in
 	}
 	fmt.Fprintln(log)
 	return nil
-}
-
-// monotonicToWall turns the datapath's clock (CLOCK_MONOTONIC, in ns) into
-// wall time, read now.
-func monotonicToWall() func(time.Duration) time.Time {
-	var ts unix.Timespec
-	now := time.Now()
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return func(time.Duration) time.Time { return now }
-	}
-	mono := time.Duration(ts.Nano())
-	return func(at time.Duration) time.Time { return now.Add(at - mono) }
 }

@@ -31,7 +31,7 @@ xdplimit@IFACE enforces /etc/xdplimit/IFACE.yaml on IFACE.`,
 	}
 	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newAttachCmd(), newDetachCmd(), newStatusCmd(), newReloadCmd(),
-		newPolicyCmd(), newDemoCmd(), newTopCmd(), newCaptureCmd(), newVersionCmd(),
+		newPolicyCmd(), newDemoCmd(), newTopCmd(), newCaptureCmd(), newAutopilotCmd(), newVersionCmd(),
 		newBanCmd(), newUnbanCmd(), newBansCmd(), newGenDocsCmd())
 	return root
 }
