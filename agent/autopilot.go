@@ -120,6 +120,8 @@ func (r *autopilotRunner) apply(c *policy.Autopilot) {
 			removeAutopilotState(r.a.cfg.Interface)
 		}
 		r.pilot, r.cfg = nil, nil
+		r.m.rules.Set(0)
+		r.m.active.Set(0)
 		return
 	}
 	if r.pilot == nil {

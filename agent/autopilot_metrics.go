@@ -22,7 +22,7 @@ type pilotMetrics struct {
 
 func newPilotMetrics(iface string) *pilotMetrics {
 	l := prometheus.Labels{"interface": iface}
-	return &pilotMetrics{
+	m := &pilotMetrics{
 		attacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_autopilot_attacks_total",
 			Help: "Attacks the autopilot declared: a destination's packet rate past its floor and its baseline's multiple.", ConstLabels: l}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdplimit_autopilot_decisions_total",
@@ -37,6 +37,11 @@ func newPilotMetrics(iface string) *pilotMetrics {
 		lost: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_autopilot_samples_lost_total",
 			Help: "Sampled packets the rings overwrote before the autopilot read them (rates are scaled up for them).", ConstLabels: l}),
 	}
+	// Each decision's series from 0: its first one is an increase.
+	for _, k := range []autopilot.EventKind{autopilot.EventRule, autopilot.EventNoRule, autopilot.EventEnded, autopilot.EventRemoved} {
+		m.decisions.WithLabelValues(k.String())
+	}
+	return m
 }
 
 func (m *pilotMetrics) collectors() []prometheus.Collector {

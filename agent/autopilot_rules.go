@@ -26,7 +26,11 @@ func (a *Agent) compileMerged(p *policy.Policy) (loader.Policy, error) {
 	var rules []policy.Rule
 	var bad []string
 	for _, g := range gen {
-		r, err := generatedRule(p, g)
+		// The mode of the policy being compiled, which a reload may
+		// have just changed.
+		g := *g
+		g.Shadow = p.Autopilot.Mode == policy.AutopilotShadow
+		r, err := generatedRule(p, &g)
 		if err != nil {
 			a.log.Warn("autopilot: rule dropped", "rule", g.Name, "why", err.Error())
 			bad = append(bad, g.Name)

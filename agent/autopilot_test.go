@@ -15,6 +15,7 @@ import (
 	"github.com/xdplimit/xdplimit/agent"
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/loader"
+	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
@@ -149,4 +150,81 @@ func TestAgentAutopilot(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, a.logs)
 		}
 	}
+}
+
+// In shadow mode a generated rule counts and drops nothing; a reload to
+// enforce makes the same rule drop; a kept rule outlives its flood, and
+// an operator's remove takes it out of the datapath.
+func TestAgentAutopilotShadowKeepRemove(t *testing.T) {
+	testutil.RequireRoot(t)
+	v := newVeth(t)
+	iface := v.PeerName
+	path := policyFile(t, strings.Replace(autopilotPolicy, "sample: 1,", "sample: 1, mode: shadow,", 1))
+	a := startAgent(t, v, agent.Config{Policy: path})
+	r := rand.New(rand.NewPCG(9, 10))
+	feed(t, iface, r, 7*time.Second, 200, 0)
+	var rule string
+	for i := 0; i < 8 && rule == ""; i++ {
+		if drops, _ := feed(t, iface, r, time.Second, 200, 3000); drops > 0 {
+			t.Fatalf("shadow mode dropped %d flood frames", drops)
+		}
+		view, err := agent.AskAutopilot(context.Background(), iface)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(view.Rules) > 0 {
+			rule = view.Rules[0].Name
+			if !view.Rules[0].Shadow || !strings.Contains(view.Rules[0].YAML, "action: shadow") {
+				t.Fatalf("a shadow-mode rule: %+v", view.Rules[0])
+			}
+		}
+	}
+	if rule == "" {
+		t.Fatalf("no rule after 8 s of flood:\n%s", a.logs)
+	}
+	if drops, total := feed(t, iface, r, time.Second, 200, 3000); drops > 0 {
+		t.Fatalf("shadow rule dropped %d of %d", drops, total)
+	}
+	if _, _, shadow := ruleVerdicts(t, iface, rule); shadow == 0 {
+		t.Errorf("the shadow rule counted no would-drops")
+	}
+	writePolicy(t, path, autopilotPolicy)
+	if err := a.Reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	if drops, total := feed(t, iface, r, time.Second, 200, 3000); drops < total*99/100 {
+		t.Fatalf("after the reload to enforce, the rule dropped %d of %d", drops, total)
+	}
+	if g, err := agent.AskAutopilotKeep(context.Background(), iface, rule); err != nil || !g.Kept {
+		t.Fatalf("keep: %+v, %v", g, err)
+	}
+	if _, err := agent.AskAutopilotKeep(context.Background(), iface, "no-such-rule"); err == nil {
+		t.Error("keeping a rule that does not exist succeeded")
+	}
+	feed(t, iface, r, 6*time.Second, 200, 0) // past expire
+	if !hasRule(t, iface, rule) {
+		t.Fatalf("the kept rule expired:\n%s", a.logs)
+	}
+	if _, err := agent.AskAutopilotRemove(context.Background(), iface, rule); err != nil {
+		t.Fatal(err)
+	}
+	if hasRule(t, iface, rule) {
+		t.Fatalf("rule %s still in force after remove", rule)
+	}
+}
+
+// ruleVerdicts are a rule's pass, drop and shadow packet counts.
+func ruleVerdicts(t *testing.T, iface, rule string) (pass, drop, shadow uint64) {
+	t.Helper()
+	stats, err := pinned(t, iface).Limiter.RuleStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stats {
+		if s.Name == rule {
+			return s.Verdicts[maps.VerdictPass].Packets, s.Verdicts[maps.VerdictDrop].Packets, s.Verdicts[maps.VerdictShadow].Packets
+		}
+	}
+	t.Fatalf("no rule %s in force", rule)
+	return
 }

@@ -34,6 +34,9 @@ type Generated struct {
 	Created, LastAttack time.Time
 	// Kept: an operator keeps it; it outlives its attack.
 	Kept bool
+	// Baseline is its destination's normal rate, packets per second, when
+	// the rule was written.
+	Baseline float64
 }
 
 // Evidence is the rule's fingerprint and what it rests on, in words.
@@ -91,8 +94,18 @@ func (p *Pilot) Remove(name string) (*Generated, error) {
 // Drop forgets the rules named in names without judging their attacks:
 // rules the policy now has rules of the same name for (an operator pasted
 // them in), or that it could not compile.
+// Their attacks get no other rule until they end: another would meet the
+// same fate.
 func (p *Pilot) Drop(names ...string) {
-	p.rules = slices.DeleteFunc(p.rules, func(g *Generated) bool { return slices.Contains(names, g.Name) })
+	p.rules = slices.DeleteFunc(p.rules, func(g *Generated) bool {
+		if !slices.Contains(names, g.Name) {
+			return false
+		}
+		if d := p.dests[g.Dest]; d != nil && d.attack != nil {
+			d.attack.dismissed = true
+		}
+		return true
+	})
 }
 
 // Restore takes back the rules an earlier pilot left (a restarted attach
@@ -113,6 +126,10 @@ func (p *Pilot) Restore(rules []*Generated) {
 		if d.attack == nil || d.attack.lastOver.Before(g.LastAttack) {
 			d.attack = &attack{since: g.Created, lastOver: g.LastAttack}
 		}
+		// The destination's baseline as the rule found it: its attack is
+		// judged from the first second, not after a learning period in
+		// which the flood would pass for normal traffic.
+		d.base, d.restored = max(d.base, g.Baseline), true
 		var n int
 		if _, err := fmt.Sscanf(g.Name[strings.LastIndexByte(g.Name, '-')+1:], "%d", &n); err == nil {
 			p.seq = max(p.seq, n)

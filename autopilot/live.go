@@ -79,6 +79,9 @@ type destState struct {
 	normal  ring
 	held    []quiet
 	attack  *attack
+	// restored: its baseline came with a restored rule, and counts from
+	// the first Tick.
+	restored bool
 }
 
 // attack is a destination's attack in progress.
@@ -235,7 +238,7 @@ func (p *Pilot) Tick(now time.Time) (events []Event, changed bool) {
 		}
 		limit := max(p.cfg.Detect.Floor, p.cfg.Detect.Multiple*d.base)
 		switch {
-		case learned && rate > limit:
+		case (learned || d.restored) && rate > limit:
 			ev, ch := p.over(now, dst, d, rate)
 			events, changed = append(events, ev...), changed || ch
 		case d.attack == nil:
@@ -371,7 +374,8 @@ func (p *Pilot) generate(dst Dest, d *destState, samples []Sample, share float64
 	}
 	g := &Generated{Name: fmt.Sprintf("autopilot-%s%d-%d", protoName(dst), dst.Port, p.seq), Dest: dst,
 		Preds: in, Coverage: cov, BaselineShare: base, AttackSamples: len(samples),
-		BaselineSamples: len(normal), Rate: rate, Shadow: p.cfg.Shadow, Created: p.last, LastAttack: p.last}
+		BaselineSamples: len(normal), Rate: rate, Shadow: p.cfg.Shadow, Created: p.last, LastAttack: p.last,
+		Baseline: d.base}
 	g.Left = slices.DeleteFunc(slices.Clone(fp.Preds), func(q Predicate) bool { return q.matchable() })
 	return g, nil
 }

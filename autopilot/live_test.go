@@ -193,3 +193,35 @@ func TestPilotRotateRemoveKeep(t *testing.T) {
 		t.Fatalf("restored rules: %v", got)
 	}
 }
+
+// A restarted pilot judges a restored rule's destination against the
+// baseline the rule was written with, from its first second: a flood that
+// goes on keeps its rule, and is never learned as normal traffic.
+func TestPilotRestoreUnderFlood(t *testing.T) {
+	l := newLive(t, liveConfig())
+	udp := Dest{server, layers.IPProtocolUDP, 9000}
+	flood := func(r *rand.Rand, s *Sample) {
+		s.Payload, s.Length = append([]byte("EEEEEEEE"), randBytes(r, 8)...), 100
+	}
+	for range 25 {
+		l.second(gen(l.r, 60, udp, normalUDP))
+	}
+	if ev := l.second(gen(l.r, 3000, udp, flood)); kinds(ev) != "attack,rule" {
+		t.Fatalf("flood: %v", ev)
+	}
+	saved := l.p.Rules()
+	if saved[0].Baseline <= 0 {
+		t.Fatalf("the rule carries no baseline: %+v", saved[0])
+	}
+	q := &live{t: t, p: NewPilot(liveConfig()), r: l.r, now: l.now}
+	q.p.Restore(saved)
+	q.p.Tick(q.now)
+	for i := range 20 { // past Expire and the learning period
+		if ev := q.second(gen(q.r, 60, udp, normalUDP), gen(q.r, 3000, udp, flood)); len(ev) > 0 {
+			t.Fatalf("second %d after the restart, under the same flood: %v", i, ev)
+		}
+	}
+	if len(q.p.Rules()) != 1 {
+		t.Fatalf("rules after 20 s of flood: %v", q.p.Rules())
+	}
+}

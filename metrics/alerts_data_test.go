@@ -54,6 +54,12 @@ tests:
         values: '0+300x40'
       - series: 'xdplimit_packets_total{instance="h1",interface="eth0",rule="_no_socket",verdict="shadow_drop"}'
         values: '0+600x40'
+      # The autopilot: an attack in progress from 10m; its first no_rule
+      # at 10m (a new series, starting at 1), another at 25m.
+      - series: 'xdplimit_autopilot_attacks_active{instance="h1",interface="eth0"}'
+        values: '0x10 1x30'
+      - series: 'xdplimit_autopilot_decisions_total{instance="h1",interface="eth0",decision="no_rule"}'
+        values: '_x10 1x14 2x16'
     alert_rule_test:
       - eval_time: 4m
         alertname: XdplimitConversationFlood
@@ -121,6 +127,36 @@ tests:
       - eval_time: 30m
         alertname: XdplimitPolicyReloadFailed
         exp_alerts: []
+      - eval_time: 10m
+        alertname: XdplimitAutopilotAttack
+        exp_alerts: []
+      - eval_time: 12m
+        alertname: XdplimitAutopilotAttack
+        exp_alerts:
+          - exp_labels: {severity: warning, instance: h1, interface: eth0}
+            exp_annotations:
+              summary: "xdplimit autopilot on h1 eth0: 1 attack(s) in progress"
+              description: "` + autopilotAttackRunbook + `"
+      - eval_time: 9m
+        alertname: XdplimitAutopilotNoRule
+        exp_alerts: []
+      - eval_time: 12m
+        alertname: XdplimitAutopilotNoRule
+        exp_alerts:
+          - exp_labels: {severity: warning, instance: h1, interface: eth0, decision: no_rule}
+            exp_annotations:
+              summary: "the xdplimit autopilot on h1 eth0 wrote no rule for an attack"
+              description: "` + autopilotNoRuleRunbook + `"
+      - eval_time: 20m
+        alertname: XdplimitAutopilotNoRule
+        exp_alerts: []
+      - eval_time: 27m
+        alertname: XdplimitAutopilotNoRule
+        exp_alerts:
+          - exp_labels: {severity: warning, instance: h1, interface: eth0, decision: no_rule}
+            exp_annotations:
+              summary: "the xdplimit autopilot on h1 eth0 wrote no rule for an attack"
+              description: "` + autopilotNoRuleRunbook + `"
       - eval_time: 4m
         alertname: XdplimitSynFloodAnswered
         exp_alerts: []
@@ -163,6 +199,15 @@ const (
 		`XDP for 5 minutes; the stack sends no resets or port unreachables for them. What to check: where it ` +
 		`comes from (` + "`xdplimit top eth0`" + `, the drop log's no_connection and no_socket lines); ` +
 		`the uplink, if the flood saturates it: have it filtered upstream. Nothing to do on the host.`
+	autopilotAttackRunbook = `Run ` + "`xdplimit autopilot list eth0`" + ` on h1: the destinations under ` +
+		`attack, the rules written for them with their fingerprints and evidence (the share of normal traffic ` +
+		`they match), or why an attack got none. Keep a rule that should stay (` + "`xdplimit autopilot keep`" + `), remove ` +
+		`one that matches real clients (` + "`xdplimit autopilot remove`" + `); docs/autopilot.md.`
+	autopilotNoRuleRunbook = `The attack is not held by a generated rule. The attach log's ` + "`autopilot: no rule`" + ` line says why ` +
+		`(journalctl -u xdplimit@eth0 | grep 'autopilot: no rule'), and ` +
+		"`xdplimit autopilot list eth0`" + ` shows it beside the attack: no trait of its own, only ` +
+		`traits rules cannot match, max_rules reached, or too little normal traffic seen. What to do for each: ` +
+		`docs/autopilot.md, \"When it gets it wrong\".`
 	convShadowRunbook = `For 30 minutes the check would have dropped packets on h1 eth0 that ` +
 		`its sockets do not receive. Outside an attack these are real traffic the check cannot see a socket ` +
 		`for: a port published by DNAT, a service in another network namespace (docs/conversations.md). The ` +

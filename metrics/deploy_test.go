@@ -37,7 +37,8 @@ func tool(t *testing.T, name, pkg string) string {
 }
 
 // exported lists the xdplimit_ families the exporter can produce.
-func exported() []string {
+func exported(t testing.TB) []string {
+	t.Helper()
 	re := regexp.MustCompile(`fqName: "([a-z_]+)"`)
 	var names []string
 	for _, d := range allDescs {
@@ -56,7 +57,27 @@ func exported() []string {
 	for d := range ch {
 		names = append(names, re.FindStringSubmatch(d.String())[1])
 	}
-	return append(names, "xdplimit_policy_reloads_total")
+	return append(append(names, "xdplimit_policy_reloads_total"), autopilotFamilies(t)...)
+}
+
+// autopilotFamilies are the autopilot's series, which attach registers
+// beside the exporter's. They are defined in package agent, which imports
+// this one: they are read from its source, and the test fails if it names
+// none.
+func autopilotFamilies(t testing.TB) []string {
+	t.Helper()
+	src, err := os.ReadFile("../agent/autopilot_metrics.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`Name: "(xdplimit_[a-z_]+)"`).FindAllStringSubmatch(string(src), -1) {
+		names = append(names, m[1])
+	}
+	if len(names) == 0 {
+		t.Fatal("agent/autopilot_metrics.go names no xdplimit_ family")
+	}
+	return names
 }
 
 var metricRef = regexp.MustCompile(`\bxdplimit_[a-z_]+\b`)
@@ -65,7 +86,7 @@ var metricRef = regexp.MustCompile(`\bxdplimit_[a-z_]+\b`)
 // produce (a typo in a query never errors, it just shows nothing).
 func checkRefs(t *testing.T, where, text string) {
 	t.Helper()
-	known := exported()
+	known := exported(t)
 	for _, ref := range metricRef.FindAllString(text, -1) {
 		if !slices.Contains(known, ref) {
 			t.Errorf("%s refers to %s, which the exporter does not produce", where, ref)
@@ -74,7 +95,7 @@ func checkRefs(t *testing.T, where, text string) {
 }
 
 func TestExportedNames(t *testing.T) {
-	for _, n := range exported() {
+	for _, n := range exported(t) {
 		if !regexp.MustCompile(`^xdplimit_[a-z_]+$`).MatchString(n) {
 			t.Errorf("bad family name %q", n)
 		}
@@ -84,7 +105,7 @@ func TestExportedNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range exported() {
+	for _, n := range exported(t) {
 		if !strings.Contains(string(doc), "`"+n+"`") {
 			t.Errorf("docs/metrics.md does not document %s", n)
 		}
@@ -140,7 +161,8 @@ func TestDashboard(t *testing.T) {
 	for _, want := range []string{"xdplimit_packets_total", "xdplimit_tracked_sources", "xdplimit_source_table_capacity",
 		"xdplimit_source_inserts_total", "xdplimit_source_table_evictions_total",
 		"xdplimit_source_table_insert_failures_total", "xdplimit_policy_reloads_total",
-		"xdplimit_syncookie_acks_total", "xdplimit_syncookie_events_total"} {
+		"xdplimit_syncookie_acks_total", "xdplimit_syncookie_events_total", "xdplimit_autopilot_rules",
+		"xdplimit_autopilot_attacks_active", "xdplimit_autopilot_decisions_total"} {
 		if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("the dashboard shows no %s", want)
 		}

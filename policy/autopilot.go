@@ -5,7 +5,6 @@ package policy
 import (
 	"fmt"
 	"math/big"
-	"math/bits"
 	"regexp"
 	"strconv"
 	"strings"
@@ -157,9 +156,7 @@ func (d *decoder) autopilot(f field) *Autopilot {
 			if err != nil || n > MaxCaptureOneIn {
 				d.errorf(vf.value, "autopilot.sample", "sample %q: write one in N packets as 1/N or N (N from 1 to %d), or a share like 1.5%%", s, MaxCaptureOneIn)
 			} else {
-				// The datapath tests the bits of a random number,
-				// as for capture.sample.
-				a.OneIn = 1 << (bits.Len32(uint32(n)) - 1)
+				a.OneIn = sampleOneIn(n)
 			}
 		}
 	}

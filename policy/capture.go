@@ -48,9 +48,14 @@ func (d *decoder) capture(f field) Capture {
 		return c
 	}
 	c.Asked = n
-	c.OneIn = 1 << (bits.Len32(uint32(n)) - 1)
+	c.OneIn = sampleOneIn(n)
 	return c
 }
+
+// sampleOneIn is the one in N a sampling section asks for, as the datapath
+// takes it: the largest power of two not above N (it tests the bits of a
+// random number).
+func sampleOneIn(n float64) uint32 { return 1 << (bits.Len32(uint32(n)) - 1) }
 
 // String renders the section as `policy check` prints it.
 func (c Capture) String() string {

@@ -25,34 +25,7 @@ func (p *Policy) Describe(w io.Writer) {
 	}
 	fmt.Fprintf(w, "rules: %d, first match wins\n", len(p.Rules))
 	for i, r := range p.Rules {
-		fmt.Fprintf(w, "  %d. %s (line %d): %s\n", i+1, r.Name, r.Line, r.Match)
-		for j, l := range r.Levels {
-			what := "own"
-			if j > 0 {
-				what = "aggregate"
-			}
-			fmt.Fprintf(w, "     %-9s key %s: %s\n", what, l.Key, l.Limit)
-			if l.Limit.Scope == ScopeFleet && p.Fleet != nil {
-				fmt.Fprintf(w, "               %s\n", p.Fleet.bound(l.Limit))
-			}
-		}
-		fmt.Fprintf(w, "     over limit: %s\n", r.Action)
-		if r.Action == ActionSynCookie {
-			fmt.Fprintf(w, "     answers the SYN with a SYN-ACK carrying a SYN cookie; the host needs net.ipv4.tcp_syncookies=2 "+
-				"and net.ipv4.tcp_timestamps=2 (or 0), which attach checks\n")
-		}
-		if r.Action == ActionReject {
-			fmt.Fprintf(w, "     answers with a TCP reset, or an ICMP unreachable (administratively prohibited) for other "+
-				"protocols, within the reject budget, then drops\n")
-		}
-		if b := r.Ban; b != nil {
-			verb := "bans"
-			if r.Action != ActionBan {
-				verb = "would ban (shadow: recorded and counted, not enforced)"
-			}
-			fmt.Fprintf(w, "     %s the source (ipv4/%d, ipv6/%d) for %v: every packet from it dropped, after allow, before any rule\n",
-				verb, b.IPv4Prefix, b.IPv6Prefix, b.For)
-		}
+		p.describeRule(w, i, r)
 	}
 	fmt.Fprintf(w, "unmatched traffic: pass\n")
 	fmt.Fprintf(w, "unparsed frames (truncated, bad lengths or checksum, too many VLAN tags): %s\n", p.Unparsed)
@@ -98,4 +71,36 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// describeRule is Describe's lines of the i-th rule.
+func (p *Policy) describeRule(w io.Writer, i int, r Rule) {
+	fmt.Fprintf(w, "  %d. %s (line %d): %s\n", i+1, r.Name, r.Line, r.Match)
+	for j, l := range r.Levels {
+		what := "own"
+		if j > 0 {
+			what = "aggregate"
+		}
+		fmt.Fprintf(w, "     %-9s key %s: %s\n", what, l.Key, l.Limit)
+		if l.Limit.Scope == ScopeFleet && p.Fleet != nil {
+			fmt.Fprintf(w, "               %s\n", p.Fleet.bound(l.Limit))
+		}
+	}
+	fmt.Fprintf(w, "     over limit: %s\n", r.Action)
+	if r.Action == ActionSynCookie {
+		fmt.Fprintf(w, "     answers the SYN with a SYN-ACK carrying a SYN cookie; the host needs net.ipv4.tcp_syncookies=2 "+
+			"and net.ipv4.tcp_timestamps=2 (or 0), which attach checks\n")
+	}
+	if r.Action == ActionReject {
+		fmt.Fprintf(w, "     answers with a TCP reset, or an ICMP unreachable (administratively prohibited) for other "+
+			"protocols, within the reject budget, then drops\n")
+	}
+	if b := r.Ban; b != nil {
+		verb := "bans"
+		if r.Action != ActionBan {
+			verb = "would ban (shadow: recorded and counted, not enforced)"
+		}
+		fmt.Fprintf(w, "     %s the source (ipv4/%d, ipv6/%d) for %v: every packet from it dropped, after allow, before any rule\n",
+			verb, b.IPv4Prefix, b.IPv6Prefix, b.For)
+	}
 }

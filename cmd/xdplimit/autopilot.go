@@ -106,8 +106,8 @@ func printAutopilot(w io.Writer, v agent.AutopilotView, now time.Time) {
 		fmt.Fprintf(w, "%s: the policy in force has no autopilot: section\n", v.Interface)
 		return
 	}
-	fmt.Fprintf(w, "%s: autopilot on (mode %s, action %s): %d rules, %d attacks in progress\n",
-		v.Interface, v.Mode, v.Action, len(v.Rules), len(v.Attacks))
+	fmt.Fprintf(w, "%s: autopilot on (mode %s, action %s): %s, %s in progress\n",
+		v.Interface, v.Mode, v.Action, plural(len(v.Rules), "rule"), plural(len(v.Attacks), "attack"))
 	if len(v.Rules) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "\nRULE\tDEST\tAGE\tLAST ATTACK\tATTACK\tNORMAL\tFINGERPRINT")
@@ -136,4 +136,12 @@ func printAutopilot(w io.Writer, v agent.AutopilotView, now time.Time) {
 		}
 		fmt.Fprintln(w, strings.TrimSpace(s))
 	}
+}
+
+// plural is "1 rule", "2 rules".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -99,7 +99,7 @@ func runPolicySuggest(w, errw io.Writer, pcap, baseline string, det autopilot.De
 		in, out := fp.Matchable()
 		share := autopilot.Share(a.Normal, in)
 		if share > cfg.BaselineMax {
-			fmt.Fprintf(w, "  no rule: rules cannot match %s yet, and the rest of the fingerprint matches %.2f%% of the normal traffic\n\n",
+			fmt.Fprintf(w, "  no rule: rules cannot match %s, and the rest of the fingerprint matches %.2f%% of the normal traffic\n\n",
 				autopilot.Describe(out, false), 100*share)
 			continue
 		}

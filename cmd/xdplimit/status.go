@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -202,6 +203,7 @@ func printStatus(w io.Writer, s *loader.State, countSources bool) error {
 	if len(levels) > 0 {
 		printFleet(w, s.Interface, len(levels), loader.OwnerAlive(m.Pid), cs[maps.CounterFleetLost].Packets)
 	}
+	printAutopilotSummary(w, autopilotOf(context.Background(), s.Interface, loader.OwnerAlive(m.Pid)))
 	return nil
 }
 

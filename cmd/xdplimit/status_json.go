@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"time"
 
@@ -35,6 +36,9 @@ type statusJSON struct {
 	// Counters are the global counters by name (docs/metrics.md).
 	Counters map[string]countJSON `json:"counters"`
 	Fleet    *fleetJSON           `json:"fleet,omitempty"`
+	// Autopilot is what the attach process's autopilot reports, when it
+	// runs (docs/autopilot.md).
+	Autopilot *agent.AutopilotView `json:"autopilot,omitempty"`
 	// Conversations: how each conversation check runs now (what they
 	// dropped is in Counters: no_connection, no_socket, ...).
 	Conversations map[string]convCheckJSON `json:"conversations"`
@@ -152,6 +156,7 @@ func statusOf(s *loader.State, countSources bool) (statusJSON, error) {
 		st.Fleet = &fleetJSON{Levels: len(levels), State: fleetState(s.Interface, st.OwnerAlive),
 			LostReports: cs[maps.CounterFleetLost].Packets}
 	}
+	st.Autopilot = autopilotOf(context.Background(), s.Interface, st.OwnerAlive)
 	return st, nil
 }
 
