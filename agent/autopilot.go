@@ -247,6 +247,20 @@ func (r *autopilotRunner) tick(now time.Time) {
 	}
 }
 
+// enforced stamps the rules just put in force with when they first were.
+func (r *autopilotRunner) enforced(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pilot == nil {
+		return
+	}
+	for _, g := range r.pilot.Rules() {
+		if g.Enforced.IsZero() {
+			g.Enforced = now
+		}
+	}
+}
+
 func (r *autopilotRunner) logEvent(e autopilot.Event) {
 	args := []any{"interface", r.a.att.Interface, "dest", e.Dest.String()}
 	switch e.Kind {

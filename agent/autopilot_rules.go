@@ -5,6 +5,7 @@ package agent
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/xdplimit/xdplimit/autopilot"
 	"github.com/xdplimit/xdplimit/loader"
@@ -99,6 +100,7 @@ func (a *Agent) applyGenerated(trigger string) error {
 	if err != nil {
 		return err
 	}
+	a.autopilot.enforced(time.Now())
 	a.log.Info("autopilot: rules in force", "trigger", trigger, "generated", len(a.autopilot.generated(a.parsed.Autopilot)),
 		"rules", len(lp.Image.Rules))
 	return nil

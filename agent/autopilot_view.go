@@ -44,9 +44,12 @@ type AutopilotRule struct {
 	Shadow          bool      `json:"shadow"`
 	Kept            bool      `json:"kept"`
 	Created         time.Time `json:"created"`
-	LastAttack      time.Time `json:"last_attack"`
-	AgeSeconds      float64   `json:"age_seconds"`
-	YAML            string    `json:"yaml"`
+	// Enforced is when the rule was first in force in the datapath: the
+	// zero time (omitted) while it is being put in force.
+	Enforced   time.Time `json:"enforced,omitzero"`
+	LastAttack time.Time `json:"last_attack"`
+	AgeSeconds float64   `json:"age_seconds"`
+	YAML       string    `json:"yaml"`
 }
 
 // AttackView is an attack in progress.
@@ -64,7 +67,7 @@ type AttackView struct {
 func ruleView(g *autopilot.Generated, now time.Time) AutopilotRule {
 	v := AutopilotRule{Name: g.Name, Dest: g.Dest.String(), Fingerprint: autopilot.Describe(g.Preds, true),
 		Coverage: g.Coverage, BaselineShare: g.BaselineShare, AttackSamples: g.AttackSamples,
-		BaselineSamples: g.BaselineSamples, Rate: g.Rate, Shadow: g.Shadow, Kept: g.Kept, Created: g.Created,
+		BaselineSamples: g.BaselineSamples, Rate: g.Rate, Shadow: g.Shadow, Kept: g.Kept, Created: g.Created, Enforced: g.Enforced,
 		LastAttack: g.LastAttack, AgeSeconds: now.Sub(g.Created).Seconds(), YAML: g.YAML()}
 	if len(g.Left) > 0 {
 		v.Unmatched = autopilot.Describe(g.Left, true)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/xdplimit/xdplimit/loader"
 )
@@ -53,6 +54,7 @@ func (a *Agent) reload(trigger string) (warnings []string, err error) {
 		return warnings, err
 	}
 	a.log.Info("reloaded", "policy", a.path, "trigger", trigger)
+	a.autopilot.enforced(time.Now())
 	// The datapath enforces the new policy: what runs beside it follows,
 	// and what cannot start is logged, as at Start.
 	if err := a.fleet.apply(p.Fleet); err != nil {

@@ -29,9 +29,10 @@ type Generated struct {
 	Rate uint64
 	// Shadow: the rule counts what it would drop.
 	Shadow bool
-	// Created is when the rule was written, LastAttack when its attack
-	// was last above its threshold.
-	Created, LastAttack time.Time
+	// Created is when the rule was written, Enforced when it was first
+	// in force in the datapath (zero until then), LastAttack when its
+	// attack was last above its threshold.
+	Created, Enforced, LastAttack time.Time
 	// Kept: an operator keeps it; it outlives its attack.
 	Kept bool
 	// Baseline is its destination's normal rate, packets per second, when

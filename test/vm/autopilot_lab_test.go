@@ -270,7 +270,7 @@ func (rt *realTraffic) runHTTP(ctx context.Context, l *lab, url string) {
 // is tried again.
 func (rt *realTraffic) runIperf(ctx context.Context, l *lab, bin string) {
 	secs := strconv.Itoa(int(rt.cfg.IperfRun / time.Second))
-	for connected, tries := false, 0; ctx.Err() == nil; tries++ {
+	for refused := 0; ctx.Err() == nil; {
 		var out []byte
 		_ = l.NS.Do(func() error {
 			run, cancel := context.WithTimeout(context.Background(), rt.cfg.IperfRun+10*time.Second)
@@ -291,11 +291,16 @@ func (rt *realTraffic) runIperf(ctx context.Context, l *lab, bin string) {
 		if err := json.Unmarshal(out, &rep); err != nil {
 			rep.Error = fmt.Sprintf("no report (%v): %.200s", err, out)
 		}
-		if !connected && strings.Contains(rep.Error, "Connection refused") && tries < 50 {
+		// iperf3 -s listens anew after each test: a run that starts in
+		// that moment is refused (before the server's first listen too),
+		// which no drop can cause (a drop is a timeout). Retried, and
+		// failed only when refused for 5 s.
+		if strings.Contains(rep.Error, "Connection refused") && refused < 50 {
+			refused++
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		connected = true
+		refused = 0
 		rt.count(func(tc *trafficCounts) {
 			tc.Iperf.Runs++
 			if rep.Error != "" || rep.End.SumReceived.Bytes == 0 {

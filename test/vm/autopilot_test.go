@@ -105,7 +105,11 @@ func TestAutopilotLive(t *testing.T) {
 			var sentAtRule, ringAtRule uint64
 			for rule == nil && time.Since(onset) < apFloodFor-2*time.Second {
 				time.Sleep(250 * time.Millisecond)
-				rule, sentAtRule, ringAtRule = ruleFor(l.autopilotList(t), dest), run.Sent(), l.ringDrops(t)
+				// Listed once in force in the datapath: frames sent
+				// from then on are the rule's to drop.
+				if r := ruleFor(l.autopilotList(t), dest); r != nil && !r.Enforced.IsZero() {
+					rule, sentAtRule, ringAtRule = r, run.Sent(), l.ringDrops(t)
+				}
 			}
 			sent, err := run.Wait()
 			if err != nil {
@@ -132,9 +136,9 @@ func TestAutopilotLive(t *testing.T) {
 			if rule == nil {
 				t.Fatalf("no rule for %s within %v of its onset (%d frames sent)", dest, apFloodFor-2*time.Second, sent)
 			}
-			took := rule.Created.Sub(onset)
-			t.Logf("%s: rule %s %v after onset: %s (%.1f%% of %d attack samples, %.2f%% of %d normal)",
-				shape.name, rule.Name, took.Round(time.Millisecond), rule.Fingerprint, 100*rule.Coverage,
+			took := rule.Enforced.Sub(onset)
+			t.Logf("%s: rule %s in force %v after onset (written at %v): %s (%.1f%% of %d attack samples, %.2f%% of %d normal)",
+				shape.name, rule.Name, took.Round(time.Millisecond), rule.Created.Sub(onset).Round(time.Millisecond), rule.Fingerprint, 100*rule.Coverage,
 				rule.AttackSamples, 100*rule.BaselineShare, rule.BaselineSamples)
 			// Offline, the capture of the same flood gives the same rule.
 			if m := matchLine(rule.YAML); !strings.Contains(suggested, m) {
