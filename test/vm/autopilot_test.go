@@ -74,107 +74,141 @@ func ruleFor(v agent.AutopilotView, dest string) *agent.AutopilotRule {
 	return nil
 }
 
+// apLab is the live lab with the limiter attached and the real traffic
+// running.
+type apLab struct {
+	*lab
+	sc     apScale
+	rt     *realTraffic
+	p      *proc
+	dir    string
+	normal string // a capture of the real traffic alone
+}
+
 func TestAutopilotLive(t *testing.T) {
 	l := newLab(t, 1)
-	sc := autopilotScale()
-	rt := startRealTraffic(t, l, sc.traffic)
-	p := l.attach(t, sc.policy)
+	x := &apLab{lab: l, sc: autopilotScale(), dir: t.TempDir()}
+	x.rt = startRealTraffic(t, l, x.sc.traffic)
+	x.p = l.attach(t, x.sc.policy)
 	// Learning (10 s), the intervals held back (3 s) and a margin; the
 	// real traffic captured meanwhile, for policy suggest.
-	dir := t.TempDir()
-	normal := filepath.Join(dir, "normal.pcap")
-	l.capture(t, normal, 10*time.Second)
+	x.normal = filepath.Join(x.dir, "normal.pcap")
+	l.capture(t, x.normal, 10*time.Second)
 	time.Sleep(5 * time.Second)
 	if v := l.autopilotList(t); !v.On || len(v.Rules) > 0 || len(v.Attacks) > 0 {
-		t.Fatalf("after learning the real traffic: %+v\n%s", v, p.out)
+		t.Fatalf("after learning the real traffic: %+v\n%s", v, x.p.out)
 	}
-	if out := l.suggest(t, normal, ""); !strings.Contains(out, "no flood in") {
+	if out := l.suggest(t, x.normal, ""); !strings.Contains(out, "no flood in") {
 		t.Errorf("policy suggest on the real traffic alone:\n%s", out)
 	}
-	e := l.attackEnds()
 	for i, shape := range attackShapes {
-		dest := fmt.Sprintf("%s %s port %d", strings.ToLower(shape.proto.String()), e.Dst, shape.port)
-		t.Run(shape.name, func(t *testing.T) {
-			pool := shape.build(e, uint64(i+1), 4096)
-			before := rt.Snapshot()
-			onset := time.Now()
-			flood := filepath.Join(dir, shape.name+".pcap")
-			capture := l.startCapture(t, flood, 6*time.Second)
-			run := l.startAttack(t, pool, sc.floodRate, uint64(sc.floodRate)*uint64(apFloodFor/time.Second), apFloodFor+30*time.Second)
-			var rule *agent.AutopilotRule
-			var sentAtRule, ringAtRule uint64
-			for rule == nil && time.Since(onset) < apFloodFor-2*time.Second {
-				time.Sleep(250 * time.Millisecond)
-				// Listed once in force in the datapath: frames sent
-				// from then on are the rule's to drop.
-				if r := ruleFor(l.autopilotList(t), dest); r != nil && !r.Enforced.IsZero() {
-					rule, sentAtRule, ringAtRule = r, run.Sent(), l.ringDrops(t)
-				}
-			}
-			sent, err := run.Wait()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := capture.stop(t, 0); err != nil {
-				t.Fatalf("capture: %v\n%s", err, capture.out)
-			}
-			suggested := l.suggest(t, flood, normal)
-			during := rt.Snapshot().sub(before)
-			if shape.name == "randomFlood" {
-				if rule != nil {
-					t.Fatalf("a rule for a flood random in everything: %+v", rule)
-				}
-				if !strings.Contains(p.out.String(), "the attack shares no trait that normal traffic to it lacks") {
-					t.Errorf("the log does not say why the random flood got no rule:\n%s", p.out)
-				}
-				t.Logf("no rule for %d frames; real traffic meanwhile: %v", sent, during)
-				if !strings.Contains(suggested, "no rule: the attack shares no trait") {
-					t.Errorf("policy suggest on the random flood's capture:\n%s", suggested)
-				}
-				return
-			}
-			if rule == nil {
-				t.Fatalf("no rule for %s within %v of its onset (%d frames sent)", dest, apFloodFor-2*time.Second, sent)
-			}
-			took := rule.Enforced.Sub(onset)
-			t.Logf("%s: rule %s in force %v after onset (written at %v): %s (%.1f%% of %d attack samples, %.2f%% of %d normal)",
-				shape.name, rule.Name, took.Round(time.Millisecond), rule.Created.Sub(onset).Round(time.Millisecond), rule.Fingerprint, 100*rule.Coverage,
-				rule.AttackSamples, 100*rule.BaselineShare, rule.BaselineSamples)
-			// Offline, the capture of the same flood gives the same rule.
-			if m := matchLine(rule.YAML); !strings.Contains(suggested, m) {
-				t.Errorf("policy suggest on the flood's capture does not print the autopilot's match %q:\n%s", m, suggested)
-			}
-			if took > apOnset {
-				t.Errorf("enforced %v after the onset, want within %v", took, apOnset)
-			}
-			// Dropped: by the rule, or by the veth before any program saw
-			// them (its ring full, under emulation now and then).
-			_, drop, _ := l.ruleCounts(t, rule.Name)
-			after, ring := sent-sentAtRule, l.ringDrops(t)-ringAtRule
-			if float64(drop+ring) < 0.99*float64(after) {
-				t.Errorf("the rule dropped %d and the veth %d of the %d frames sent after it was listed, want 99%%",
-					drop, ring, after)
-			}
-			// The flood is over: the rule goes after expire, and the
-			// next flood starts against a quiet baseline.
-			end := time.Now()
-			for ruleFor(l.autopilotList(t), dest) != nil {
-				if time.Since(end) > apExpire+2*time.Second {
-					t.Fatalf("rule %s still listed %v after the flood ended", rule.Name, time.Since(end).Round(time.Second))
-				}
-				time.Sleep(250 * time.Millisecond)
-			}
-			t.Logf("removed %v after the flood ended; real traffic during the flood: %v", time.Since(end).Round(time.Millisecond), during)
-		})
+		t.Run(shape.name, func(t *testing.T) { x.flood(t, i, shape) })
 	}
-	total := rt.Stop()
+	total := x.rt.Stop()
 	t.Logf("real traffic over the whole run: %v", total)
 	judgeRealTraffic(t, total)
 	for _, want := range []string{"autopilot: attack", "autopilot: rule", "autopilot: rule removed", "autopilot: no rule"} {
-		if !strings.Contains(p.out.String(), want) {
+		if !strings.Contains(x.p.out.String(), want) {
 			t.Errorf("the attach's log lacks %q", want)
 		}
 	}
+}
+
+// flooded is what one flood came to: its rule, once in force, and the
+// frames sent (and turned away by the veth) by then and in all.
+type flooded struct {
+	rule                   *agent.AutopilotRule
+	sentAtRule, ringAtRule uint64
+	sent                   uint64
+	suggested              string // policy suggest on its capture
+	during                 trafficCounts
+}
+
+// flood sends shape's flood for apFloodFor while watching for its rule,
+// captured for policy suggest, and judges it.
+func (x *apLab) flood(t *testing.T, i int, shape attackShape) {
+	e := x.attackEnds()
+	dest := fmt.Sprintf("%s %s port %d", strings.ToLower(shape.proto.String()), e.Dst, shape.port)
+	before, onset := x.rt.Snapshot(), time.Now()
+	capFile := filepath.Join(x.dir, shape.name+".pcap")
+	capture := x.startCapture(t, capFile, 6*time.Second)
+	run := x.startAttack(t, shape.build(e, uint64(i+1), 4096), x.sc.floodRate,
+		uint64(x.sc.floodRate)*uint64(apFloodFor/time.Second), apFloodFor+30*time.Second)
+	var f flooded
+	for f.rule == nil && time.Since(onset) < apFloodFor-2*time.Second {
+		time.Sleep(250 * time.Millisecond)
+		// Listed once in force in the datapath: frames sent from then
+		// on are the rule's to drop.
+		if r := ruleFor(x.autopilotList(t), dest); r != nil && !r.Enforced.IsZero() {
+			f.rule, f.sentAtRule, f.ringAtRule = r, run.Sent(), x.ringDrops(t)
+		}
+	}
+	var err error
+	if f.sent, err = run.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := capture.stop(t, 0); err != nil {
+		t.Fatalf("capture: %v\n%s", err, capture.out)
+	}
+	f.suggested, f.during = x.suggest(t, capFile, x.normal), x.rt.Snapshot().sub(before)
+	if shape.name == "randomFlood" {
+		x.judgeNoRule(t, f)
+		return
+	}
+	if f.rule == nil {
+		t.Fatalf("no rule for %s within %v of its onset (%d frames sent)", dest, apFloodFor-2*time.Second, f.sent)
+	}
+	x.judgeRule(t, shape.name, onset, f)
+	// The flood is over: the rule goes after expire, and the next flood
+	// starts against a quiet baseline.
+	end := time.Now()
+	for ruleFor(x.autopilotList(t), dest) != nil {
+		if time.Since(end) > apExpire+2*time.Second {
+			t.Fatalf("rule %s still listed %v after the flood ended", f.rule.Name, time.Since(end).Round(time.Second))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("removed %v after the flood ended; real traffic during the flood: %v", time.Since(end).Round(time.Millisecond), f.during)
+}
+
+// judgeRule: in force within apOnset, 99% of the flood dropped from
+// then on, and the same match from policy suggest on its capture.
+func (x *apLab) judgeRule(t *testing.T, name string, onset time.Time, f flooded) {
+	t.Helper()
+	r := f.rule
+	took := r.Enforced.Sub(onset)
+	t.Logf("%s: rule %s in force %v after onset (written at %v): %s (%.1f%% of %d attack samples, %.2f%% of %d normal)",
+		name, r.Name, took.Round(time.Millisecond), r.Created.Sub(onset).Round(time.Millisecond), r.Fingerprint,
+		100*r.Coverage, r.AttackSamples, 100*r.BaselineShare, r.BaselineSamples)
+	if m := matchLine(r.YAML); !strings.Contains(f.suggested, m) {
+		t.Errorf("policy suggest on the flood's capture does not print the autopilot's match %q:\n%s", m, f.suggested)
+	}
+	if took > apOnset {
+		t.Errorf("enforced %v after the onset, want within %v", took, apOnset)
+	}
+	// Dropped: by the rule, or by the veth before any program saw them
+	// (its ring full, under emulation now and then).
+	_, drop, _ := x.ruleCounts(t, r.Name)
+	after, ring := f.sent-f.sentAtRule, x.ringDrops(t)-f.ringAtRule
+	if float64(drop+ring) < 0.99*float64(after) {
+		t.Errorf("the rule dropped %d and the veth %d of the %d frames sent after it was in force, want 99%%", drop, ring, after)
+	}
+}
+
+// judgeNoRule: the random flood got no rule, and the log and policy
+// suggest say why.
+func (x *apLab) judgeNoRule(t *testing.T, f flooded) {
+	t.Helper()
+	if f.rule != nil {
+		t.Fatalf("a rule for a flood random in everything: %+v", f.rule)
+	}
+	if !strings.Contains(x.p.out.String(), "the attack shares no trait that normal traffic to it lacks") {
+		t.Errorf("the log does not say why the random flood got no rule:\n%s", x.p.out)
+	}
+	if !strings.Contains(f.suggested, "no rule: the attack shares no trait") {
+		t.Errorf("policy suggest on the random flood's capture:\n%s", f.suggested)
+	}
+	t.Logf("no rule for %d frames; real traffic meanwhile: %v", f.sent, f.during)
 }
 
 // capture runs `xdplimit capture` for d into file, and waits for it;
