@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -39,6 +40,7 @@ const (
 	hostNormal    = 4096 // and for the whole host
 	minBaseline   = 200  // fewer normal samples to a destination: the host's judge
 	maxAttackKeep = 8192 // attack samples kept while too few to judge
+	maxPending    = 8192 // samples kept of one destination's interval
 	// minAttackShare bounds how little of an attack interval's samples
 	// may be the attack's: an attack is at least Multiple (>= 1.5) times
 	// its baseline, so a third, and less only by a baseline's error.
@@ -62,12 +64,7 @@ type Pilot struct {
 	host  ring // normal samples to any destination
 	rules []*Generated
 	seq   int
-}
-
-// quiet is an interval below the threshold, not yet learned.
-type quiet struct {
-	rate, dur float64
-	samples   []Sample
+	rng   *rand.Rand // which samples an interval keeps past maxPending
 }
 
 type destState struct {
@@ -75,7 +72,8 @@ type destState struct {
 	since   time.Time
 	seen    time.Time
 	count   float64  // packets since the last Tick (samples scaled)
-	pending []Sample // samples since the last Tick
+	pending []Sample // samples since the last Tick (at most maxPending)
+	nseen   int      // samples since the last Tick
 	normal  ring
 	held    []quiet
 	attack  *attack
@@ -94,22 +92,6 @@ type attack struct {
 	dismissed       bool     // an operator removed its rule: none until it ends
 }
 
-// ring keeps the last n samples.
-type ring struct {
-	buf  []Sample
-	next int
-	n    int
-}
-
-func (r *ring) add(s Sample) {
-	if len(r.buf) < r.n {
-		r.buf = append(r.buf, s)
-		return
-	}
-	r.buf[r.next] = s
-	r.next = (r.next + 1) % r.n
-}
-
 // NewPilot starts a pilot with cfg (zero fields take their defaults)
 // and the rules an earlier one left (Restore).
 func NewPilot(cfg LiveConfig) *Pilot {
@@ -117,14 +99,15 @@ func NewPilot(cfg LiveConfig) *Pilot {
 	cfg.Find = cfg.Find.withDefaults()
 	cfg.MaxRules = cmp.Or(cfg.MaxRules, 8)
 	cfg.Expire = cmp.Or(cfg.Expire, time.Minute)
-	return &Pilot{cfg: cfg, dests: map[Dest]*destState{}, host: ring{n: hostNormal}}
+	return &Pilot{cfg: cfg, dests: map[Dest]*destState{}, host: ring{n: hostNormal},
+		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 }
 
 // Configure changes the pilot's knobs, keeping what it learned.
 func (p *Pilot) Configure(cfg LiveConfig) {
-	start, last, dests, host, rules, seq := p.start, p.last, p.dests, p.host, p.rules, p.seq
+	start, last, dests, host, rules, seq, rng := p.start, p.last, p.dests, p.host, p.rules, p.seq, p.rng
 	*p = *NewPilot(cfg)
-	p.start, p.last, p.dests, p.host, p.rules, p.seq = start, last, dests, host, rules, seq
+	p.start, p.last, p.dests, p.host, p.rules, p.seq, p.rng = start, last, dests, host, rules, seq, rng
 	for _, g := range p.rules {
 		g.Shadow = p.cfg.Shadow
 	}
@@ -144,7 +127,15 @@ func (p *Pilot) Add(samples []Sample, scale float64) {
 			p.dests[s.Dst] = d
 		}
 		d.count += scale
-		d.pending = append(d.pending, *s)
+		// A uniform sample of the interval's samples, bounded: under a
+		// flood sampled densely the rings deliver far more than a
+		// fingerprint needs.
+		d.nseen++
+		if len(d.pending) < maxPending {
+			d.pending = append(d.pending, *s)
+		} else if i := p.rng.IntN(d.nseen); i < maxPending {
+			d.pending[i] = *s
+		}
 	}
 }
 
@@ -217,7 +208,7 @@ func (p *Pilot) Tick(now time.Time) (events []Event, changed bool) {
 	if p.start.IsZero() {
 		p.start, p.last = now, now
 		for _, d := range p.dests {
-			d.count, d.pending = 0, nil
+			d.count, d.pending, d.nseen = 0, nil, 0
 		}
 		return nil, false
 	}
@@ -244,33 +235,10 @@ func (p *Pilot) Tick(now time.Time) (events []Event, changed bool) {
 		case d.attack == nil:
 			p.learn(now, d, rate, dur)
 		}
-		d.count, d.pending = 0, nil
+		d.count, d.pending, d.nseen = 0, nil, 0
 	}
 	ev, ch := p.expire(now)
 	return append(events, ev...), changed || ch
-}
-
-// learn folds a quiet interval into d's baseline: its rate into the EWMA
-// (a running mean until tau has passed, so that a young baseline is not
-// pulled toward zero), its samples into the normal rings. An interval is
-// held back for holdBack intervals first: an attack's onset, below the
-// threshold in the second it starts, must not become normal traffic.
-func (p *Pilot) learn(now time.Time, d *destState, rate, dur float64) {
-	d.held = append(d.held, quiet{rate: rate, dur: dur, samples: d.pending})
-	if len(d.held) <= holdBack {
-		return
-	}
-	q := d.held[0]
-	d.held = slices.Delete(d.held, 0, 1)
-	alpha := 1 - math.Exp(-q.dur/tau.Seconds())
-	if age := now.Sub(d.since).Seconds(); age > 0 {
-		alpha = max(alpha, min(q.dur/age, 1))
-	}
-	d.base += alpha * (q.rate - d.base)
-	for _, s := range q.samples {
-		d.normal.add(s)
-		p.host.add(s)
-	}
 }
 
 // over handles an interval in which d's rate crossed its threshold.

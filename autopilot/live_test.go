@@ -225,3 +225,23 @@ func TestPilotRestoreUnderFlood(t *testing.T) {
 		t.Fatalf("rules after 20 s of flood: %v", q.p.Rules())
 	}
 }
+
+// An interval's samples are kept to maxPending, a uniform share of them:
+// the rate still counts every one, and the fingerprint comes out the same.
+func TestPilotPendingBounded(t *testing.T) {
+	l := newLive(t, liveConfig())
+	udp := Dest{server, layers.IPProtocolUDP, 9000}
+	for range 25 {
+		l.second(gen(l.r, 60, udp, normalUDP))
+	}
+	l.p.Add(gen(l.r, 3*maxPending, udp, func(r *rand.Rand, s *Sample) {
+		s.Payload, s.Length = append([]byte("FFFFFFFF"), randBytes(r, 8)...), 100
+	}), liveScale)
+	if d := l.p.dests[udp]; len(d.pending) != maxPending || d.count != 3*maxPending*liveScale {
+		t.Fatalf("kept %d samples counted as %.0f packets, want %d and %d", len(d.pending), d.count, maxPending, 3*maxPending*liveScale)
+	}
+	ev := l.second()
+	if kinds(ev) != "attack,rule" || !strings.Contains(ev[1].Rule.Evidence(), "4646464646464646") {
+		t.Fatalf("%v", ev)
+	}
+}
