@@ -27,6 +27,7 @@ const (
 	mTBPass       = "token bucket, under limit (pass)"
 	mTBPassCap1k  = "token bucket, under limit (pass), capture: one in 1024 packets sampled"
 	mTBPassCapAll = "token bucket, under limit (pass), capture: every packet sampled"
+	mTBPassAuto   = "token bucket, under limit (pass), autopilot: one in 64 packets sampled (its default)"
 	mTBDropK      = "token bucket, drop, clock: ktime"
 	mTBPassK      = "token bucket, pass, clock: ktime"
 	mFWDrop       = "fixed window, over limit (drop)"
@@ -183,11 +184,12 @@ func (s *microSetup) addKnownSource() {
 	s.add(&microCase{group: group, name: mIPv6Ext10, want: xdpDrop, warm: 1000,
 		frame: ext10},
 		s.limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, oneRule(tbDrop), nil))
-	// Sampling every verdict (capture:): off it is one flag test; on, a
+	// Sampling every verdict (capture:, autopilot:): off it is one flag test; on, a
 	// random number per packet, and the frame's first bytes copied for
 	// the sampled ones.
 	for _, c := range []struct{ name, capture string }{
 		{mTBPassCap1k, "capture: {sample: 1/1024}\n"}, {mTBPassCapAll, "capture: {sample: 1}\n"},
+		{mTBPassAuto, "autopilot: {}\n"},
 	} {
 		s.add(&microCase{group: group, name: c.name, want: xdpPass, warm: 1000},
 			s.limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, c.capture+oneRule(tbPass), nil))
