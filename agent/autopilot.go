@@ -35,7 +35,7 @@ const (
 type autopilotRunner struct {
 	a   *Agent // its attachment, a.att, is set once attached
 	log *slog.Logger
-	m   *pilotMetrics
+	m   *autopilot.Metrics
 
 	mu     sync.Mutex
 	cfg    *policy.Autopilot // nil: off
@@ -45,7 +45,7 @@ type autopilotRunner struct {
 }
 
 func newAutopilotRunner(a *Agent, reg prometheus.Registerer) *autopilotRunner {
-	r := &autopilotRunner{a: a, log: a.log, m: newPilotMetrics(a.cfg.Interface)}
+	r := &autopilotRunner{a: a, log: a.log, m: autopilot.NewMetrics(a.cfg.Interface)}
 	if reg != nil {
 		if err := reg.Register(r.m); err != nil {
 			r.log.Warn("autopilot metrics unavailable", "err", err)
@@ -120,8 +120,7 @@ func (r *autopilotRunner) apply(c *policy.Autopilot) {
 			removeAutopilotState(r.a.cfg.Interface)
 		}
 		r.pilot, r.cfg = nil, nil
-		r.m.rules.Set(0)
-		r.m.active.Set(0)
+		r.m.Off()
 		return
 	}
 	if r.pilot == nil {
@@ -201,12 +200,12 @@ func (r *autopilotRunner) run(ctx context.Context, done chan struct{}) {
 		}
 		// Samples the rings overwrote before this read stand for the
 		// packets of those read.
-		scale := float64(oneIn)
+		scale, lost := float64(oneIn), uint64(0)
 		if len(samples) > 0 && written > uint64(len(samples)) {
 			scale *= float64(written) / float64(len(samples))
-			r.m.lost.Add(float64(written) - float64(len(samples)))
+			lost = written - uint64(len(samples))
 		}
-		r.m.samples.Add(float64(len(samples)))
+		r.m.Read(uint64(len(samples)), lost)
 		r.mu.Lock()
 		if r.pilot == nil {
 			r.mu.Unlock()
@@ -230,7 +229,7 @@ func (r *autopilotRunner) tick(now time.Time) {
 		return
 	}
 	events, changed := r.pilot.Tick(now)
-	r.m.observe(r.pilot, events)
+	r.m.Observe(r.pilot, events)
 	// Each second while rules are in force: their last attack moves on,
 	// and a restarted process expires them from there.
 	if changed || len(r.pilot.Rules()) > 0 {

@@ -1,17 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package agent
+package autopilot
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/xdplimit/xdplimit/autopilot"
 )
 
-// pilotMetrics are the autopilot's series. The generated rules' own
-// traffic is counted by the rule series like any rule's, under the rule's
-// name (autopilot-...).
-type pilotMetrics struct {
+// Metrics are the autopilot's series, one set an interface. The
+// generated rules' own traffic is counted by the rule series like any
+// rule's, under the rule's name (autopilot-...).
+type Metrics struct {
 	attacks   prometheus.Counter
 	decisions *prometheus.CounterVec
 	rules     prometheus.Gauge
@@ -20,9 +18,10 @@ type pilotMetrics struct {
 	lost      prometheus.Counter
 }
 
-func newPilotMetrics(iface string) *pilotMetrics {
+// NewMetrics makes the series of the autopilot of iface.
+func NewMetrics(iface string) *Metrics {
 	l := prometheus.Labels{"interface": iface}
-	m := &pilotMetrics{
+	m := &Metrics{
 		attacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "xdplimit_autopilot_attacks_total",
 			Help: "Attacks the autopilot declared: a destination's packet rate past its floor and its baseline's multiple.", ConstLabels: l}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdplimit_autopilot_decisions_total",
@@ -38,32 +37,32 @@ func newPilotMetrics(iface string) *pilotMetrics {
 			Help: "Sampled packets the rings overwrote before the autopilot read them (rates are scaled up for them).", ConstLabels: l}),
 	}
 	// Each decision's series from 0: its first one is an increase.
-	for _, k := range []autopilot.EventKind{autopilot.EventRule, autopilot.EventNoRule, autopilot.EventEnded, autopilot.EventRemoved} {
+	for _, k := range []EventKind{EventRule, EventNoRule, EventEnded, EventRemoved} {
 		m.decisions.WithLabelValues(k.String())
 	}
 	return m
 }
 
-func (m *pilotMetrics) collectors() []prometheus.Collector {
+func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.attacks, m.decisions, m.rules, m.active, m.samples, m.lost}
 }
 
-func (m *pilotMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range m.collectors() {
 		c.Describe(ch)
 	}
 }
 
-func (m *pilotMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range m.collectors() {
 		c.Collect(ch)
 	}
 }
 
-// observe counts a tick's events and the pilot's state after it.
-func (m *pilotMetrics) observe(p *autopilot.Pilot, events []autopilot.Event) {
+// Observe counts a tick's events and the pilot's state after it.
+func (m *Metrics) Observe(p *Pilot, events []Event) {
 	for _, e := range events {
-		if e.Kind == autopilot.EventAttack {
+		if e.Kind == EventAttack {
 			m.attacks.Inc()
 			continue
 		}
@@ -71,4 +70,17 @@ func (m *pilotMetrics) observe(p *autopilot.Pilot, events []autopilot.Event) {
 	}
 	m.rules.Set(float64(len(p.Rules())))
 	m.active.Set(float64(len(p.Attacks())))
+}
+
+// Read counts samples read from the rings, and those the rings overwrote
+// before they were read.
+func (m *Metrics) Read(read, lost uint64) {
+	m.samples.Add(float64(read))
+	m.lost.Add(float64(lost))
+}
+
+// Off zeroes the gauges: the autopilot stopped.
+func (m *Metrics) Off() {
+	m.rules.Set(0)
+	m.active.Set(0)
 }
