@@ -44,6 +44,16 @@ func (l *live) second(batches ...[]Sample) []Event {
 	return ev
 }
 
+// learn runs past the learning period and the seconds held back: normal
+// traffic to d alone, which must raise no event.
+func (l *live) learn(d Dest) {
+	for range 25 {
+		if ev := l.second(gen(l.r, 60, d, normalUDP)); len(ev) > 0 {
+			l.t.Fatalf("events in normal traffic: %v", ev)
+		}
+	}
+}
+
 func kinds(ev []Event) string {
 	var s []string
 	for _, e := range ev {
@@ -119,9 +129,7 @@ func TestPilotNoTrait(t *testing.T) {
 			t.Fatalf("an attack while learning: %v", ev)
 		}
 	}
-	for range 20 {
-		l.second(gen(l.r, 60, udp, normalUDP))
-	}
+	l.learn(udp)
 	ev := l.second(gen(l.r, 60, udp, normalUDP), gen(l.r, 3000, udp, random))
 	if kinds(ev) != "attack,no_rule" || !errors.Is(ev[1].Err, ErrNoTrait) {
 		t.Fatalf("random flood: %v", ev)
@@ -146,9 +154,7 @@ func TestPilotRotateRemoveKeep(t *testing.T) {
 	withPrefix := func(p string) func(r *rand.Rand, s *Sample) {
 		return func(r *rand.Rand, s *Sample) { s.Payload, s.Length = append([]byte(p), randBytes(r, 8)...), 100 }
 	}
-	for range 20 {
-		l.second(gen(l.r, 60, udp, normalUDP))
-	}
+	l.learn(udp)
 	if ev := l.second(gen(l.r, 3000, udp, withPrefix("AAAAAAAA"))); kinds(ev) != "attack,rule" {
 		t.Fatalf("first wave: %v", ev)
 	}
@@ -203,9 +209,7 @@ func TestPilotRestoreUnderFlood(t *testing.T) {
 	flood := func(r *rand.Rand, s *Sample) {
 		s.Payload, s.Length = append([]byte("EEEEEEEE"), randBytes(r, 8)...), 100
 	}
-	for range 25 {
-		l.second(gen(l.r, 60, udp, normalUDP))
-	}
+	l.learn(udp)
 	if ev := l.second(gen(l.r, 3000, udp, flood)); kinds(ev) != "attack,rule" {
 		t.Fatalf("flood: %v", ev)
 	}
@@ -231,9 +235,7 @@ func TestPilotRestoreUnderFlood(t *testing.T) {
 func TestPilotPendingBounded(t *testing.T) {
 	l := newLive(t, liveConfig())
 	udp := Dest{server, layers.IPProtocolUDP, 9000}
-	for range 25 {
-		l.second(gen(l.r, 60, udp, normalUDP))
-	}
+	l.learn(udp)
 	l.p.Add(gen(l.r, 3*maxPending, udp, func(r *rand.Rand, s *Sample) {
 		s.Payload, s.Length = append([]byte("FFFFFFFF"), randBytes(r, 8)...), 100
 	}), liveScale)

