@@ -154,6 +154,7 @@ func (x *apLab) flood(t *testing.T, i int, shape attackShape) {
 	if f.sent, err = run.Wait(); err != nil {
 		t.Fatal(err)
 	}
+	end := time.Now() // the flood's last frame
 	if err := capture.stop(t, 0); err != nil {
 		t.Fatalf("capture: %v\n%s", err, capture.out)
 	}
@@ -167,11 +168,12 @@ func (x *apLab) flood(t *testing.T, i int, shape attackShape) {
 		t.Fatalf("no rule for %s within %v of its onset (%d frames sent)", dest, apFloodFor-2*time.Second, f.sent)
 	}
 	x.judgeRule(t, shape.name, onset, f)
-	// The flood is over: the rule goes after expire, and the next flood
+	// The flood is over: the rule goes after expire, counted from the
+	// last second over the threshold (up to a second after the flood's
+	// last frame) and seen at a tick (a second apart), and the next flood
 	// starts against a quiet baseline.
-	end := time.Now()
 	for ruleFor(x.autopilotList(t), dest) != nil {
-		if time.Since(end) > apExpire+2*time.Second {
+		if time.Since(end) > apExpire+2500*time.Millisecond {
 			t.Fatalf("rule %s still listed %v after the flood ended", f.rule.Name, time.Since(end).Round(time.Second))
 		}
 		time.Sleep(250 * time.Millisecond)
