@@ -41,7 +41,9 @@ type autopilotRunner struct {
 	cfg    *policy.Autopilot // nil: off
 	pilot  *autopilot.Pilot  // kept across off and on: the rules restored at start live here
 	cancel context.CancelFunc
-	done   chan struct{}
+	// runs are every run started, also those stopped without waiting:
+	// all have ended before the maps they read close.
+	runs sync.WaitGroup
 }
 
 func newAutopilotRunner(a *Agent, reg prometheus.Registerer) *autopilotRunner {
@@ -134,8 +136,12 @@ func (r *autopilotRunner) apply(c *policy.Autopilot) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel, r.done = cancel, make(chan struct{})
-	go r.run(ctx, r.done)
+	r.cancel = cancel
+	r.runs.Add(1)
+	go func() {
+		defer r.runs.Done()
+		r.run(ctx)
+	}()
 	r.log.Info("autopilot started", "interface", r.a.att.Interface, "mode", c.Mode.String(), "action", c.Action.String(),
 		"sample", c.OneIn, "learning", c.Learning)
 }
@@ -144,12 +150,9 @@ func (r *autopilotRunner) apply(c *policy.Autopilot) {
 // tick in flight may be putting rules in force, which takes it.
 func (r *autopilotRunner) stop() {
 	r.mu.Lock()
-	done := r.done
 	r.stopLocked()
 	r.mu.Unlock()
-	if done != nil {
-		<-done
-	}
+	r.runs.Wait()
 }
 
 // stopLocked ends the runner without waiting: apply runs under the
@@ -160,12 +163,11 @@ func (r *autopilotRunner) stopLocked() {
 		return
 	}
 	r.cancel()
-	r.cancel, r.done = nil, nil
+	r.cancel = nil
 }
 
 // run reads the samples and ticks the pilot until ctx ends.
-func (r *autopilotRunner) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (r *autopilotRunner) run(ctx context.Context) {
 	l := r.a.att.Limiter
 	_, _, cursor, err := l.TrafficRing(nil)
 	if err != nil {

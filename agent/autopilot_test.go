@@ -4,8 +4,10 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +212,17 @@ func TestAgentAutopilotShadowKeepRemove(t *testing.T) {
 	}
 	if hasRule(t, iface, rule) {
 		t.Fatalf("rule %s still in force after remove", rule)
+	}
+	// The section taken out: the autopilot stops and its file goes.
+	writePolicy(t, path, autopilotPolicy[strings.Index(autopilotPolicy, "rules:"):])
+	if err := a.Reload("test"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := agent.AskAutopilot(context.Background(), iface); err != nil || v.On {
+		t.Fatalf("after the section went: %+v, %v", v, err)
+	}
+	if _, err := os.Stat(agent.AutopilotStatePath(iface)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file after the section went: %v", err)
 	}
 }
 
