@@ -155,11 +155,14 @@ func (l *lab) start(t *testing.T, args ...string) *proc {
 	return p
 }
 
-// removePins also removes the interface's lock file, which only a process
-// that exits normally removes itself (tests kill theirs).
+// removePins also removes the interface's run-time files (its lock, control
+// socket and autopilot state), which only a process that exits normally
+// removes itself (tests kill theirs).
 func removePins(ifname string) {
 	_ = os.RemoveAll("/sys/fs/bpf/xdplimit/" + ifname)
-	_ = os.Remove("/run/xdplimit/" + ifname + ".lock")
+	for _, f := range []string{".lock", ".ctl", ".autopilot.json"} {
+		_ = os.Remove("/run/xdplimit/" + ifname + f)
+	}
 }
 
 // run runs xdplimit to completion in the receiver namespace.
