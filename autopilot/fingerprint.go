@@ -168,16 +168,19 @@ func pin(f Field, attack []Sample, need int) (Predicate, bool) {
 func count(samples []Sample, preds []Predicate) int {
 	n := 0
 	for i := range samples {
-		ok := true
-		for _, p := range preds {
-			if !p.matches(&samples[i]) {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if matchesAll(&samples[i], preds) {
 			n++
 		}
 	}
 	return n
+}
+
+// matchesAll: whether every predicate matches s.
+func matchesAll(s *Sample, preds []Predicate) bool {
+	for _, p := range preds {
+		if !p.matches(s) {
+			return false
+		}
+	}
+	return true
 }

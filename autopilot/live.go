@@ -295,7 +295,7 @@ func (p *Pilot) over(now time.Time, dst Dest, d *destState, rate float64) (event
 // covered: whether a rule generated for dst matches s.
 func (p *Pilot) covered(dst Dest, s *Sample) bool {
 	for _, g := range p.rules {
-		if g.Dest == dst && count([]Sample{*s}, g.Preds) == 1 {
+		if g.Dest == dst && matchesAll(s, g.Preds) {
 			return true
 		}
 	}
