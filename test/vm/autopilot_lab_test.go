@@ -266,8 +266,8 @@ func (rt *realTraffic) runHTTP(ctx context.Context, l *lab, url string) {
 
 // runIperf runs iperf3 transfers back to back until ctx ends; the one
 // running then finishes. Each run is killed 10 s after its end was due.
-// Until one has connected, a refused one (its server not yet listening)
-// is tried again.
+// A run its server refuses or turns away as busy (it is between tests)
+// is tried again, for up to 5 s.
 func (rt *realTraffic) runIperf(ctx context.Context, l *lab, bin string) {
 	secs := strconv.Itoa(int(rt.cfg.IperfRun / time.Second))
 	for refused := 0; ctx.Err() == nil; {
@@ -293,9 +293,10 @@ func (rt *realTraffic) runIperf(ctx context.Context, l *lab, bin string) {
 		}
 		// iperf3 -s listens anew after each test: a run that starts in
 		// that moment is refused (before the server's first listen too),
-		// which no drop can cause (a drop is a timeout). Retried, and
-		// failed only when refused for 5 s.
-		if strings.Contains(rep.Error, "Connection refused") && refused < 50 {
+		// or, when the server has not yet put the last test away (slow
+		// under a flood's load), told that it is busy. Neither is a drop
+		// (a drop is a timeout): retried, and failed only after 5 s.
+		if (strings.Contains(rep.Error, "Connection refused") || strings.Contains(rep.Error, "server is busy")) && refused < 50 {
 			refused++
 			time.Sleep(100 * time.Millisecond)
 			continue
