@@ -6,9 +6,13 @@
  * the local state with xdpl_fleet_apply, a program it runs with
  * BPF_PROG_TEST_RUN so that the fold is atomic against the packet path.
  *
- * token_bucket: state word b holds the sync epoch in its top 16 bits and the
- * units admitted since the control plane last took them in its low 48. The
- * first admission of a key in an epoch reports the key.
+ * token_bucket: a key within its local share (the level's share of the
+ * limit, xdpl_fleet_shares) is not exchanged at all: its state word b is a
+ * bucket at the share's rate. A key that crosses it, or that the control
+ * plane puts there (another host's key crossed), is in the exchange: b holds
+ * the sync epoch and the units admitted since the control plane last took
+ * them, and the first admission of the key in an epoch reports it. A level
+ * without a share exchanges every key.
  * fixed_window: the admission that opens a key's window reports the key; the
  * control plane follows it until the window ends.
  */
@@ -50,28 +54,31 @@ static __always_inline void xdpl_fleet_report(struct xdpl_level *l, struct xdpl_
 	bpf_ringbuf_submit(e, 0);
 }
 
-/* After a fleet level admitted a packet (ok: the algorithm's answer, 2 when
- * the packet opened a window). */
-static __always_inline void xdpl_fleet_admitted(struct xdpl_state *s, struct xdpl_level *l,
-						struct xdpl_key *k, __u64 cost, int ok)
+#define XDPL_FLEET_HOT	      (1ULL << XDPL_FLEET_HOT_BIT)
+#define XDPL_FLEET_EPOCH_MASK (((1ULL << XDPL_FLEET_EPOCH_BITS) - 1) << XDPL_FLEET_EPOCH_SHIFT)
+
+/* The word b of a key in the exchange in this epoch. */
+static __always_inline __u64 xdpl_fleet_epoch_bits(void)
 {
 	__u32 zero = 0;
-
-	if (l->algorithm != XDPL_ALG_TOKEN_BUCKET) {
-		if (ok == 2)
-			xdpl_fleet_report(l, k);
-		return;
-	}
 	struct xdpl_fleet_sync *fc = bpf_map_lookup_elem(&xdpl_fleet_ctl, &zero);
 
 	if (!fc)
-		return;
-	__u64 epoch = (__u64)(fc->epoch & 0xffff) << XDPL_FLEET_EPOCH_SHIFT;
+		return 0;
+	return XDPL_FLEET_HOT |
+	       (((__u64)fc->epoch << XDPL_FLEET_EPOCH_SHIFT) & XDPL_FLEET_EPOCH_MASK);
+}
+
+/* A key in the exchange: its units are added to b, and its first
+ * admission of the epoch reports it (whoever moves the epoch reports). */
+static __always_inline void xdpl_fleet_pending(struct xdpl_state *s, struct xdpl_level *l,
+					       struct xdpl_key *k, __u64 cost)
+{
+	__u64 epoch = xdpl_fleet_epoch_bits();
 	__u64 old = __sync_fetch_and_add(&s->b, cost);
 
-	if ((old & ~XDPL_FLEET_PENDING_MASK) == epoch)
+	if (!epoch || (old & ~XDPL_FLEET_PENDING_MASK) == epoch)
 		return;
-	/* The first admission of the epoch: whoever moves the epoch reports. */
 	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
 		__u64 cur = XDPL_READ_ONCE(s->b);
 
@@ -83,6 +90,62 @@ static __always_inline void xdpl_fleet_admitted(struct xdpl_state *s, struct xdp
 			return;
 		}
 	}
+}
+
+/* A key within its local share: b is a bucket at the share's rate (tat in
+ * ns), charged like the level's own. While it runs at most tol ahead of
+ * now the key costs the exchange nothing: no report, no pending units.
+ * Crossing it puts the key in the exchange with the share's excess as its
+ * pending units, and reports it. Returns 1 when that is done (within, or
+ * crossed here), 0 when the key was in the exchange already. */
+static __always_inline int xdpl_fleet_within(struct xdpl_state *s, struct xdpl_level *l,
+					     struct xdpl_key *k, struct xdpl_fleet_share *sh,
+					     __u64 now, __u64 cost)
+{
+	__u64 inc = (cost * sh->inc) >> XDPL_FP_SHIFT;
+
+	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
+		__u64 cur = XDPL_READ_ONCE(s->b);
+
+		if (cur & XDPL_FLEET_HOT)
+			return 0;
+		__u64 next = (cur > now ? cur : now) + inc;
+
+		if (next - now <= sh->tol) {
+			if (__sync_val_compare_and_swap(&s->b, cur, next) == cur)
+				return 1;
+			continue;
+		}
+		__u64 hot = xdpl_fleet_epoch_bits();
+
+		if (!hot)
+			return 1;
+		if (__sync_val_compare_and_swap(&s->b, cur, hot | (sh->cross + cost)) == cur) {
+			xdpl_fleet_report(l, k);
+			return 1;
+		}
+	}
+	return 1;
+}
+
+/* After a fleet level admitted a packet (ok: the algorithm's answer, 2 when
+ * the packet opened a window). */
+static __always_inline void xdpl_fleet_admitted(struct xdpl_state *s, struct xdpl_level *l,
+						struct xdpl_key *k, __u64 now, __u64 cost, int ok)
+{
+	if (l->algorithm != XDPL_ALG_TOKEN_BUCKET) {
+		if (ok == 2)
+			xdpl_fleet_report(l, k);
+		return;
+	}
+	if (!(XDPL_READ_ONCE(s->b) & XDPL_FLEET_HOT)) {
+		__u32 id = l->state_id;
+		struct xdpl_fleet_share *sh = bpf_map_lookup_elem(&xdpl_fleet_shares, &id);
+
+		if (sh && sh->inc && xdpl_fleet_within(s, l, k, sh, now, cost))
+			return;
+	}
+	xdpl_fleet_pending(s, l, k, cost);
 }
 
 #endif

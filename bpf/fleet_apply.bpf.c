@@ -32,16 +32,26 @@ static __always_inline struct xdpl_state *xdpl_fleet_state(struct xdpl_fleet_op 
 	return xdpl_lookup(&op->key);
 }
 
+/* The units a key in the exchange admitted since the last take; none for
+ * a key within its share (its b is a time). */
+static __always_inline __u64 xdpl_fleet_pend(__u64 b)
+{
+	return (b & XDPL_FLEET_HOT) ? b & XDPL_FLEET_PENDING_MASK : 0;
+}
+
 /* token_bucket: takes the units admitted since the last take (the epoch
- * bits stay). */
+ * bits stay). XDPL_FLEET_COOL also puts the key back within its share, its
+ * share's bucket full. */
 static __always_inline void xdpl_fleet_take(struct xdpl_state *s, struct xdpl_fleet_op *op)
 {
 	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
 		__u64 cur = XDPL_READ_ONCE(s->b);
+		__u64 next = 0;
 
-		if (__sync_val_compare_and_swap(&s->b, cur, cur & ~XDPL_FLEET_PENDING_MASK) ==
-		    cur) {
-			op->out0 = cur & XDPL_FLEET_PENDING_MASK;
+		if (op->op == XDPL_FLEET_TAKE)
+			next = (cur & XDPL_FLEET_HOT) ? cur & ~XDPL_FLEET_PENDING_MASK : cur;
+		if (__sync_val_compare_and_swap(&s->b, cur, next) == cur) {
+			op->out0 = xdpl_fleet_pend(cur);
 			op->out1 = XDPL_READ_ONCE(s->a);
 			op->flags |= XDPL_FOP_DONE;
 			return;
@@ -56,7 +66,7 @@ static __always_inline void xdpl_fleet_fold_tat(struct xdpl_state *s, struct xdp
 {
 	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
 		__u64 tat = XDPL_READ_ONCE(s->a);
-		__u64 pend = XDPL_READ_ONCE(s->b) & XDPL_FLEET_PENDING_MASK;
+		__u64 pend = xdpl_fleet_pend(XDPL_READ_ONCE(s->b));
 		__u64 target = op->arg0 + pend * op->arg1;
 
 		op->out1 = tat;
@@ -66,6 +76,26 @@ static __always_inline void xdpl_fleet_fold_tat(struct xdpl_state *s, struct xdp
 		}
 		if (__sync_val_compare_and_swap(&s->a, tat, target) == tat) {
 			op->out0 = target - tat;
+			op->flags |= XDPL_FOP_DONE;
+			return;
+		}
+	}
+}
+
+/* token_bucket: the key takes part in the exchange (another host's key
+ * crossed its share): its next admission reports it (epoch 0 is never in
+ * force). out0: 1 when it was within its share. */
+static __always_inline void xdpl_fleet_heat(struct xdpl_state *s, struct xdpl_fleet_op *op)
+{
+	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
+		__u64 cur = XDPL_READ_ONCE(s->b);
+
+		if (cur & XDPL_FLEET_HOT) {
+			op->flags |= XDPL_FOP_DONE;
+			return;
+		}
+		if (__sync_val_compare_and_swap(&s->b, cur, XDPL_FLEET_HOT) == cur) {
+			op->out0 = 1;
 			op->flags |= XDPL_FOP_DONE;
 			return;
 		}
@@ -128,7 +158,11 @@ static long xdpl_fleet_one(__u32 i, void *ctx)
 	}
 	switch (op->op) {
 	case XDPL_FLEET_TAKE:
+	case XDPL_FLEET_COOL:
 		xdpl_fleet_take(s, op);
+		break;
+	case XDPL_FLEET_HEAT:
+		xdpl_fleet_heat(s, op);
 		break;
 	case XDPL_FLEET_FOLD_TAT:
 		xdpl_fleet_fold_tat(s, op);

@@ -27,7 +27,7 @@ static __always_inline int xdpl_charge(struct xdpl_state *s, struct xdpl_level *
 	if (ok < 0)
 		xdpl_count(XDPL_C_CAS_EXHAUSTED, 0);
 	if (ok > 0 && (l->flags & XDPL_LF_FLEET))
-		xdpl_fleet_admitted(s, l, k, cost, ok);
+		xdpl_fleet_admitted(s, l, k, now, cost, ok);
 	return ok > 0;
 }
 

@@ -354,38 +354,6 @@ struct {
 XDPL_HOST_MAP(xdpl_acl4_hosts, struct xdpl_host4);
 XDPL_HOST_MAP(xdpl_acl6_hosts, struct xdpl_host6);
 
-/* Fleet levels (fleet.h, fleet_apply.bpf.c). Keys reported to the control
- * plane: 16 MiB hold 524k reports (32 bytes each), and the control plane
- * drains it several times per sync. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 24);
-} xdpl_fleet_keys SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xdpl_fleet_sync);
-} xdpl_fleet_ctl SEC(".maps");
-
-/* The batch xdpl_fleet_apply works on: written, run, read back. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XDPL_FLEET_BATCH);
-	__type(key, __u32);
-	__type(value, struct xdpl_fleet_op);
-} xdpl_fleet_batch SEC(".maps");
-
-/* Per fleet fixed-window level (by state id): the reserve its windows
- * open with. Written by the control plane from the live host count. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, XDPL_GENS *XDPL_MAX_RULES *XDPL_MAX_LEVELS);
-	__type(key, __u32);
-	__type(value, __u64);
-} xdpl_fleet_reserve SEC(".maps");
-
 /* Frames the parser cannot judge (unparsed.h): counts by kind. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -413,5 +381,6 @@ struct {
 } xdpl_unparsed_state SEC(".maps");
 
 #include "conversation_maps.h"
+#include "fleet_maps.h"
 
 #endif

@@ -158,7 +158,8 @@ struct xdpl_key4 {
 	__be32 addr;
 };
 
-/* token_bucket: a = theoretical arrival time (GCRA), b unused.
+/* token_bucket: a = theoretical arrival time (GCRA), b unused (fleet
+ * levels: the exchange's word or the local share's tat, fleet.h).
  * fixed_window: a = seq << 40 | count, b = full window index of the last reset.
  * sliding_window: a, b = packed counters of even and odd windows.
  * sliding_log: a = id of the key's log in xdpl_logs (0: none yet), b unused. */
@@ -171,6 +172,17 @@ struct xdpl_state {
 struct xdpl_fleet_sync {
 	__u32 epoch;
 	__u32 pad;
+};
+
+/* A fleet token-bucket level's local share (fleet.h): a key reports to
+ * the exchange only once a bucket of the share's rate, charged inc per unit
+ * (ns << XDPL_FP_SHIFT), runs more than tol ns ahead of now; it then
+ * carries cross units into its first exchange, what its share's bucket
+ * admitted beyond the share's rate. */
+struct xdpl_fleet_share {
+	__u64 inc;
+	__u64 tol;
+	__u64 cross;
 };
 
 /* One entry of xdpl_fleet_apply's batch (XDPL_FLEET_* ops). */

@@ -33,6 +33,7 @@ type Datapath interface {
 	FleetEpoch() (uint32, error)
 	SetFleetEpoch(uint32) error
 	SetFleetReserves(map[uint32]uint64) error
+	SetFleetShares(map[uint32]maps.FleetShare) error
 	FleetRun([]maps.FleetOp) error
 	DrainFleetKeys(max int, fn func(maps.FleetKey)) (int, error)
 }
@@ -89,7 +90,13 @@ type Engine struct {
 	span     time.Duration
 	hosts    int // live hosts Redis last reported (1 until it does)
 	reserves map[uint32]uint64
-	tls      bool // the URLs are rediss://
+	// known: an exchange has told the live hosts, which the token buckets'
+	// local shares divide the limit by (share.go).
+	known     bool
+	shares    map[uint32]maps.FleetShare
+	hot       map[maps.FleetKey]*hotKey // token-bucket keys in the exchange
+	hotCursor string                    // the last entry read from the fleet's stream
+	tls       bool                      // the URLs are rediss://
 	// knownBans: the bans this host and Redis agreed on at the last
 	// sync, by prefix, with their expiry in wall-clock ms (bans.go).
 	knownBans map[netip.Prefix]int64
@@ -125,7 +132,8 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{opts: opts, dp: dp, client: c, m: NewMetrics(opts.Interface),
-		recentTB: map[maps.FleetKey]*level{}, fw: map[maps.FleetKey]*fwKey{}, hosts: 1, banCursor: "0"}
+		recentTB: map[maps.FleetKey]*level{}, fw: map[maps.FleetKey]*fwKey{}, hosts: 1, banCursor: "0",
+		hot: map[maps.FleetKey]*hotKey{}}
 	e.bans = banfeed.NewGate(banSource, e.m.bans, opts.Logf)
 	for _, u := range opts.Fleet.Redis {
 		e.tls = e.tls || strings.HasPrefix(u, "rediss://")
@@ -153,11 +161,12 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 
 // Close releases the Redis connections and the fixed windows' reserves:
 // without a sync nothing would release them, and the datapath then
-// enforces each limit locally.
+// enforces each limit locally. The shares go too: every key reports again,
+// as it did before an engine knew the fleet.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return errors.Join(e.dp.SetFleetReserves(nil), e.client.Close())
+	return errors.Join(e.dp.SetFleetReserves(nil), e.dp.SetFleetShares(nil), e.client.Close())
 }
 
 // Metrics is the engine's Prometheus collectors.
@@ -187,7 +196,17 @@ func (e *Engine) Reload() error {
 			delete(e.fw, k)
 		}
 	}
+	for k, h := range e.hot {
+		if lv := e.levels[k.StateID]; lv == nil {
+			delete(e.hot, k)
+		} else {
+			h.lv = lv
+		}
+	}
 	e.m.levels.Set(float64(len(e.levels)))
+	if err := e.setShares(e.known); err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
 	return e.setReserves(e.link.up || e.opts.Fleet.Fallback == policy.FallbackShare)
 }
 
@@ -249,11 +268,11 @@ func monotonicNs() uint64 {
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
-// nextEpoch is the epoch after e, skipping those whose low 16 bits (what a
-// state entry keeps) are 0: a new entry's bits.
+// nextEpoch is the epoch after e, skipping those whose low bits (what a
+// state entry keeps) are 0: a marked entry's before its first report.
 func nextEpoch(e uint32) uint32 {
 	e++
-	if e&0xffff == 0 {
+	if e&(1<<maps.FleetEpochBits-1) == 0 {
 		e++
 	}
 	return e

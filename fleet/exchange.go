@@ -124,7 +124,8 @@ type heartbeat struct {
 // caches: two round trips, where loading each script first took four, more
 // than the deadline on a link of a quarter of it. An error of the ban read
 // is the scan's, for the merge of the bans to report; the keys are synced.
-func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []tbExchange, fw []fwExchange, scan *banScan) error {
+func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []tbExchange, fw []fwExchange,
+	ann *announce, scan *banScan) error {
 	member := hb.member
 	run := func(text bool) ([]redis.Cmder, error) {
 		pipe := c.Pipeline()
@@ -149,6 +150,9 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 		pipe.ZRemRangeByScore(ctx, hb.key, "-inf", "("+strconv.FormatInt(hb.nowMs-hb.ttlMs, 10))
 		pipe.ZCard(ctx, hb.key)
 		pipe.PExpire(ctx, hb.key, msDuration(10*hb.ttlMs))
+		if ann != nil {
+			ann.queue(ctx, pipe)
+		}
 		if scan != nil {
 			scan.queue(ctx, pipe, text)
 		}
@@ -175,6 +179,10 @@ func exchange(ctx context.Context, c redis.UniversalClient, hb *heartbeat, tb []
 		return fmt.Errorf("%w: %d live hosts after this one's heartbeat", errNotRedis, live)
 	}
 	hb.live = live
+	if ann != nil {
+		n := len(ann.members) + 1
+		ann.settle(cmds[len(tb)+len(fw)+4 : len(tb)+len(fw)+4+n])
+	}
 	for i := range tb {
 		tb[i].debtUs, tb[i].clamped, tb[i].err = readTB(cmds[i], tb[i].maxDebtUs)
 	}

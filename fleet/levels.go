@@ -61,6 +61,9 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
+// label names the level in metrics: its rule and its place in the rule.
+func (lv *level) label() string { return lv.Rule + "/" + strconv.Itoa(lv.Origin) }
+
 // redisKey is the key of one state entry in Redis. The braces are a hash
 // tag: a Redis Cluster places each level-and-key by itself, so the keys of
 // a level spread over every shard.

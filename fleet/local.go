@@ -158,7 +158,14 @@ func (e *Engine) bound(tb []take, fw []fwSync) ([]take, []fwSync, int) {
 	slices.SortFunc(fw, func(a, b fwSync) int { return cmpDesc(a.unsent, b.unsent) })
 	dropped := len(tb) + len(fw) - limit
 	ntb := min(len(tb), limit-min(len(fw), limit/2))
-	return tb[:ntb], fw[:min(len(fw), limit-ntb)], dropped
+	nfw := min(len(fw), limit-ntb)
+	for _, t := range tb[ntb:] {
+		e.m.levelUnsynced.WithLabelValues(t.lv.label()).Inc()
+	}
+	for _, f := range fw[nfw:] {
+		e.m.levelUnsynced.WithLabelValues(f.k.lv.label()).Inc()
+	}
+	return tb[:ntb], fw[:nfw], dropped
 }
 
 func cmpDesc(a, b uint64) int {

@@ -34,6 +34,21 @@ func (e *Engine) Run(ctx context.Context) {
 		}
 	}()
 	defer func() { <-done }()
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		t := time.NewTicker(withinEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = e.CountWithin()
+			}
+		}
+	}()
+	defer func() { <-counted }()
 	t := time.NewTicker(e.opts.Fleet.Sync)
 	defer t.Stop()
 	for {

@@ -21,7 +21,11 @@ type Metrics struct {
 	clamped   prometheus.Counter
 	errors    *prometheus.CounterVec
 	banHash   prometheus.Gauge
-	bans      *banfeed.Metrics // the gate's, source "fleet"
+	// Per level (rule/level): keys exchanged, left out, crossed into the
+	// exchange, in it now, and within their share at the last count.
+	levelExchanged, levelUnsynced, levelCrossed *prometheus.CounterVec
+	levelHot, levelWithin                       *prometheus.GaugeVec
+	bans                                        *banfeed.Metrics // the gate's, source "fleet"
 }
 
 // NewMetrics makes the series of one interface's fleet sync (the engine makes
@@ -53,6 +57,16 @@ func NewMetrics(iface string) *Metrics {
 		banHash: prometheus.NewGauge(prometheus.GaugeOpts{Name: "xdplimit_fleet_ban_hash_entries", ConstLabels: l,
 			Help: "Entries in the fleet's ban hash at the last sync, valid or not."}),
 		bans: banfeed.NewMetrics(banSource, iface),
+		levelExchanged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdplimit_fleet_level_keys_exchanged_total", ConstLabels: l,
+			Help: "Keys of a fleet level whose consumption was exchanged with Redis."}, []string{"level"}),
+		levelUnsynced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdplimit_fleet_level_keys_unsynced_total", ConstLabels: l,
+			Help: "Keys of a fleet level left out of a sync by its bound on keys."}, []string{"level"}),
+		levelCrossed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "xdplimit_fleet_level_keys_crossed_total", ConstLabels: l,
+			Help: "Token-bucket keys that crossed their local share on this host and entered the exchange."}, []string{"level"}),
+		levelHot: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "xdplimit_fleet_level_keys_exchanging", ConstLabels: l,
+			Help: "Token-bucket keys in the exchange on this host (crossed here, or announced by another host)."}, []string{"level"}),
+		levelWithin: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "xdplimit_fleet_level_keys_within_share", ConstLabels: l,
+			Help: "Token-bucket keys in this host's state tables within their local share, never exchanged (counted every 10 s)."}, []string{"level"}),
 	}
 	for _, k := range ErrorKinds {
 		m.errors.WithLabelValues(string(k))
@@ -75,5 +89,6 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 func (m *Metrics) all() []prometheus.Collector {
 	return append([]prometheus.Collector{m.up, m.levels, m.hosts, m.syncs, m.duration, m.exchanged, m.unsynced, m.remote,
-		m.clamped, m.errors, m.banHash}, m.bans.Collectors()...)
+		m.clamped, m.errors, m.banHash, m.levelExchanged, m.levelUnsynced, m.levelCrossed, m.levelHot, m.levelWithin},
+		m.bans.Collectors()...)
 }

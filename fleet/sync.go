@@ -56,6 +56,17 @@ func (e *Engine) takeDue(res *SyncResult) ([]take, []fwSync, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// The units taken say which keys are still above their share here;
+	// the others whose hold is over leave the exchange, with the units
+	// they admitted since the take.
+	for _, t := range takes {
+		e.noteTaken(t)
+	}
+	cooled, err := e.heatCool()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errDatapath, err)
+	}
+	takes = mergeTakes(takes, cooled)
 	fws, err := e.readFW()
 	if err != nil {
 		return nil, nil, err
@@ -89,6 +100,7 @@ func (e *Engine) sortReports(res *SyncResult) (map[maps.FleetKey]*level, error) 
 		}
 		if lv.Algorithm == maps.AlgTokenBucket {
 			tb[k] = lv
+			e.noteHot(k, lv)
 		} else {
 			e.trackFW(k, lv)
 		}
@@ -116,6 +128,7 @@ type syncRound struct {
 	tbx   []tbExchange
 	fwx   []fwExchange
 	hb    *heartbeat
+	ann   *announce
 }
 
 // newRound writes the requests for the keys taken over span.
@@ -138,7 +151,12 @@ func (e *Engine) newRound(takes []take, fws []fwSync, span time.Duration) *syncR
 	}
 	hb := &heartbeat{key: "xdpl:" + e.opts.Fleet.Namespace + ":hosts", member: e.opts.HostID,
 		nowMs: e.opts.Wall() / 1e6, ttlMs: max(3*e.opts.Fleet.Sync, 2*time.Second).Milliseconds()}
-	return &syncRound{takes: takes, fws: fws, tbx: tbx, fwx: fwx, hb: hb}
+	var ann *announce
+	if e.shareOn() {
+		ann = &announce{key: "xdpl:" + e.opts.Fleet.Namespace + ":hot", members: e.announcements(),
+			cursor: e.hotCursor, holdMs: int64(e.hold() / 1e6)}
+	}
+	return &syncRound{takes: takes, fws: fws, tbx: tbx, fwx: fwx, hb: hb, ann: ann}
 }
 
 // debtHorizon is the policy's, or the default for a fleet: section made
@@ -156,7 +174,7 @@ func (e *Engine) debtHorizon() time.Duration {
 func (e *Engine) send(ctx context.Context, r *syncRound, bans *banPrefetch) error {
 	bans.start(e)
 	xctx, cancel := context.WithTimeout(ctx, syncDeadline(e.opts.Fleet.Sync, len(r.tbx)+len(r.fwx)))
-	err := exchange(xctx, e.client, r.hb, r.tbx, r.fwx, bans.scanOf())
+	err := exchange(xctx, e.client, r.hb, r.tbx, r.fwx, r.ann, bans.scanOf())
 	cancel()
 	if err == nil {
 		return nil
@@ -176,11 +194,25 @@ func (e *Engine) send(ctx context.Context, r *syncRound, bans *banPrefetch) erro
 // hosts, the reserves back, the other hosts' admissions folded in.
 func (e *Engine) settle(r *syncRound, res SyncResult) (SyncResult, error) {
 	e.link.ok(e.opts.Logf, e.m)
-	e.hosts = int(r.hb.live)
+	e.hosts, e.known = int(r.hb.live), true
 	e.m.hosts.Set(float64(e.hosts))
 	if err := e.setReserves(true); err != nil {
 		return res, err
 	}
+	if err := e.setShares(true); err != nil {
+		return res, fmt.Errorf("%w: %v", errDatapath, err)
+	}
+	if a := r.ann; a != nil && a.err == nil {
+		e.hotCursor = a.last
+		// Marked now rather than at the next sync: until then the key's
+		// units here are not counted by the fleet.
+		if e.heard(e.heardKeys(a.read)) {
+			if _, err := e.heatCool(); err != nil {
+				return res, fmt.Errorf("%w: %v", errDatapath, err)
+			}
+		}
+	}
+	e.countLevels(r)
 	res.Exchanged = len(r.tbx) + len(r.fwx)
 	folded, err := e.fold(r.takes, r.tbx, r.fws, r.fwx)
 	res.Folded = folded

@@ -40,6 +40,7 @@ const (
 	EgressMapXdplFleetCtl       = "xdpl_fleet_ctl"
 	EgressMapXdplFleetKeys      = "xdpl_fleet_keys"
 	EgressMapXdplFleetReserve   = "xdpl_fleet_reserve"
+	EgressMapXdplFleetShares    = "xdpl_fleet_shares"
 	EgressMapXdplFlows          = "xdpl_flows"
 	EgressMapXdplGlobals        = "xdpl_globals"
 	EgressMapXdplIcmpc          = "xdpl_icmpc"
@@ -155,6 +156,7 @@ type EgressMapSpecs struct {
 	XdplFleetCtl       *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.MapSpec `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.MapSpec `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.MapSpec `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.MapSpec `ebpf:"xdpl_icmpc"`
@@ -246,6 +248,7 @@ type EgressMaps struct {
 	XdplFleetCtl       *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.Map `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.Map `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.Map `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.Map `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.Map `ebpf:"xdpl_icmpc"`
@@ -312,6 +315,7 @@ func (m *EgressMaps) Close() error {
 		m.XdplFleetCtl,
 		m.XdplFleetKeys,
 		m.XdplFleetReserve,
+		m.XdplFleetShares,
 		m.XdplFlows,
 		m.XdplGlobals,
 		m.XdplIcmpc,

@@ -40,6 +40,7 @@ const (
 	FleetApplyMapXdplFleetCtl       = "xdpl_fleet_ctl"
 	FleetApplyMapXdplFleetKeys      = "xdpl_fleet_keys"
 	FleetApplyMapXdplFleetReserve   = "xdpl_fleet_reserve"
+	FleetApplyMapXdplFleetShares    = "xdpl_fleet_shares"
 	FleetApplyMapXdplFlows          = "xdpl_flows"
 	FleetApplyMapXdplGlobals        = "xdpl_globals"
 	FleetApplyMapXdplIcmpc          = "xdpl_icmpc"
@@ -154,6 +155,7 @@ type FleetApplyMapSpecs struct {
 	XdplFleetCtl       *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.MapSpec `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.MapSpec `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.MapSpec `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.MapSpec `ebpf:"xdpl_icmpc"`
@@ -244,6 +246,7 @@ type FleetApplyMaps struct {
 	XdplFleetCtl       *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.Map `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.Map `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.Map `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.Map `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.Map `ebpf:"xdpl_icmpc"`
@@ -310,6 +313,7 @@ func (m *FleetApplyMaps) Close() error {
 		m.XdplFleetCtl,
 		m.XdplFleetKeys,
 		m.XdplFleetReserve,
+		m.XdplFleetShares,
 		m.XdplFlows,
 		m.XdplGlobals,
 		m.XdplIcmpc,

@@ -40,6 +40,7 @@ const (
 	WipeMapXdplFleetCtl       = "xdpl_fleet_ctl"
 	WipeMapXdplFleetKeys      = "xdpl_fleet_keys"
 	WipeMapXdplFleetReserve   = "xdpl_fleet_reserve"
+	WipeMapXdplFleetShares    = "xdpl_fleet_shares"
 	WipeMapXdplFlows          = "xdpl_flows"
 	WipeMapXdplGlobals        = "xdpl_globals"
 	WipeMapXdplIcmpc          = "xdpl_icmpc"
@@ -154,6 +155,7 @@ type WipeMapSpecs struct {
 	XdplFleetCtl       *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.MapSpec `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.MapSpec `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.MapSpec `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.MapSpec `ebpf:"xdpl_icmpc"`
@@ -244,6 +246,7 @@ type WipeMaps struct {
 	XdplFleetCtl       *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.Map `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.Map `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.Map `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.Map `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.Map `ebpf:"xdpl_icmpc"`
@@ -310,6 +313,7 @@ func (m *WipeMaps) Close() error {
 		m.XdplFleetCtl,
 		m.XdplFleetKeys,
 		m.XdplFleetReserve,
+		m.XdplFleetShares,
 		m.XdplFlows,
 		m.XdplGlobals,
 		m.XdplIcmpc,

@@ -181,11 +181,15 @@ const (
 	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS       XdplimitXdplConst = 128
 	XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT      XdplimitXdplConst = 28
 	XdplimitXdplConstXDPL_FLEET_EPOCH_SHIFT      XdplimitXdplConst = 48
+	XdplimitXdplConstXDPL_FLEET_EPOCH_BITS       XdplimitXdplConst = 15
+	XdplimitXdplConstXDPL_FLEET_HOT_BIT          XdplimitXdplConst = 63
 	XdplimitXdplConstXDPL_FLEET_BATCH            XdplimitXdplConst = 4096
 	XdplimitXdplConstXDPL_FLEET_TAKE             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_FLEET_FOLD_TAT         XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_FLEET_READ             XdplimitXdplConst = 3
 	XdplimitXdplConstXDPL_FLEET_ADD              XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FLEET_HEAT             XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_FLEET_COOL             XdplimitXdplConst = 6
 	XdplimitXdplConstXDPL_FOP_GLOBAL             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_FOP_DONE               XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_FOP_MISSING            XdplimitXdplConst = 4
@@ -352,6 +356,13 @@ type XdplimitXdplFleetOp struct {
 	Arg1  uint64
 	Out0  uint64
 	Out1  uint64
+}
+
+type XdplimitXdplFleetShare struct {
+	_     structs.HostLayout
+	Inc   uint64
+	Tol   uint64
+	Cross uint64
 }
 
 type XdplimitXdplFleetSync struct {
@@ -676,6 +687,7 @@ const (
 	XdplimitMapXdplFleetCtl        = "xdpl_fleet_ctl"
 	XdplimitMapXdplFleetKeys       = "xdpl_fleet_keys"
 	XdplimitMapXdplFleetReserve    = "xdpl_fleet_reserve"
+	XdplimitMapXdplFleetShares     = "xdpl_fleet_shares"
 	XdplimitMapXdplFlows           = "xdpl_flows"
 	XdplimitMapXdplGlobals         = "xdpl_globals"
 	XdplimitMapXdplIcmpc           = "xdpl_icmpc"
@@ -813,6 +825,7 @@ type XdplimitMapSpecs struct {
 	XdplFleetCtl       *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.MapSpec `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.MapSpec `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.MapSpec `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.MapSpec `ebpf:"xdpl_icmpc"`
@@ -926,6 +939,7 @@ type XdplimitMaps struct {
 	XdplFleetCtl       *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.Map `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.Map `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.Map `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.Map `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.Map `ebpf:"xdpl_icmpc"`
@@ -992,6 +1006,7 @@ func (m *XdplimitMaps) Close() error {
 		m.XdplFleetCtl,
 		m.XdplFleetKeys,
 		m.XdplFleetReserve,
+		m.XdplFleetShares,
 		m.XdplFlows,
 		m.XdplGlobals,
 		m.XdplIcmpc,

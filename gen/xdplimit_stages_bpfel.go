@@ -40,6 +40,7 @@ const (
 	XdplimitStagesMapXdplFleetCtl        = "xdpl_fleet_ctl"
 	XdplimitStagesMapXdplFleetKeys       = "xdpl_fleet_keys"
 	XdplimitStagesMapXdplFleetReserve    = "xdpl_fleet_reserve"
+	XdplimitStagesMapXdplFleetShares     = "xdpl_fleet_shares"
 	XdplimitStagesMapXdplFlows           = "xdpl_flows"
 	XdplimitStagesMapXdplGlobals         = "xdpl_globals"
 	XdplimitStagesMapXdplIcmpc           = "xdpl_icmpc"
@@ -179,6 +180,7 @@ type XdplimitStagesMapSpecs struct {
 	XdplFleetCtl       *ebpf.MapSpec `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.MapSpec `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.MapSpec `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.MapSpec `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.MapSpec `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.MapSpec `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.MapSpec `ebpf:"xdpl_icmpc"`
@@ -294,6 +296,7 @@ type XdplimitStagesMaps struct {
 	XdplFleetCtl       *ebpf.Map `ebpf:"xdpl_fleet_ctl"`
 	XdplFleetKeys      *ebpf.Map `ebpf:"xdpl_fleet_keys"`
 	XdplFleetReserve   *ebpf.Map `ebpf:"xdpl_fleet_reserve"`
+	XdplFleetShares    *ebpf.Map `ebpf:"xdpl_fleet_shares"`
 	XdplFlows          *ebpf.Map `ebpf:"xdpl_flows"`
 	XdplGlobals        *ebpf.Map `ebpf:"xdpl_globals"`
 	XdplIcmpc          *ebpf.Map `ebpf:"xdpl_icmpc"`
@@ -360,6 +363,7 @@ func (m *XdplimitStagesMaps) Close() error {
 		m.XdplFleetCtl,
 		m.XdplFleetKeys,
 		m.XdplFleetReserve,
+		m.XdplFleetShares,
 		m.XdplFlows,
 		m.XdplGlobals,
 		m.XdplIcmpc,

@@ -78,7 +78,50 @@ const (
 	FleetFoldTAT = FleetOpKind(gen.XdplimitXdplConstXDPL_FLEET_FOLD_TAT)
 	FleetRead    = FleetOpKind(gen.XdplimitXdplConstXDPL_FLEET_READ)
 	FleetAdd     = FleetOpKind(gen.XdplimitXdplConstXDPL_FLEET_ADD)
+	FleetHeat    = FleetOpKind(gen.XdplimitXdplConstXDPL_FLEET_HEAT)
+	FleetCool    = FleetOpKind(gen.XdplimitXdplConstXDPL_FLEET_COOL)
 )
+
+// FleetEpochBits is how many of the sync epoch's low bits a state entry
+// keeps: an epoch whose are all 0 is never put in force.
+const FleetEpochBits = int(gen.XdplimitXdplConstXDPL_FLEET_EPOCH_BITS)
+
+// FleetShare is a fleet token-bucket level's local share as the datapath
+// tests it (struct xdpl_fleet_share): a key reports to the exchange once a
+// bucket charged Inc per unit (ns << FPShift) runs more than Tol ns ahead
+// of now, and carries Cross units into its first exchange.
+type FleetShare struct {
+	Inc, Tol, Cross uint64
+}
+
+// SetFleetShares sets the local shares of fleet token-bucket levels, by
+// state id; levels not named exchange every key.
+func (l *Limiter) SetFleetShares(shares map[uint32]FleetShare) error {
+	m := l.objs.XdplFleetShares
+	var stale []uint32
+	var k uint32
+	var v gen.XdplimitXdplFleetShare
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		if _, ok := shares[k]; !ok {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading fleet shares: %w", err)
+	}
+	for id, s := range shares {
+		if err := m.Update(id, gen.XdplimitXdplFleetShare{Inc: s.Inc, Tol: s.Tol, Cross: s.Cross}, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("fleet share of state %d: %w", id, err)
+		}
+	}
+	for _, id := range stale {
+		if err := m.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("fleet share of state %d: %w", id, err)
+		}
+	}
+	return nil
+}
 
 // FleetOp is one entry of a batch for the apply program; Out0, Out1 and the
 // flags are its answer. See bpf/fleet.h for each kind's arguments.

@@ -46,6 +46,7 @@ var mapList = []struct {
 	{gen.XdplimitMapXdplFleetCtl, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetCtl }},
 	{gen.XdplimitMapXdplFleetBatch, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetBatch }},
 	{gen.XdplimitMapXdplFleetReserve, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetReserve }},
+	{gen.XdplimitMapXdplFleetShares, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplFleetShares }},
 	{gen.XdplimitMapXdplUnparsedCfgs, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCfgs }},
 	{gen.XdplimitMapXdplUnparsedCounts, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedCounts }},
 	{gen.XdplimitMapXdplUnparsedState, func(m *gen.XdplimitMaps) *ebpf.Map { return m.XdplUnparsedState }},

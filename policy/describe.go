@@ -34,8 +34,8 @@ func (p *Policy) Describe(w io.Writer) {
 		fmt.Fprintf(w, "conversations (before the rules, after allow, deny and bans): %s\n", c)
 	}
 	if f := p.Fleet; f != nil {
-		fmt.Fprintf(w, "fleet: Redis %v (cluster %v), namespace %s, sync every %s, fallback %s, debt horizon %s\n",
-			f.Redis, f.Cluster, f.Namespace, f.Sync, f.Fallback, f.DebtHorizon)
+		fmt.Fprintf(w, "fleet: Redis %v (cluster %v), namespace %s, sync every %s, fallback %s, debt horizon %s; %s\n",
+			f.Redis, f.Cluster, f.Namespace, f.Sync, f.Fallback, f.DebtHorizon, f.Share)
 	}
 	if g := p.GeoIP; g != nil {
 		g.describe(w)

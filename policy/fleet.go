@@ -69,6 +69,9 @@ type Fleet struct {
 	// reports it, can keep a key from admitting: whoever can write the
 	// fleet's keys can stall a key this long and no longer.
 	DebtHorizon time.Duration
+	// Share keeps the keys of token buckets within each host's local
+	// share out of the exchange.
+	Share FleetShare
 }
 
 const (
@@ -88,11 +91,12 @@ func (d *decoder) fleet(f field) *Fleet {
 	if isNull(f.value) {
 		return nil
 	}
-	m := d.mapping(f.value, "fleet", "redis", "cluster", "password_file", "namespace", "sync", "fallback", "debt_horizon")
+	m := d.mapping(f.value, "fleet", "redis", "cluster", "password_file", "namespace", "sync", "fallback", "debt_horizon",
+		"share", "report_at", "share_hold")
 	if m == nil {
 		return nil
 	}
-	fl := &Fleet{Sync: DefaultFleetSync, DebtHorizon: DefaultDebtHorizon}
+	fl := &Fleet{Sync: DefaultFleetSync, DebtHorizon: DefaultDebtHorizon, Share: defaultFleetShare()}
 	before := len(d.errs)
 	if rf, ok := m["redis"]; ok {
 		for _, u := range d.stringOrList(rf.value, "fleet.redis") {
@@ -143,6 +147,7 @@ func (d *decoder) fleet(f field) *Fleet {
 			fl.Fallback = Fallback(v)
 		}
 	}
+	d.fleetShare(m, fl)
 	if len(d.errs) != before {
 		return nil
 	}
@@ -280,8 +285,8 @@ func (f *Fleet) bound(l Limit) string {
 	case TokenBucket:
 		perSync := float64(l.Count) / l.Per.Seconds() * secs
 		return fmt.Sprintf("fleet bound: over any time t the fleet admits at most %d + rate x t + N x %.0f %s "+
-			"(N hosts, each up to one sync of rate ahead); one host alone may use the whole limit",
-			l.Burst, perSync, l.Unit.short())
+			"(N hosts, each up to one sync of rate ahead)%s; one host alone may use the whole limit",
+			l.Burst, perSync, l.Unit.short(), f.Share.shareBound(l.Burst))
 	case FixedWindow:
 		return fmt.Sprintf("fleet bound: %d %s per window for the fleet once its live hosts are known (each opens a "+
 			"window holding the others' share until they report it); one host alone gets the whole limit after "+

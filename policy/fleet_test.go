@@ -18,7 +18,7 @@ func TestFleet(t *testing.T) {
 				f := p.Fleet
 				if f == nil || len(f.Redis) != 1 || f.Cluster || f.Namespace != "default" ||
 					f.Sync != DefaultFleetSync || f.Fallback != FallbackLocal || f.PasswordFile != "" ||
-					f.DebtHorizon != DefaultDebtHorizon {
+					f.DebtHorizon != DefaultDebtHorizon || f.Share != defaultFleetShare() {
 					t.Fatalf("fleet = %+v", f)
 				}
 				if p.Rules[0].Levels[0].Limit.Scope != ScopeFleet {
@@ -67,7 +67,25 @@ func TestFleet(t *testing.T) {
 		{name: "fallback", src: "fleet: {redis: redis://h:1, fallback: drop}\nrules: []\n", errs: []string{
 			`p.yaml:1:39: fleet.fallback: unknown fallback "drop"; use local or share`}},
 		{name: "unknown field", src: "fleet: {redis: redis://h:1, password: x}\nrules: []\n", errs: []string{
-			`p.yaml:1:29: fleet: unknown field "password"; allowed: redis, cluster, password_file, namespace, sync, fallback, debt_horizon`}},
+			`p.yaml:1:29: fleet: unknown field "password"; allowed: redis, cluster, password_file, namespace, sync, fallback, debt_horizon, share, report_at, share_hold`}},
+		{name: "share", src: "fleet: {redis: redis://h:1, share: 25%, report_at: 0.2, share_hold: 30s}\n" + rule,
+			check: func(t *testing.T, p *Policy) {
+				if s := p.Fleet.Share; s.Off || s.Fraction != 0.25 || s.ReportAt != 0.2 || s.Hold != 30*time.Second {
+					t.Fatalf("share = %+v", s)
+				}
+			}},
+		{name: "share off", src: "fleet: {redis: redis://h:1, share: off}\n" + rule,
+			check: func(t *testing.T, p *Policy) {
+				if !p.Fleet.Share.Off {
+					t.Fatalf("share = %+v", p.Fleet.Share)
+				}
+			}},
+		{name: "share range", src: "fleet: {redis: redis://h:1, share: 150%}\nrules: []\n", errs: []string{
+			`p.yaml:1:36: fleet.share: share "150%": a share from 0.1% to 100%, like 25% or 0.25`}},
+		{name: "report_at range", src: "fleet: {redis: redis://h:1, report_at: 0}\nrules: []\n", errs: []string{
+			`p.yaml:1:40: fleet.report_at: report_at "0": a share from 1% to 100%, like 50% or 0.5`}},
+		{name: "share_hold under two syncs", src: "fleet: {redis: redis://h:1, sync: 1s, share_hold: 1500ms}\nrules: []\n", errs: []string{
+			`p.yaml:1:51: fleet.share_hold: share_hold 1.5s is shorter than two syncs (2s): keys would leave the exchange between two syncs`}},
 		{name: "debt horizon range", src: "fleet: {redis: redis://h:1, debt_horizon: 500ms}\nrules: []\n", errs: []string{
 			"p.yaml:1:43: fleet.debt_horizon: debt_horizon must be 1s to 24h0m0s, got 500ms"}},
 	})

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -39,6 +40,12 @@ type Config struct {
 	Logf func(format string, args ...any)
 	// MaxSources sizes each host's source table (default 4096).
 	MaxSources uint32
+	// BenchRotate, BenchBase and TrackAfter are passed to each host's
+	// program (maps.Options): a benchmark walks many sources with one
+	// buffer.
+	BenchRotate uint32
+	BenchBase   netip.Addr
+	TrackAfter  uint32
 }
 
 // WallBase is the injected wall clock (and Redis clock) at simulated time
@@ -89,7 +96,8 @@ func New(cfg Config) (*Fleet, error) {
 }
 
 func (f *Fleet) newHost(cfg Config, img *maps.Image, i int) (*Host, error) {
-	l, err := maps.Load(maps.Options{Clock: maps.ClockMap, MaxSources: cfg.MaxSources})
+	l, err := maps.Load(maps.Options{Clock: maps.ClockMap, MaxSources: cfg.MaxSources,
+		BenchRotate: cfg.BenchRotate, BenchBase: cfg.BenchBase, TrackAfter: cfg.TrackAfter})
 	if err != nil {
 		return nil, err
 	}
