@@ -7,7 +7,7 @@
 // own, and writes BENCHMARKS.md and a chart of the veth comparison. `make
 // bench` runs it; run it as root.
 //
-//	go run ./bench [-quick] [-only micro,macro,syncookie,droplog,accuracy,control,fleet,profile,traffic] [-out FILE] [-chart FILE]
+//	go run ./bench [-quick] [-only micro,macro,syncookie,droplog,accuracy,control,fleet,fleetscale,profile,traffic] [-out FILE] [-chart FILE]
 //
 // Every result is a ratio of configurations measured side by side in one
 // run, interleaved, each a median over repetitions: the absolute numbers
@@ -29,7 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var sections = []string{"micro", "macro", "syncookie", "droplog", "accuracy", "control", "fleet", "profile", "traffic"}
+var sections = []string{"micro", "macro", "syncookie", "droplog", "accuracy", "control", "fleet", "fleetscale", "profile", "traffic"}
 
 func main() {
 	quick := flag.Bool("quick", false, "fewer repetitions and packets, for iterating (a minute or two); the report says so")
@@ -119,6 +119,7 @@ func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart,
 	step("accuracy", func() (err error) { rep.Accuracy, err = accuracyBench(e, quick); return err })
 	step("control", func() (err error) { rep.Control, err = controlBench(e, quick); return err })
 	step("fleet", func() (err error) { rep.Fleet, err = fleetBench(e, quick); return err })
+	step("fleetscale", func() (err error) { rep.FleetScale, err = fleetScaleBench(e, quick); return err })
 	step("profile", func() (err error) { rep.Profile, err = profileBench(e, quick); return err })
 	step("traffic", func() (err error) { rep.Traffic, err = trafficBench(e, quick); return err })
 	if err := ctx.Err(); err != nil {

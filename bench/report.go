@@ -92,10 +92,13 @@ type report struct {
 	Accuracy  *accuracyResults
 	Control   *controlResults
 	Fleet     *fleetResults
-	Profile   *profileResults
-	Traffic   *trafficResults
-	Errors    []string
-	Durations []string
+	// FleetScale: the fleet at a million sources, with and without local
+	// shares.
+	FleetScale []*fleetScale
+	Profile    *profileResults
+	Traffic    *trafficResults
+	Errors     []string
+	Durations  []string
 }
 
 func shortAlg(name string) string {
@@ -194,6 +197,7 @@ func (r *report) write(e *env, out, chart, script string) error {
 	r.writeAccuracy(&b)
 	r.writeControl(&b)
 	r.writeFleet(&b)
+	r.writeFleetScale(&b)
 	r.writeProfile(&b)
 	r.writeTraffic(&b)
 	if len(r.Errors) > 0 {

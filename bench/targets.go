@@ -91,6 +91,7 @@ func (r *report) targets() []target {
 		ts = append(ts, d.target())
 	}
 	ts = append(ts, r.fleetTargets()...)
+	ts = append(ts, r.fleetScaleTargets()...)
 	if a := r.Accuracy; a != nil {
 		ts = append(ts, accuracyTargets(a.Queues)...)
 	}
