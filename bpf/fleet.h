@@ -70,7 +70,9 @@ static __always_inline __u64 xdpl_fleet_epoch_bits(void)
 }
 
 /* A key in the exchange: its units are added to b, and its first
- * admission of the epoch reports it (whoever moves the epoch reports). */
+ * admission of the epoch reports it (whoever moves the epoch reports). A
+ * word that held a share's tat (the level's share removed) starts from this
+ * packet's units: its low bits are a time, not units. */
 static __always_inline void xdpl_fleet_pending(struct xdpl_state *s, struct xdpl_level *l,
 					       struct xdpl_key *k, __u64 cost)
 {
@@ -84,8 +86,9 @@ static __always_inline void xdpl_fleet_pending(struct xdpl_state *s, struct xdpl
 
 		if ((cur & ~XDPL_FLEET_PENDING_MASK) == epoch)
 			return;
-		if (__sync_val_compare_and_swap(&s->b, cur,
-						(cur & XDPL_FLEET_PENDING_MASK) | epoch) == cur) {
+		__u64 pend = (cur & XDPL_FLEET_HOT) ? cur & XDPL_FLEET_PENDING_MASK : cost;
+
+		if (__sync_val_compare_and_swap(&s->b, cur, pend | epoch) == cur) {
 			xdpl_fleet_report(l, k);
 			return;
 		}

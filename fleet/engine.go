@@ -161,12 +161,12 @@ func New(opts Options, dp Datapath) (*Engine, error) {
 
 // Close releases the Redis connections and the fixed windows' reserves:
 // without a sync nothing would release them, and the datapath then
-// enforces each limit locally. The shares go too: every key reports again,
-// as it did before an engine knew the fleet.
+// enforces each limit locally. The token buckets' shares stay: they only
+// decide which keys report, and the next engine starts from them.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return errors.Join(e.dp.SetFleetReserves(nil), e.dp.SetFleetShares(nil), e.client.Close())
+	return errors.Join(e.dp.SetFleetReserves(nil), e.client.Close())
 }
 
 // Metrics is the engine's Prometheus collectors.

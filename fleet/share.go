@@ -64,11 +64,17 @@ func (e *Engine) shareFor(lv *level) xmaps.FleetShare {
 }
 
 // setShares writes the token-bucket levels' shares for the live hosts
-// known, when they changed. Until the first exchange (hosts unknown) and
-// with share: off, none: every key is exchanged.
+// known, when they changed; with share: off, none: every key is exchanged.
+// Until the first exchange (hosts unknown) the datapath keeps the shares it
+// has, a previous engine's: clearing them would put every key that admits
+// in the exchange at once, the cost shares avoid, at every restart. A
+// level without one exchanges every key until then.
 func (e *Engine) setShares(known bool) error {
+	if !known && e.shareOn() {
+		return nil
+	}
 	want := map[uint32]xmaps.FleetShare{}
-	if known && e.shareOn() {
+	if e.shareOn() {
 		for id, lv := range e.levels {
 			if lv.Algorithm == xmaps.AlgTokenBucket {
 				want[id] = e.shareFor(lv)
@@ -162,6 +168,11 @@ func (e *Engine) heard(keys []xmaps.FleetKey) bool {
 		}
 		h := e.hot[k]
 		if h == nil {
+			// The stream is anyone's to write: what it can make this
+			// host follow is bounded.
+			if len(e.hot) >= e.opts.MaxKeys {
+				continue
+			}
 			h = &hotKey{lv: lv}
 			e.hot[k] = h
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/xdplimit/xdplimit/fleet"
 	"github.com/xdplimit/xdplimit/internal/harness/fleetsim"
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
+	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/pktgen"
 )
 
@@ -215,5 +216,33 @@ func checkWithin(t *testing.T, f *fleetsim.Fleet, want int) {
 		if err := h.E.CountWithin(); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// An engine that stops (an attach process exits, a reload restarts the
+// sync) leaves the shares in the datapath, and the next one starts from
+// them: the keys within their share do not all report at once.
+func TestFleetShareRestart(t *testing.T) {
+	testutil.HostOnly(t, "the simulation's clock runs slower than the real time in which Redis expires keys")
+	r, ns := startRedis(t)
+	f, p := newHosts(t, testutil.DialIn(ns), 1, sharePolicy(r.Addr(), ""))
+	light := lightStreams(100, 1, 200*time.Millisecond)
+	drive(t, f, light, time.Second, 100*time.Millisecond)
+	h := f.Hosts[0]
+	if err := h.E.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := fleet.New(fleet.Options{Fleet: p.Fleet, Interface: "h0", Now: f.Now, Dialer: testutil.DialIn(ns)}, h.L)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.E = e
+	drive(t, f, light, 500*time.Millisecond, time.Hour) // no sync
+	n, err := h.L.DrainFleetKeys(1<<20, func(maps.FleetKey) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("after a restart, %d keys within their share reported", n)
 	}
 }
