@@ -135,7 +135,13 @@ type phaseResult struct{ admitted, firstSecond []int }
 
 // phase runs d of traffic with the heavy sources numbered from seed.
 func (rig *scaleRig) phase(s *fleetScale, seed uint32, d time.Duration) (*phaseResult, error) {
-	rig.heavy, rig.isHot = rig.heavy[:0], map[uint32]bool{}
+	// isHot keeps the previous heavy sources: their debt in the fleet's
+	// buckets outlasts their flood by up to a burst, and the walk visits
+	// them too.
+	rig.heavy = rig.heavy[:0]
+	if rig.isHot == nil {
+		rig.isHot = map[uint32]bool{}
+	}
 	for i := range uint32(scaleHeavy) {
 		y := (seed + i*1021 + 1) & (scaleSources - 1)
 		rig.heavy = append(rig.heavy, rig.frame(lcgPrev(y)))
