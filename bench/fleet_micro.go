@@ -16,7 +16,7 @@ var fleetPairs = []struct {
 	fleet, host string
 	cacheOnly   bool
 }{
-	{mFleetTBDrop, mTBDrop, true}, {mFleetTBPass, mTBPass, false},
+	{mFleetTBDrop, mTBDrop, true}, {mFleetTBPass, mTBPass, false}, {mFleetTBShare, mTBPass, false},
 	{mFleetFWDrop, mFWDrop, true}, {mFleetFWPass, mFWPass, false},
 	{mFleetTBDropOff, mTBDropOff, false}, {mFleetFWDropOff, mFWDropOff, false},
 }

@@ -58,7 +58,11 @@ func (m *microResults) fleetCostTarget() target {
 			cacheOnly = append(cacheOnly, fmt.Sprintf("%s %.3f×", shortAlg(p.host.name), x))
 			continue
 		}
-		judged = append(judged, figure{name: shortAlg(p.host.name), x: x, shown: fmt.Sprintf("%s %.3f×", shortAlg(p.host.name), x)})
+		name := shortAlg(p.host.name)
+		if p.fleet.name == mFleetTBShare {
+			name += " (within its share)"
+		}
+		judged = append(judged, figure{name: name, x: x, shown: fmt.Sprintf("%s %.3f×", name, x)})
 	}
 	note := " (median of adjacent calls"
 	if len(cacheOnly) > 0 {
@@ -124,7 +128,9 @@ func (r *report) writeFleetCost(b *strings.Builder) {
 	p("seen) is larger than the 10%% asked; so each pair is also measured call after call, %d times, which\n", len(m.FleetPairs[0].ratio))
 	p("goes first alternating, and the ratio is the median of the per-pair ratios. A fleet level's admission\n")
 	p("also adds to the key's pending count for the next sync; the first admission of a key in a sync epoch\n")
-	p("reports it to the control plane (once per key per sync; not in these numbers: no engine runs).\n")
+	p("reports it to the control plane (once per key per sync; not in these numbers: no engine runs). A key\n")
+	p("within its local share charges its share's bucket on the same word instead, after a lookup of the\n")
+	p("level's share (the row marked so).\n")
 	p("Over its limit a key is refused from the per-CPU refused-until cache after its first refusal, at\n")
 	p("either scope (the Cached column of the micro table): those drop rows measure the cache and are not\n")
 	p("judged; the rows with the cache off measure the level's own drop path, where the fleet's reserve is\n")
@@ -136,7 +142,11 @@ func (r *report) writeFleetCost(b *strings.Builder) {
 		if pr.cacheOnly {
 			status = "not judged (the cache)"
 		}
-		p("| %s | %.1f | %.1f | %.3f× (%.2f – %.2f) | %s |\n", pr.host.name, pr.host.ns.median(), pr.fleet.ns.median(),
+		name := pr.host.name
+		if pr.fleet.name == mFleetTBShare {
+			name += "; fleet key within its local share"
+		}
+		p("| %s | %.1f | %.1f | %.3f× (%.2f – %.2f) | %s |\n", name, pr.host.ns.median(), pr.fleet.ns.median(),
 			x, pr.ratio.min(), pr.ratio.max(), status)
 	}
 	p("\n")

@@ -53,6 +53,10 @@ const (
 	mPayload8     = "8 rules on 8 payload windows, the last matching, drop"
 	mFleetTBDrop  = "token bucket, scope: fleet, over limit (drop)"
 	mFleetTBPass  = "token bucket, scope: fleet, under limit (pass)"
+	// mFleetTBShare: the same with the level's local share set, the
+	// key within it (its share's bucket charged instead of its pending
+	// count).
+	mFleetTBShare = "token bucket, scope: fleet, within its local share (pass)"
 	mFleetFWDrop  = "fixed window, scope: fleet, over limit (drop)"
 	mFleetFWPass  = "fixed window, scope: fleet, under limit (pass)"
 	// The drop cases above are answered by the refused-until cache after
@@ -245,6 +249,28 @@ func (s *microSetup) addFleetScope() {
 		s.add(&microCase{group: group, name: k.name, want: k.want, warm: 1000},
 			s.limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, NoRefusedCache: k.noCache}, fleetScoped(k.limit), nil))
 	}
+	s.add(&microCase{group: group, name: mFleetTBShare, want: xdpPass, warm: 1000}, func(c *microCase) (*ebpf.Program, error) {
+		l, err := loadLimiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16}, fleetScoped(tbPass), nil)
+		if err != nil {
+			return nil, err
+		}
+		prog := s.keep(c, l)
+		return prog, withinShare(l)
+	})
+}
+
+// withinShare gives l's fleet token buckets a share of the whole limit,
+// reported only past its whole burst: a key under the limit stays within.
+func withinShare(l *maps.Limiter) error {
+	fls, err := l.FleetLevels()
+	if err != nil {
+		return err
+	}
+	shares := map[uint32]maps.FleetShare{}
+	for _, lv := range fls {
+		shares[lv.StateID] = maps.FleetShare{Inc: lv.P1, Tol: lv.P2 >> maps.TimeShift}
+	}
+	return l.SetFleetShares(shares)
 }
 
 func (s *microSetup) addPolicySize() {

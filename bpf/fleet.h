@@ -142,10 +142,11 @@ static __always_inline void xdpl_fleet_admitted(struct xdpl_state *s, struct xdp
 		return;
 	}
 	if (!(XDPL_READ_ONCE(s->b) & XDPL_FLEET_HOT)) {
-		__u32 id = l->state_id;
-		struct xdpl_fleet_share *sh = bpf_map_lookup_elem(&xdpl_fleet_shares, &id);
+		__u32 slot = l->state_id & (XDPL_FLEET_SHARE_SLOTS - 1);
+		struct xdpl_fleet_share *sh = bpf_map_lookup_elem(&xdpl_fleet_shares, &slot);
 
-		if (sh && sh->inc && xdpl_fleet_within(s, l, k, sh, now, cost))
+		if (sh && sh->state_id == l->state_id && sh->inc &&
+		    xdpl_fleet_within(s, l, k, sh, now, cost))
 			return;
 	}
 	xdpl_fleet_pending(s, l, k, cost);

@@ -41,12 +41,15 @@ struct {
 	__type(value, __u64);
 } xdpl_fleet_reserve SEC(".maps");
 
-/* Per fleet token-bucket level (by state id): its local share. Written by
- * the control plane once it knows the live hosts; a level without an
- * entry exchanges every key. */
+/* Per fleet token-bucket level: its local share, at the slot of its state
+ * id's low bits (an array: the lookup is every admission's, and a hash's
+ * cost a quarter of a pass). An entry names its state id; a level whose
+ * slot holds another's (1024 state ids apart) has none. Written by the
+ * control plane once it knows the live hosts; a level without an entry
+ * exchanges every key. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, XDPL_GENS *XDPL_MAX_RULES *XDPL_MAX_LEVELS);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XDPL_FLEET_SHARE_SLOTS);
 	__type(key, __u32);
 	__type(value, struct xdpl_fleet_share);
 } xdpl_fleet_shares SEC(".maps");

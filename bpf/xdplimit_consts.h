@@ -232,23 +232,23 @@ enum xdpl_const {
 	 * marked is not looked up in the state table. ns >> 28: 268 ms. */
 	XDPL_SKETCH_MARK_SHIFT = 28,
 
-	/* Fleet levels (bpf/fleet.h). A token bucket's word b: in the exchange
-	 * (HOT bit set), the epoch's low bits above EPOCH_SHIFT and the units
-	 * since the last take below; within its share, the share's tat (ns). */
+	/* Fleet levels (fleet.h). A token bucket's word b: in the exchange (HOT
+	 * bit), epoch bits and units since the last take; else a share's tat. */
 	XDPL_FLEET_EPOCH_SHIFT = 48,
 	XDPL_FLEET_EPOCH_BITS = 15,
 	XDPL_FLEET_HOT_BIT = 63,
-	XDPL_FLEET_BATCH = 4096,   /* entries xdpl_fleet_apply takes per run */
-	XDPL_FLEET_TAKE = 1,	   /* token_bucket: take the pending units */
-	XDPL_FLEET_FOLD_TAT = 2,   /* token_bucket: tat = max(tat, fleet's) */
-	XDPL_FLEET_READ = 3,	   /* fixed_window: read the window word */
-	XDPL_FLEET_ADD = 4,	   /* fixed_window: add other hosts' units */
-	XDPL_FLEET_HEAT = 5,	   /* token_bucket: the key takes part in the exchange */
-	XDPL_FLEET_COOL = 6,	   /* token_bucket: take, and back within its share */
-	XDPL_FOP_GLOBAL = 1 << 0,  /* the entry is xdpl_globals[slot] */
-	XDPL_FOP_DONE = 1 << 1,	   /* out: done */
-	XDPL_FOP_MISSING = 1 << 2, /* out: no state entry (evicted) */
-	XDPL_FOP_STALE = 1 << 3,   /* out: the window has moved on */
+	XDPL_FLEET_SHARE_SLOTS = 1024, /* xdpl_fleet_shares: by state id & (this - 1) */
+	XDPL_FLEET_BATCH = 4096,       /* entries xdpl_fleet_apply takes per run */
+	XDPL_FLEET_TAKE = 1,	       /* token_bucket: take the pending units */
+	XDPL_FLEET_FOLD_TAT = 2,       /* token_bucket: tat = max(tat, fleet's) */
+	XDPL_FLEET_READ = 3,	       /* fixed_window: read the window word */
+	XDPL_FLEET_ADD = 4,	       /* fixed_window: add other hosts' units */
+	XDPL_FLEET_HEAT = 5,	       /* token_bucket: the key takes part in the exchange */
+	XDPL_FLEET_COOL = 6,	       /* token_bucket: take, and back within its share */
+	XDPL_FOP_GLOBAL = 1 << 0,      /* the entry is xdpl_globals[slot] */
+	XDPL_FOP_DONE = 1 << 1,	       /* out: done */
+	XDPL_FOP_MISSING = 1 << 2,     /* out: no state entry (evicted) */
+	XDPL_FOP_STALE = 1 << 3,       /* out: the window has moved on */
 
 	/* The stage benchmark (bench.h, xdpl_bench_stop): end the packet
 	 * with XDP_DROP after this stage of xdpl_main. 0 runs them all;

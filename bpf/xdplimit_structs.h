@@ -180,6 +180,8 @@ struct xdpl_fleet_sync {
  * carries cross units into its first exchange, what its share's bucket
  * admitted beyond the share's rate. */
 struct xdpl_fleet_share {
+	__u32 state_id; /* whose share: 0 for none */
+	__u32 pad;
 	__u64 inc;
 	__u64 tol;
 	__u64 cross;

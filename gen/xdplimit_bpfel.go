@@ -183,6 +183,7 @@ const (
 	XdplimitXdplConstXDPL_FLEET_EPOCH_SHIFT      XdplimitXdplConst = 48
 	XdplimitXdplConstXDPL_FLEET_EPOCH_BITS       XdplimitXdplConst = 15
 	XdplimitXdplConstXDPL_FLEET_HOT_BIT          XdplimitXdplConst = 63
+	XdplimitXdplConstXDPL_FLEET_SHARE_SLOTS      XdplimitXdplConst = 1024
 	XdplimitXdplConstXDPL_FLEET_BATCH            XdplimitXdplConst = 4096
 	XdplimitXdplConstXDPL_FLEET_TAKE             XdplimitXdplConst = 1
 	XdplimitXdplConstXDPL_FLEET_FOLD_TAT         XdplimitXdplConst = 2
@@ -359,10 +360,12 @@ type XdplimitXdplFleetOp struct {
 }
 
 type XdplimitXdplFleetShare struct {
-	_     structs.HostLayout
-	Inc   uint64
-	Tol   uint64
-	Cross uint64
+	_       structs.HostLayout
+	StateId uint32
+	Pad     uint32
+	Inc     uint64
+	Tol     uint64
+	Cross   uint64
 }
 
 type XdplimitXdplFleetSync struct {

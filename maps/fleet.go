@@ -95,29 +95,21 @@ type FleetShare struct {
 }
 
 // SetFleetShares sets the local shares of fleet token-bucket levels, by
-// state id; levels not named exchange every key.
+// state id; levels not named exchange every key. A level whose slot (its
+// state id's low bits) another named level holds gets none.
 func (l *Limiter) SetFleetShares(shares map[uint32]FleetShare) error {
-	m := l.objs.XdplFleetShares
-	var stale []uint32
-	var k uint32
-	var v gen.XdplimitXdplFleetShare
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		if _, ok := shares[k]; !ok {
-			stale = append(stale, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading fleet shares: %w", err)
-	}
+	n := uint32(gen.XdplimitXdplConstXDPL_FLEET_SHARE_SLOTS)
+	want := make([]gen.XdplimitXdplFleetShare, n)
 	for id, s := range shares {
-		if err := m.Update(id, gen.XdplimitXdplFleetShare{Inc: s.Inc, Tol: s.Tol, Cross: s.Cross}, ebpf.UpdateAny); err != nil {
-			return fmt.Errorf("fleet share of state %d: %w", id, err)
+		slot := id & (n - 1)
+		if want[slot].StateId != 0 && want[slot].StateId < id {
+			continue
 		}
+		want[slot] = gen.XdplimitXdplFleetShare{StateId: id, Inc: s.Inc, Tol: s.Tol, Cross: s.Cross}
 	}
-	for _, id := range stale {
-		if err := m.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("fleet share of state %d: %w", id, err)
+	for slot := range n {
+		if err := l.objs.XdplFleetShares.Update(slot, &want[slot], ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("fleet share slot %d: %w", slot, err)
 		}
 	}
 	return nil
