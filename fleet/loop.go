@@ -17,38 +17,11 @@ import (
 // datapath's ring of reported keys several times, so that the ring only has
 // to hold the keys reported in a fraction of an interval: a ring read once
 // per sync lost every report past its size (131k keys), and always the same
-// keys' (the ring fills in admission order).
+// keys' (the ring fills in admission order). Every withinEvery it counts
+// the keys within their share, for the gauge.
 func (e *Engine) Run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(max(e.opts.Fleet.Sync/4, 5*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				e.drain()
-			}
-		}
-	}()
-	defer func() { <-done }()
-	counted := make(chan struct{})
-	go func() {
-		defer close(counted)
-		t := time.NewTicker(withinEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = e.CountWithin()
-			}
-		}
-	}()
-	defer func() { <-counted }()
+	defer every(ctx, max(e.opts.Fleet.Sync/4, 5*time.Millisecond), e.drain)()
+	defer every(ctx, withinEvery, func() { _ = e.CountWithin() })()
 	t := time.NewTicker(e.opts.Fleet.Sync)
 	defer t.Stop()
 	for {
@@ -100,4 +73,24 @@ func (e *Engine) takeReports() (map[maps.FleetKey]struct{}, int, error) {
 	keys, dropped, err := r.keys, r.dropped, r.err
 	r.keys, r.dropped, r.err = nil, 0, nil
 	return keys, dropped, err
+}
+
+// every runs fn every d until ctx ends, on a goroutine of its own; the
+// function it returns waits for that goroutine.
+func every(ctx context.Context, d time.Duration, fn func()) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+	return func() { <-done }
 }
