@@ -3,7 +3,9 @@
 package loader
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -23,7 +25,7 @@ func (a *Attachment) pin() error {
 	}
 	// Pin paths recorded in the objects are now the temporary ones; the
 	// rename moves them all at once.
-	if err := os.Rename(tmp, a.dir); err != nil {
+	if err := renameIntoRoot(tmp, a.dir); err != nil {
 		a.link.Unpin()
 		os.RemoveAll(tmp)
 		return fmt.Errorf("pinning under %s: %w", PinRoot, err)
@@ -37,12 +39,38 @@ func (a *Attachment) pin() error {
 // staging directory is a sibling of the pin root rather than a hidden
 // entry in it.
 func (a *Attachment) stagingDir() (string, error) {
-	for _, d := range []string{PinRoot, stagingRoot} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return "", err
+	for try := 0; ; try++ {
+		for _, d := range []string{PinRoot, stagingRoot} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return "", err
+			}
+		}
+		dir, err := os.MkdirTemp(stagingRoot, a.Interface+"-")
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || try == rootTries {
+			return dir, err
 		}
 	}
-	return os.MkdirTemp(stagingRoot, a.Interface+"-")
+}
+
+// rootTries bounds the retries of a pin step whose root another
+// interface's detach removed meanwhile (it removes the roots when empty).
+const rootTries = 3
+
+// renameIntoRoot renames the staging directory tmp to dir, making the pin
+// root again if another interface's detach removed it since it was made.
+func renameIntoRoot(tmp, dir string) error {
+	for try := 0; ; try++ {
+		err := os.Rename(tmp, dir)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || try == rootTries {
+			return err
+		}
+		if _, serr := os.Stat(tmp); serr != nil {
+			return err // the staging directory itself is gone
+		}
+		if merr := os.MkdirAll(PinRoot, 0o700); merr != nil {
+			return err
+		}
+	}
 }
 
 // stage pins the maps, and with withLink the link, into a new directory
