@@ -63,7 +63,11 @@ rules:
 		first, b1, a1 := read("192.0.2.3")
 		time.Sleep(gap)
 		second, b2, a2 := read("192.0.2.4")
-		if d, lo, hi := second-first, b2-a1, a2-b1; d < lo-late || d > hi+tick {
+		// Either read may lag real time (each is allowed late above): a
+		// first read that lags makes the advance look longer by as much.
+		// In a VM under software emulation the tick's interrupt itself
+		// comes late (308 ms seen for runs 302 to 304 ms apart, tick 4 ms).
+		if d, lo, hi := second-first, b2-a1, a2-b1; d < lo-late || d > hi+late {
 			t.Errorf("load %d: the coarse clock advanced %v between runs %v to %v apart", load, d, lo, hi)
 		}
 	}
