@@ -51,7 +51,7 @@ func (e *Engine) shareFraction() float64 {
 	return 1 / float64(max(e.hosts, 1))
 }
 
-// shareOf is the datapath's test of a token-bucket level's share.
+// shareFor is the datapath's test of a token-bucket level's share.
 func (e *Engine) shareFor(lv *level) xmaps.FleetShare {
 	s, f := e.shareFraction(), e.opts.Fleet.Share.ReportAt
 	inc := float64(lv.P1) / s
