@@ -294,14 +294,16 @@ func scrapeMemory(e *env, res *controlResults, quick bool) error {
 // harness builds against either layout.
 const ipv4Table = "xdpl_sources4"
 
-// stateTables reads the memory of every LRU table of l (the state tables)
+// stateTables reads the memory of the state tables of l (the LRU hashes
+// and the IPv4 table)
 // as the kernel accounts it: `memlock` in the map's fdinfo, the figure
 // `bpftool map show` prints.
 func stateTables(l *maps.Limiter) ([]memRow, error) {
 	var rows []memRow
 	for _, name := range maps.MapNames {
 		m := l.Map(name)
-		if m == nil || m.Type() != ebpf.LRUHash {
+		ipv4 := name == ipv4Table || l.Map(ipv4Table) == nil && name == maps.SourcesMap
+		if m == nil || m.Type() != ebpf.LRUHash && !ipv4 {
 			continue
 		}
 		info, err := m.Info()
@@ -312,11 +314,14 @@ func stateTables(l *maps.Limiter) ([]memRow, error) {
 		if !ok {
 			return nil, fmt.Errorf("the kernel reports no memlock for %s", name)
 		}
-		ipv4 := name == ipv4Table || l.Map(ipv4Table) == nil && name == maps.SourcesMap
-		rows = append(rows, memRow{name: name, ipv4: ipv4, table: info.MaxEntries, keySize: info.KeySize, valueSize: info.ValueSize, memlock: ml})
+		table := info.MaxEntries
+		if m.Type() == ebpf.Array { // sets of keys (bpf/table4.h)
+			table = maps.Capacity4(m)
+		}
+		rows = append(rows, memRow{name: name, ipv4: ipv4, table: table, keySize: info.KeySize, valueSize: info.ValueSize, memlock: ml})
 	}
 	if len(rows) == 0 {
-		return nil, errors.New("no LRU state table among the limiter's maps")
+		return nil, errors.New("no state table among the limiter's maps")
 	}
 	return rows, nil
 }

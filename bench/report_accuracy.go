@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdplimit/xdplimit/maps"
 	"github.com/xdplimit/xdplimit/model"
 )
 
@@ -149,9 +150,10 @@ func (r *report) writeControl(b *strings.Builder) {
 	}
 	if len(c.Memory) > 0 {
 		p("\nMemory of the state tables as the kernel accounts it (`memlock` in the map's fdinfo, what\n")
-		p("`bpftool map show` prints), loaded with `--max-sources` 64k and 1M. The tables are LRU hashes,\n")
-		p("preallocated: the memory is taken at load, full or not. Per-source IPv4 keys (the default key,\n")
-		p("/32) are in the table marked IPv4.\n\n")
+		p("`bpftool map show` prints), loaded with `--max-sources` 64k and 1M, preallocated: the memory is\n")
+		p("taken at load, full or not. Per-source IPv4 keys (the default key, /32) are in the table marked\n")
+		p("IPv4: an array of %d-way sets (its key a set's index, its value a set of keys, stamps and states);\n", maps.Ways4)
+		p("the others are LRU hashes.\n\n")
 		p("| Table | Holds | Entries | Key + value bytes | memlock | Bytes per tracked source |\n|---|---|---:|---:|---:|---:|\n")
 		for _, m := range c.Memory {
 			holds := "other keys"

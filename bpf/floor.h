@@ -11,12 +11,12 @@
  *     state read from an array slot, the clock against it, the drop
  *     counted;
  *   - XDPL_FLOOR_ADMITTED, a known source under its limit: its state found
- *     in the state table (a hash shared by the CPUs: the limit is exact
- *     across them), the clock, a GCRA step written by one
- *     compare-and-swap, the pass counted;
+ *     in the state table (the IPv4 table, table4.h, shared by the CPUs:
+ *     the limit is exact across them), the clock, a GCRA step written by
+ *     one compare-and-swap, the pass counted;
  *   - XDPL_FLOOR_INSERTED, a source never seen, the state table full: its
- *     entry inserted (the state table's LRU hash evicting the least
- *     recently used one), the pass counted.
+ *     entry inserted (table4.h's insert, the least recently used way of
+ *     its set evicted), the pass counted.
  * The first packet of a key teaches the state the next ones are judged by
  * (a refusal for an hour, an entry in the table) and passes. Left out, as
  * no floor has them: the policy's generation, the lists and bans, rule
@@ -30,6 +30,7 @@
 #include "xdplimit_maps.h"
 #include "clock.h"
 #include "account.h"
+#include "table4.h"
 
 #ifdef XDPL_BENCH_STAGES
 volatile const __u32 xdpl_bench_floor = 0;
@@ -89,16 +90,17 @@ static __always_inline int xdpl_floor_global(struct xdpl_pkt *p)
  * but each packet still decides against it and writes its step. */
 static __always_inline int xdpl_floor_admitted(struct xdpl_pkt *p)
 {
-	struct xdpl_key4 k = {.addr = p->saddr[0]};
-
 	if (p->family != 4)
 		return XDP_PASS;
-	struct xdpl_state *st = bpf_map_lookup_elem(&xdpl_sources4, &k);
+	__u64 kw = xdpl_key4_word(1, p->saddr[0]);
+	struct xdpl_set4 *set = xdpl_set4_of(kw);
+
+	if (!set)
+		return XDP_PASS;
+	struct xdpl_state *st = xdpl_find4(set, kw);
 
 	if (!st) {
-		struct xdpl_state zero = {};
-
-		bpf_map_update_elem(&xdpl_sources4, &k, &zero, BPF_NOEXIST);
+		xdpl_insert4(kw);
 		return xdpl_floor_count(p, XDPL_V_PASS);
 	}
 	__u64 now = xdpl_coarse_ns();
@@ -112,17 +114,13 @@ static __always_inline int xdpl_floor_admitted(struct xdpl_pkt *p)
 	return xdpl_floor_count(p, XDPL_V_PASS);
 }
 
-/* The insert counted as the product counts it (state.h), so that the
+/* The insert counted as the product counts it (table4.h), so that the
  * benchmark's report shows that every packet paid for one. */
 static __always_inline int xdpl_floor_inserted(struct xdpl_pkt *p)
 {
-	struct xdpl_key4 k = {.addr = p->saddr[0]};
-	struct xdpl_state zero = {};
-
 	if (p->family != 4)
 		return XDP_PASS;
-	if (bpf_map_update_elem(&xdpl_sources4, &k, &zero, BPF_NOEXIST) == 0)
-		xdpl_count(XDPL_C_NEW_SOURCE, 0);
+	xdpl_insert4(xdpl_key4_word(1, p->saddr[0]));
 	return xdpl_floor_count(p, XDPL_V_PASS);
 }
 

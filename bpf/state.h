@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* The state tables: the key a level counts a packet under, and that key's
- * entry, looked up or created (per-source IPv4 keys in one table, every
- * other key in another), or a global level's entry at its slot. The packet
- * path (levels.h) and the fleet apply program share them. */
+ * entry, looked up or created (per-source IPv4 keys in the product's own
+ * table, table4.h, every other key in an LRU hash), or a global level's
+ * entry at its slot. The packet path (levels.h) and the fleet apply
+ * program share them. */
 #ifndef XDPLIMIT_STATE_H
 #define XDPLIMIT_STATE_H
 
@@ -12,6 +13,7 @@
 #include "xdplimit_maps.h"
 #include "parsing_defs.h"
 #include "counters.h"
+#include "table4.h"
 
 /* The key packet p counts under at level l: the level's state id and the
  * source masked to the level's prefix, with the port the key kind reads
@@ -37,48 +39,36 @@ static __always_inline void xdpl_key_of(struct xdpl_level *l, struct xdpl_pkt *p
 		k->port = p->sport;
 }
 
-/* Per-source IPv4 keys live in the IPv4 table, all others in the generic
- * one. Each map must keep its own call site: the verifier inlines a hash
- * lookup only where one map reaches the call, and clang likes to merge the
- * two calls into one that takes either map (measured: +25 ns a packet). The
- * empty asm in one branch makes the two tails differ, so they stay apart. */
+/* Per-source IPv4 keys live in the IPv4 table (table4.h), all others in
+ * the generic one. The generic table's call site stays apart from
+ * anything else that takes a map: the verifier inlines a hash lookup only
+ * where one map reaches the call. */
 static __always_inline struct xdpl_state *xdpl_lookup(struct xdpl_key *k)
 {
 	if (k->family == 4 && k->port == 0) {
-		struct xdpl_key4 k4 = {.state_id = k->state_id, .addr = k->addr[0]};
-		struct xdpl_state *s = bpf_map_lookup_elem(&xdpl_sources4, &k4);
+		__u64 kw = xdpl_key4_word(k->state_id, k->addr[0]);
+		struct xdpl_set4 *set = xdpl_set4_of(kw);
 
-		asm volatile("" : "+r"(s));
-		return s;
+		return set ? xdpl_find4(set, kw) : NULL;
 	}
 	return bpf_map_lookup_elem(&xdpl_sources, k);
 }
 
-static __always_inline long xdpl_insert(struct xdpl_key *k, struct xdpl_state *v)
-{
-	if (k->family == 4 && k->port == 0) {
-		struct xdpl_key4 k4 = {.state_id = k->state_id, .addr = k->addr[0]};
-		long err = bpf_map_update_elem(&xdpl_sources4, &k4, v, BPF_NOEXIST);
-
-		asm volatile("" : "+r"(err));
-		return err;
-	}
-	return bpf_map_update_elem(&xdpl_sources, k, v, BPF_NOEXIST);
-}
-
 /* Creates the empty state entry of a key (which every algorithm reads as
- * "nothing consumed"). Inserting with BPF_NOEXIST and looking up again means
- * two CPUs racing on a new source share one entry. */
+ * "nothing consumed"), or finds the one another CPU made meanwhile: two
+ * CPUs racing on a new source share one entry. */
 static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_key *k)
 {
+	if (k->family == 4 && k->port == 0)
+		return xdpl_insert4(xdpl_key4_word(k->state_id, k->addr[0]));
 	struct xdpl_state empty = {};
-	long err = xdpl_insert(k, &empty);
+	long err = bpf_map_update_elem(&xdpl_sources, k, &empty, BPF_NOEXIST);
 
 	if (err == 0)
 		xdpl_count(XDPL_C_NEW_SOURCE, 0);
 	else if (err != -EEXIST)
 		xdpl_count(XDPL_C_INSERT_FAIL, 0);
-	return xdpl_lookup(k);
+	return bpf_map_lookup_elem(&xdpl_sources, k);
 }
 
 /* A global level's state, at its slot. NULL only for a slot out of range,

@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 13,
+	XDPL_LAYOUT_VERSION = 14,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -319,6 +319,9 @@ enum xdpl_const {
 	XDPL_SAMPLE_NO_LEVEL = 0xff,
 	/* Bans (bans.h): the table is XDPL_BAN_WAYS-way set associative. */
 	XDPL_BAN_WAYS = 8,
+	/* The IPv4 state table (table4.h) is XDPL_WAYS4-way set associative:
+	 * a set's keys and stamps share one cache line, its states the next. */
+	XDPL_WAYS4 = 4,
 	XDPL_BAN_MANUAL = 0xffff, /* origin of a ban made by hand */
 	XDPL_BAN_REASON_LEN = 64,
 	XDPL_BF_SHADOW = 1 << 0, /* recorded and counted, never enforced */

@@ -81,13 +81,18 @@ XDPL_LPM_MAP(xdpl_acl6, struct xdpl_lpm6, __u32, XDPL_MAX_ACL);
 /* Limiter state. Shared across CPUs on purpose: a per-CPU bucket admits N
  * times the limit when a source is spread over N queues. Values are updated
  * with compare-and-swap, and the over-limit path only reads, so a flooding
- * source's entry is not bounced between CPUs. LRU so that the table has a
- * fixed size; an LRU map cannot hold a bpf_spin_lock, hence the atomics. */
+ * source's entry is not bounced between CPUs. Fixed size: per-source IPv4
+ * keys in the product's own set-associative table (table4.h), whose insert
+ * costs a fraction of a kernel LRU hash's, every other key in an LRU hash
+ * (an LRU map cannot hold a bpf_spin_lock, hence the atomics). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, XDPL_MAX_SOURCES);
-	__type(key, struct xdpl_key4);
-	__type(value, struct xdpl_state);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	/* Mmapable arrays start their values at a page: a set's keys and its
+	 * states are each one aligned cache line. */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, XDPL_MAX_SOURCES / XDPL_WAYS4);
+	__type(key, __u32);
+	__type(value, struct xdpl_set4);
 } xdpl_sources4 SEC(".maps");
 
 /* Every other key: IPv6 sources and prefixes, src_ip+dst_port. */

@@ -150,14 +150,6 @@ struct xdpl_key {
 	__be32 addr[4]; /* masked source address; IPv4 in addr[0] */
 };
 
-/* The key of the IPv4 table: per-source levels (XDPL_KEY_SRC) of IPv4
- * packets, the common case, in an 8-byte key rather than 24: cheaper to hash
- * and compare, and a smaller table entry. */
-struct xdpl_key4 {
-	__u32 state_id;
-	__be32 addr;
-};
-
 /* token_bucket: a = theoretical arrival time (GCRA), b unused (fleet
  * levels: the exchange's word or the local share's tat, fleet.h).
  * fixed_window: a = seq << 40 | count, b = full window index of the last reset.
@@ -166,6 +158,20 @@ struct xdpl_key4 {
 struct xdpl_state {
 	__u64 a;
 	__u64 b;
+};
+
+/* A set of the IPv4 state table (table4.h), which holds per-source levels
+ * (XDPL_KEY_SRC) of IPv4 packets, the common key: up to XDPL_WAYS4 keys,
+ * each the level's state id << 32 | the source (0: the way is empty; state
+ * ids start at 1), the jiffies of each key's last use (its low
+ * 32 bits), and their states. lock is taken by an insert: only an insert
+ * changes a key. */
+struct xdpl_set4 {
+	__u64 key[XDPL_WAYS4];
+	__u32 used[XDPL_WAYS4];
+	__u32 lock;
+	__u32 pad[3];
+	struct xdpl_state st[XDPL_WAYS4];
 };
 
 /* Written by the control plane at every fleet sync. */
@@ -355,6 +361,10 @@ struct xdpl_metadata {
 	__u32 ban_max_per_sync;
 	__u32 ban_max_imported;
 	__u32 pad_ban_limits2;
+	/* The IPv4 state table's hash seed (xdpl_table4_seed): random when the
+	 * table is made, kept with it, so that a program loaded onto pinned
+	 * maps finds the keys where the one before put them. */
+	__u64 table4_seed;
 };
 
 /* sliding_log: the times of a key's last admissions (bpf/slidelog.h).

@@ -80,6 +80,8 @@ const (
 	FleetApplyMapXdplUnparsedState  = "xdpl_unparsed_state"
 	FleetApplyMapXdplVlan           = "xdpl_vlan"
 	FleetApplyProgXdplFleetApply    = "xdpl_fleet_apply"
+	FleetApplyVarXdplTable4Mask     = "xdpl_table4_mask"
+	FleetApplyVarXdplTable4Seed     = "xdpl_table4_seed"
 )
 
 // LoadFleetApply returns the embedded CollectionSpec for FleetApply.
@@ -200,6 +202,8 @@ type FleetApplyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FleetApplyVariableSpecs struct {
+	XdplTable4Mask *ebpf.VariableSpec `ebpf:"xdpl_table4_mask"`
+	XdplTable4Seed *ebpf.VariableSpec `ebpf:"xdpl_table4_seed"`
 }
 
 // FleetApplyObjects contains all objects after they have been loaded into the kernel.
@@ -359,6 +363,8 @@ func (m *FleetApplyMaps) Close() error {
 //
 // It can be passed to LoadFleetApplyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FleetApplyVariables struct {
+	XdplTable4Mask *ebpf.Variable `ebpf:"xdpl_table4_mask"`
+	XdplTable4Seed *ebpf.Variable `ebpf:"xdpl_table4_seed"`
 }
 
 // FleetApplyPrograms contains all programs after they have been loaded into the kernel.

@@ -52,7 +52,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION         XdplimitXdplConst = 13
+	XdplimitXdplConstXDPL_LAYOUT_VERSION         XdplimitXdplConst = 14
 	XdplimitXdplConstXDPL_GENS                   XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES              XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS           XdplimitXdplConst = 4
@@ -238,6 +238,7 @@ const (
 	XdplimitXdplConstXDPL_KEY_SRC_SPORT          XdplimitXdplConst = 3
 	XdplimitXdplConstXDPL_SAMPLE_NO_LEVEL        XdplimitXdplConst = 255
 	XdplimitXdplConstXDPL_BAN_WAYS               XdplimitXdplConst = 8
+	XdplimitXdplConstXDPL_WAYS4                  XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_BAN_MANUAL             XdplimitXdplConst = 65535
 	XdplimitXdplConstXDPL_BAN_REASON_LEN         XdplimitXdplConst = 64
 	XdplimitXdplConstXDPL_BF_SHADOW              XdplimitXdplConst = 1
@@ -429,12 +430,6 @@ type XdplimitXdplKey struct {
 	Addr    [4]uint32
 }
 
-type XdplimitXdplKey4 struct {
-	_       structs.HostLayout
-	StateId uint32
-	Addr    uint32
-}
-
 type XdplimitXdplLevel struct {
 	_         structs.HostLayout
 	Algorithm uint8
@@ -506,6 +501,7 @@ type XdplimitXdplMetadata struct {
 	BanMaxPerSync  uint32
 	BanMaxImported uint32
 	PadBanLimits2  uint32
+	Table4Seed     uint64
 }
 
 type XdplimitXdplName struct {
@@ -616,6 +612,15 @@ type XdplimitXdplScratch struct {
 		Pad    uint32
 	}
 	FlowTags [1024]uint32
+}
+
+type XdplimitXdplSet4 struct {
+	_    structs.HostLayout
+	Key  [4]uint64
+	Used [4]uint32
+	Lock uint32
+	Pad  [3]uint32
+	St   [4]XdplimitXdplState
 }
 
 type XdplimitXdplState struct {
@@ -745,6 +750,8 @@ const (
 	XdplimitVarXdplRefusedOn       = "xdpl_refused_on"
 	XdplimitVarXdplSketchSeed      = "xdpl_sketch_seed"
 	XdplimitVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
+	XdplimitVarXdplTable4Mask      = "xdpl_table4_mask"
+	XdplimitVarXdplTable4Seed      = "xdpl_table4_seed"
 	XdplimitVarXdplTickNs          = "xdpl_tick_ns"
 	XdplimitVarXdplTrackAfter      = "xdpl_track_after"
 	XdplimitVarXdplTrafficRingMask = "xdpl_traffic_ring_mask"
@@ -888,6 +895,8 @@ type XdplimitVariableSpecs struct {
 	XdplRefusedOn       *ebpf.VariableSpec `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
+	XdplTable4Mask      *ebpf.VariableSpec `ebpf:"xdpl_table4_mask"`
+	XdplTable4Seed      *ebpf.VariableSpec `ebpf:"xdpl_table4_seed"`
 	XdplTickNs          *ebpf.VariableSpec `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.VariableSpec `ebpf:"xdpl_track_after"`
 	XdplTrafficRingMask *ebpf.VariableSpec `ebpf:"xdpl_traffic_ring_mask"`
@@ -1070,6 +1079,8 @@ type XdplimitVariables struct {
 	XdplRefusedOn       *ebpf.Variable `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`
+	XdplTable4Mask      *ebpf.Variable `ebpf:"xdpl_table4_mask"`
+	XdplTable4Seed      *ebpf.Variable `ebpf:"xdpl_table4_seed"`
 	XdplTickNs          *ebpf.Variable `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.Variable `ebpf:"xdpl_track_after"`
 	XdplTrafficRingMask *ebpf.Variable `ebpf:"xdpl_traffic_ring_mask"`

@@ -97,6 +97,8 @@ const (
 	XdplimitStagesVarXdplRefusedOn       = "xdpl_refused_on"
 	XdplimitStagesVarXdplSketchSeed      = "xdpl_sketch_seed"
 	XdplimitStagesVarXdplSketchWidthMask = "xdpl_sketch_width_mask"
+	XdplimitStagesVarXdplTable4Mask      = "xdpl_table4_mask"
+	XdplimitStagesVarXdplTable4Seed      = "xdpl_table4_seed"
 	XdplimitStagesVarXdplTickNs          = "xdpl_tick_ns"
 	XdplimitStagesVarXdplTrackAfter      = "xdpl_track_after"
 	XdplimitStagesVarXdplTrafficRingMask = "xdpl_traffic_ring_mask"
@@ -242,6 +244,8 @@ type XdplimitStagesVariableSpecs struct {
 	XdplRefusedOn       *ebpf.VariableSpec `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.VariableSpec `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.VariableSpec `ebpf:"xdpl_sketch_width_mask"`
+	XdplTable4Mask      *ebpf.VariableSpec `ebpf:"xdpl_table4_mask"`
+	XdplTable4Seed      *ebpf.VariableSpec `ebpf:"xdpl_table4_seed"`
 	XdplTickNs          *ebpf.VariableSpec `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.VariableSpec `ebpf:"xdpl_track_after"`
 	XdplTrafficRingMask *ebpf.VariableSpec `ebpf:"xdpl_traffic_ring_mask"`
@@ -426,6 +430,8 @@ type XdplimitStagesVariables struct {
 	XdplRefusedOn       *ebpf.Variable `ebpf:"xdpl_refused_on"`
 	XdplSketchSeed      *ebpf.Variable `ebpf:"xdpl_sketch_seed"`
 	XdplSketchWidthMask *ebpf.Variable `ebpf:"xdpl_sketch_width_mask"`
+	XdplTable4Mask      *ebpf.Variable `ebpf:"xdpl_table4_mask"`
+	XdplTable4Seed      *ebpf.Variable `ebpf:"xdpl_table4_seed"`
 	XdplTickNs          *ebpf.Variable `ebpf:"xdpl_tick_ns"`
 	XdplTrackAfter      *ebpf.Variable `ebpf:"xdpl_track_after"`
 	XdplTrafficRingMask *ebpf.Variable `ebpf:"xdpl_traffic_ring_mask"`

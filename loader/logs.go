@@ -19,7 +19,7 @@ func resizeLogs(opts *maps.Options, img *maps.Image) bool {
 	if logs == nil || src == nil {
 		return false
 	}
-	want := maps.LogsFor(img, src.MaxEntries())
+	want := maps.LogsFor(img, maps.Capacity4(src))
 	if have := logs.MaxEntries(); (want > maps.UnusedLogs) == (have > maps.UnusedLogs) {
 		return false
 	}

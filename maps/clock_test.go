@@ -40,18 +40,13 @@ rules:
 				t.Fatal(err)
 			}
 			after = monotonic(t)
-			var (
-				key   gen.XdplimitXdplKey4
-				state gen.XdplimitXdplState
-			)
-			it := l.Map(maps.Sources4Map).Iterate()
-			for it.Next(&key, &state) {
-				if key.Addr == binary.NativeEndian.Uint32(netip.MustParseAddr(src).AsSlice()) {
+			err := l.WalkIPv4States(func(_, addr uint32, state gen.XdplimitXdplState) {
+				if addr == binary.NativeEndian.Uint32(netip.MustParseAddr(src).AsSlice()) {
 					// tat is in 1/16 ns: (now + 1 s) << XDPL_TIME_SHIFT.
 					now = time.Duration(state.A>>gen.XdplimitXdplConstXDPL_TIME_SHIFT) - time.Second
 				}
-			}
-			if err := it.Err(); err != nil || now == 0 {
+			})
+			if err != nil || now == 0 {
 				t.Fatalf("load %d: no state entry for %s (%v)", load, src, err)
 			}
 			if now < before-late || now > after+tick {

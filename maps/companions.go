@@ -48,10 +48,17 @@ func onMaps(spec *ebpf.CollectionSpec, byName map[string]*ebpf.Map) map[string]*
 }
 
 // loadFleetApply loads the fleet apply program (bpf/fleet_apply.bpf.c).
-func loadFleetApply(byName map[string]*ebpf.Map, progs ebpf.ProgramOptions) (*ebpf.Program, error) {
+func loadFleetApply(byName map[string]*ebpf.Map, seed uint64, progs ebpf.ProgramOptions) (*ebpf.Program, error) {
 	spec, err := gen.LoadFleetApply()
 	if err != nil {
 		return nil, fmt.Errorf("reading the embedded fleet apply program: %w", err)
+	}
+	// It finds the IPv4 table's keys as xdpl_main does.
+	if m, ok := byName[Sources4Map]; ok {
+		spec.Maps[Sources4Map].MaxEntries = m.MaxEntries()
+	}
+	if err := setTable4(spec, seed); err != nil {
+		return nil, err
 	}
 	var objs gen.FleetApplyPrograms
 	if err := loadCompanion("fleet apply", spec, byName, progs, &objs); err != nil {

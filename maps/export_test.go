@@ -14,3 +14,16 @@ func LoadedWithoutConntrack(l *Limiter, why error) (restore func()) {
 	l.conntrackErr, l.conntrackKnown = why, true
 	return func() { l.conntrackErr, l.conntrackKnown = was, known }
 }
+
+// Set4Of is the set of the IPv4 state table that holds a level's key of
+// the IPv4 source addr (in the packet's byte order), as the datapath finds
+// it.
+func (l *Limiter) Set4Of(stateID, addr uint32) uint32 {
+	return uint32(fmix64(l.table4Seed^key4Word(stateID, addr))) & (l.objs.XdplSources4.MaxEntries() - 1)
+}
+
+// Table4Seed is the seed l's program hashes the IPv4 table's keys with.
+func (l *Limiter) Table4Seed() uint64 { return l.table4Seed }
+
+// LookupIPv4State is lookup4: the state of a level's key of an IPv4 source.
+var LookupIPv4State = (*Limiter).lookup4

@@ -23,7 +23,7 @@ func (l *Limiter) FleetWithinShare(ids map[uint32]bool) (map[uint32]int, error) 
 			out[id]++
 		}
 	}
-	if err := walkStates(l.objs.XdplSources4, func(k *gen.XdplimitXdplKey4, s gen.XdplimitXdplState) { count(k.StateId, s) }); err != nil {
+	if err := walk4(l.objs.XdplSources4, func(id, _ uint32, s gen.XdplimitXdplState) { count(id, s) }); err != nil {
 		return nil, err
 	}
 	if err := walkStates(l.objs.XdplSources, func(k *gen.XdplimitXdplKey, s gen.XdplimitXdplState) { count(k.StateId, s) }); err != nil {

@@ -91,6 +91,7 @@ type Limiter struct {
 	tickNs      uint64
 	trackAfter  uint32
 	sampleOneIn uint32 // Options.SampleOneIn
+	table4Seed  uint64 // the IPv4 state table's hash seed (bpf/table4.h)
 	// conntrackErr: why the program, when it was loaded, could not look
 	// up conntrack (ConntrackLookups); nil when it can. conntrackKnown:
 	// Load decided; a limiter of pinned maps asks the kernel when a policy
@@ -134,6 +135,9 @@ func Load(opts Options) (*Limiter, error) {
 	if l.trackAfter == 0 {
 		l.trackAfter = DefaultTrackAfter
 	}
+	if err := spec.Variables[gen.XdplimitVarXdplTable4Seed].Get(&l.table4Seed); err != nil {
+		return nil, err
+	}
 	err = spec.LoadAndAssign(&l.objs, &ebpf.CollectionOptions{MapReplacements: opts.Pinned})
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
@@ -142,7 +146,7 @@ func Load(opts Options) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the program: %w", err)
 	}
-	if l.fleetApply, err = loadFleetApply(l.mapsByName(), ebpf.ProgramOptions{}); err != nil {
+	if l.fleetApply, err = loadFleetApply(l.mapsByName(), l.table4Seed, ebpf.ProgramOptions{}); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -172,6 +176,7 @@ func Load(opts Options) (*Limiter, error) {
 func (l *Limiter) initNew(meta Meta) error {
 	meta.LayoutVersion = LayoutVersion
 	meta.NextStateID = 1
+	meta.Table4Seed = l.table4Seed
 	meta.Clock = l.clock
 	meta.Tick = time.Duration(l.tickNs)
 	if err := l.SetMeta(meta); err != nil {
@@ -200,7 +205,7 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 		return nil, fmt.Errorf("reading the embedded program: %w", err)
 	}
 	if opts.MaxSources > 0 {
-		spec.Maps[Sources4Map].MaxEntries = opts.MaxSources
+		spec.Maps[Sources4Map].MaxEntries = sets4(opts.MaxSources)
 		spec.Maps[SourcesMap].MaxEntries = max(opts.MaxSources/4, 1)
 		spec.Maps[LogsMap].MaxEntries = logsOf(opts.MaxSources)
 	}
@@ -226,6 +231,13 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 	}
 	sizeFromPinned(spec, opts.Pinned)
 	if err := setConstants(spec, opts); err != nil {
+		return nil, err
+	}
+	seed, err := table4Seed(opts.Pinned)
+	if err != nil {
+		return nil, err
+	}
+	if err := setTable4(spec, seed); err != nil {
 		return nil, err
 	}
 	return spec, nil

@@ -26,6 +26,7 @@ type Meta struct {
 	PolicySHA256  [32]byte
 	PolicyPath    string // at most 255 bytes are kept
 	ManualBans    uint64 // bans made by hand (xdplimit ban), ever
+	Table4Seed    uint64 // the IPv4 state table's hash seed, made with it
 	// BanLimits is the policy's bans: section Apply last wrote.
 	BanLimits BanLimits
 }
@@ -73,6 +74,7 @@ func metaFrom(g *gen.XdplimitXdplMetadata) Meta {
 		Pid:           g.Pid,
 		PolicySHA256:  g.PolicySha256,
 		ManualBans:    g.ManualBans,
+		Table4Seed:    g.Table4Seed,
 	}
 	if g.BanLimitsSet != 0 {
 		m.BanLimits = BanLimits{MinPrefix4: int(g.BanMinPrefix4), MinPrefix6: int(g.BanMinPrefix6),
@@ -104,6 +106,7 @@ func (m *Meta) raw() *gen.XdplimitXdplMetadata {
 		Pid:           m.Pid,
 		PolicySha256:  m.PolicySHA256,
 		ManualBans:    m.ManualBans,
+		Table4Seed:    m.Table4Seed,
 	}
 	if b := m.BanLimits; b.Set {
 		g.BanLimitsSet = 1

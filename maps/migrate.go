@@ -347,6 +347,11 @@ func SizesOf(pinned map[string]*ebpf.Map) Options {
 		return 0
 	}
 	o.MaxSources, o.MaxOtherSources, o.MaxLogs = size(Sources4Map), size(SourcesMap), size(LogsMap)
+	// The IPv4 table of another layout may be a kernel LRU hash, whose
+	// size is its keys, or the product's sets.
+	if m := pinned[Sources4Map]; m != nil {
+		o.MaxSources = Capacity4(m)
+	}
 	if o.MaxSources == 0 {
 		o.MaxOtherSources, o.MaxLogs = 0, 0
 	}

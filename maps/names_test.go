@@ -89,6 +89,11 @@ func TestFleetApplyMaps(t *testing.T) {
 		t.Fatal("the fleet apply program uses no map")
 	}
 	for name := range used {
+		// Its load-time constants (the IPv4 table's seed and mask), which
+		// loadFleetApply sets as Load set xdpl_main's.
+		if name == ".rodata" {
+			continue
+		}
 		if !slices.Contains(MapNames, name) {
 			t.Errorf("the fleet apply program uses map %q, which is not the limiter's", name)
 		}

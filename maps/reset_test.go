@@ -154,6 +154,12 @@ func requireNew(t *testing.T, l, fresh *maps.Limiter) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The IPv4 table's seed is each load's own (a load-time constant of its
+	// program), random like the samplers' seeds.
+	if mu.Table4Seed == 0 || mf.Table4Seed == 0 {
+		t.Errorf("table seeds %x after Reset, %x new: want random", mu.Table4Seed, mf.Table4Seed)
+	}
+	mu.Table4Seed = mf.Table4Seed
 	if mu != mf {
 		t.Errorf("metadata after Reset %+v, new limiter %+v", mu, mf)
 	}

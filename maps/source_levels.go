@@ -154,11 +154,11 @@ func (l *Limiter) sourceLevel(lv gen.XdplimitXdplLevel, addr netip.Addr, port ui
 			k.Port = port
 		}
 		if k.Family == 4 && k.Port == 0 {
-			err = l.objs.XdplSources4.Lookup(&gen.XdplimitXdplKey4{StateId: k.StateId, Addr: k.Addr[0]}, &st)
+			st, sl.Tracked, err = l.lookup4(k.StateId, k.Addr[0])
 		} else {
 			err = l.objs.XdplSources.Lookup(&k, &st)
+			sl.Tracked = err == nil
 		}
-		sl.Tracked = err == nil
 	}
 	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return sl, err

@@ -14,17 +14,12 @@ import (
 // CLI, not for a scrape path.
 func (l *Limiter) TrackedSources() (int, error) {
 	n := 0
-	var k4 gen.XdplimitXdplKey4
-	var k gen.XdplimitXdplKey
-	var v gen.XdplimitXdplState
-	it := l.objs.XdplSources4.Iterate()
-	for it.Next(&k4, &v) {
-		n++
-	}
-	if err := it.Err(); err != nil {
+	if err := walk4(l.objs.XdplSources4, func(uint32, uint32, gen.XdplimitXdplState) { n++ }); err != nil {
 		return n, err
 	}
-	it = l.objs.XdplSources.Iterate()
+	var k gen.XdplimitXdplKey
+	var v gen.XdplimitXdplState
+	it := l.objs.XdplSources.Iterate()
 	for it.Next(&k, &v) {
 		n++
 	}
@@ -34,12 +29,12 @@ func (l *Limiter) TrackedSources() (int, error) {
 // SourcesCapacity is the state tables' size: IPv4 per-source keys plus
 // every other key.
 func (l *Limiter) SourcesCapacity() uint32 {
-	return l.objs.XdplSources4.MaxEntries() + l.objs.XdplSources.MaxEntries()
+	return capacity4(l.objs.XdplSources4) + l.objs.XdplSources.MaxEntries()
 }
 
 // SourcesCapacities is each table's size: IPv4 per-source keys, and others.
 func (l *Limiter) SourcesCapacities() (ipv4, other uint32) {
-	return l.objs.XdplSources4.MaxEntries(), l.objs.XdplSources.MaxEntries()
+	return capacity4(l.objs.XdplSources4), l.objs.XdplSources.MaxEntries()
 }
 
 // OpenPinned opens the maps of a running limiter without loading a program,
@@ -67,6 +62,7 @@ func OpenPinned(pinned map[string]*ebpf.Map) (*Limiter, error) {
 		return nil, fmt.Errorf("pinned maps have layout version %d, this xdplimit reads %d", meta.LayoutVersion, LayoutVersion)
 	}
 	l.clock = meta.Clock
+	l.table4Seed = meta.Table4Seed
 	return l, nil
 }
 

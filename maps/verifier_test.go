@@ -126,7 +126,7 @@ func verifierStats(opts Options) (map[string]verifierStat, error) {
 		byName[name] = coll.Maps[name]
 	}
 	stats := ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}
-	fleetApply, err := loadFleetApply(byName, stats)
+	fleetApply, err := loadFleetApply(byName, 0, stats)
 	if err != nil {
 		return nil, err
 	}

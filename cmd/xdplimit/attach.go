@@ -51,7 +51,7 @@ func (f *attachFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.waitIface, "wait-for-interface", "0",
 		`wait for a missing interface to appear: without a value for as long as it takes, with one (--wait-for-interface=5m) that long; 0 fails at once`)
 	cmd.Flags().Lookup("wait-for-interface").NoOptDefVal = "forever"
-	cmd.Flags().Uint32Var(&f.maxSources, "max-sources", 1<<20, "entries of the IPv4 per-source state table (fixed memory: ~88 bytes each; plus, while the policy has a sliding_log level, a sixteenth as many logs, ~592 bytes each)")
+	cmd.Flags().Uint32Var(&f.maxSources, "max-sources", 1<<20, "entries of the IPv4 per-source state table, rounded up to a power of two (fixed memory: 32 bytes each; plus, while the policy has a sliding_log level, a sixteenth as many logs, ~592 bytes each)")
 	cmd.Flags().Uint32Var(&f.maxOther, "max-other-sources", 0,
 		"entries of the table for every other key: IPv6, global, src_ip+dst_port (~104 bytes each; default max-sources/4)")
 	cmd.Flags().Uint32Var(&f.maxBans, "max-bans", maps.DefaultMaxBans,
