@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* The IPv4 state table: per-source IPv4 keys (the common key) in an array
  * of sets, XDPL_WAYS4 ways each, found by a keyed hash of the key. A new key
- * takes its set's empty way, else the one least recently used: the kernel's
- * LRU hash pays ~600 ns for an insert into a full table (its lists, locks
- * and free pools), this a set's lock and two cache lines.
+ * takes its set's empty way, else the one used in the fewest ticks, the
+ * least recently used among those (the stamps, below): the kernel's LRU
+ * hash pays ~600 ns for an insert into a full table (its lists, locks and
+ * free pools), this a set's lock and two cache lines.
  *
  * Only an insert changes a set's keys, under the set's lock, so two CPUs
  * inserting one key make one entry. Lookups take no lock: a key is
@@ -46,15 +47,42 @@ static __always_inline struct xdpl_set4 *xdpl_set4_of(__u64 kw)
 	return bpf_map_lookup_elem(&xdpl_sources4, &i);
 }
 
-/* The stamp of a key's use: the low bits of jiffies (the verifier inlines
- * the helper as a load). Written only when it changes, so that a flooding
- * source's refused packets write its set's line once a tick at most. */
+/* A way's stamp (used[]): the jiffies of its key's last use in the high 30
+ * bits, in the low 2 the ticks it was used in (after its insert, at most
+ * 3) while it was never idle for XDPL_SET4_FRESH ticks. An insert evicts the
+ * key used in the fewest ticks, the least recently used among those: a
+ * flood of one-packet sources replaces its own keys, not a source that
+ * keeps sending (plain LRU lets four new keys between two of its packets
+ * evict it, and an evicted source starts over with a full burst). */
+#define XDPL_SET4_USES	3
+#define XDPL_SET4_FRESH 256 /* ticks: a second at HZ=250 */
+
+/* The stamp's time: jiffies (the verifier inlines the helper as a load). */
+static __always_inline __u32 xdpl_set4_now(void)
+{
+	return (__u32)bpf_jiffies64() << 2;
+}
+
+/* The ticks a key used now was used in, given its stamp u: a function of
+ * its own, called once a tick at most, which keeps its registers out of
+ * xdpl_main's frame (6.1 allows a chain of calls 512 bytes of stack). */
+static __noinline __u32 xdpl_set4_uses(__u32 u, __u32 now)
+{
+	__u32 uses = u & XDPL_SET4_USES;
+
+	if (now - (u & ~XDPL_SET4_USES) >= (XDPL_SET4_FRESH << 2))
+		uses = 0;
+	return uses < XDPL_SET4_USES ? uses + 1 : uses;
+}
+
+/* Written only when the tick changed, so that a flooding source's refused
+ * packets write its set's line once a tick at most. */
 static __always_inline void xdpl_set4_touch(struct xdpl_set4 *set, int w)
 {
-	__u32 now = bpf_jiffies64();
+	__u32 now = xdpl_set4_now(), u = set->used[w];
 
-	if (set->used[w] != now)
-		set->used[w] = now;
+	if ((u ^ now) >= 4)
+		set->used[w] = now | xdpl_set4_uses(u, now);
 }
 
 /* kw's state in set, or NULL. */
@@ -70,28 +98,40 @@ static __always_inline struct xdpl_state *xdpl_find4(struct xdpl_set4 *set, __u6
 	return NULL;
 }
 
+/* How readily a way gives its key up: an empty way most, then a key used
+ * in fewer ticks (none if idle for XDPL_SET4_FRESH ticks), then an older
+ * one. */
+static __always_inline __u32 xdpl_set4_spare(__u64 k, __u32 u, __u32 now)
+{
+	__u32 age = (now - (u & ~XDPL_SET4_USES)) >> 2, uses = u & XDPL_SET4_USES;
+
+	if (!k)
+		return 0xffffffff;
+	if (age >= XDPL_SET4_FRESH)
+		uses = 0;
+	return (XDPL_SET4_USES - uses) << 30 | (age & ((1 << 30) - 1));
+}
+
 /* The way kw takes in set: the one already holding it (another CPU's
- * insert got there first), else an empty one, else the least recently
- * used. Called under the set's lock. *found: kw was there. */
+ * insert got there first), else the sparest. Called under the set's lock.
+ * *found: kw was there. */
 static __always_inline int xdpl_set4_way(struct xdpl_set4 *set, __u64 kw, int *found)
 {
-	__u32 now = bpf_jiffies64();
-	__u32 oldest = 0;
+	__u32 now = xdpl_set4_now(), most = 0;
 	int victim = 0;
 
 	*found = 0;
 #pragma unroll
 	for (int w = 0; w < XDPL_WAYS4; w++) {
 		__u64 k = XDPL_READ_ONCE(set->key[w]);
-		/* An empty way is older than any. */
-		__u32 age = k ? now - set->used[w] : 0xffffffff;
+		__u32 spare = xdpl_set4_spare(k, set->used[w], now);
 
 		if (k == kw) {
 			*found = 1;
 			return w;
 		}
-		if (age > oldest) {
-			oldest = age;
+		if (spare > most) {
+			most = spare;
 			victim = w;
 		}
 	}
@@ -100,8 +140,11 @@ static __always_inline int xdpl_set4_way(struct xdpl_set4 *set, __u64 kw, int *f
 
 /* Inserts kw into its set (or finds it there, made meanwhile) and returns
  * its state; NULL when the set's lock stayed busy or there is no set
- * (counted as an insert failure: the caller refuses, fail closed). */
-static __always_inline struct xdpl_state *xdpl_insert4(__u64 kw)
+ * (counted as an insert failure: the caller refuses, fail closed). A
+ * function of its own, called: inlined at each of the packet path's
+ * inserts, its registers' spills grew xdpl_main's frame past what 6.1
+ * allows a chain of calls (TestVerifierBudget). */
+static __noinline struct xdpl_state *xdpl_insert4(__u64 kw)
 {
 	struct xdpl_set4 *set = xdpl_set4_of(kw);
 	int i, found;
@@ -125,7 +168,7 @@ static __always_inline struct xdpl_state *xdpl_insert4(__u64 kw)
 		XDPL_WRITE_ONCE(set->key[w], 0);
 		XDPL_WRITE_ONCE(set->st[w].a, 0);
 		XDPL_WRITE_ONCE(set->st[w].b, 0);
-		set->used[w] = bpf_jiffies64();
+		set->used[w] = xdpl_set4_now();
 		__sync_lock_test_and_set(&set->key[w], kw);
 		xdpl_count(XDPL_C_NEW_SOURCE, 0);
 	}

@@ -73,15 +73,18 @@ func TestTable4RacingInserts(t *testing.T) {
 	}
 }
 
-// A set full of keys gives a new key the way of the one least recently
-// used: here the second of four, since the first was used again since.
-func TestTable4EvictsLeastRecentlyUsed(t *testing.T) {
+// A set full of keys gives a new key the way of the one used in the fewest
+// ticks, the least recently used among those: the second of four (none
+// used since its insert), as the first was used again since; and then,
+// while one-packet sources follow, each of them in turn, never the source
+// that sent again, though it is the least recently used.
+func TestTable4EvictsLeastUsed(t *testing.T) {
 	l := loadWith(t, maps.Options{Clock: maps.ClockMap, MaxSources: 64}, oneEach)
 	id := stateID(t, l)
-	// Five sources of one set.
+	// Eight sources of one set.
 	var same []string
 	want := uint32(0)
-	for i := 1; len(same) < 5; i++ {
+	for i := 1; len(same) < 8; i++ {
 		a := fmt.Sprintf("192.0.%d.%d", i/250, i%250+1)
 		if s := l.Set4Of(id, be32(a)); len(same) == 0 || s == want {
 			want = s
@@ -105,7 +108,7 @@ func TestTable4EvictsLeastRecentlyUsed(t *testing.T) {
 	if v := xdpltest.Run(t, l, udp4(same[4]).MustBuild(), t0); v != xdpPass {
 		t.Fatalf("%s's first packet: %d", same[4], v)
 	}
-	for i, a := range same {
+	for i, a := range same[:5] {
 		_, ok, err := maps.LookupIPv4State(l, id, be32(a))
 		if err != nil {
 			t.Fatal(err)
@@ -114,9 +117,23 @@ func TestTable4EvictsLeastRecentlyUsed(t *testing.T) {
 			t.Errorf("%s (inserted %d of 5) in the table: %v", a, i+1, ok)
 		}
 	}
-	// The evicted source starts afresh: its burst again.
-	if v := xdpltest.Run(t, l, udp4(same[1]).MustBuild(), t0); v != xdpPass {
-		t.Errorf("%s after its eviction: %d, want a new entry's pass", same[1], v)
+	// The evicted source starts afresh: its burst again. It evicts the
+	// third (the oldest of those used once), and the next two the fourth
+	// and fifth.
+	for _, a := range append([]string{same[1]}, same[5:7]...) {
+		tick()
+		if v := xdpltest.Run(t, l, udp4(a).MustBuild(), t0); v != xdpPass {
+			t.Errorf("%s, a new entry: %d, want its pass", a, v)
+		}
+	}
+	for i, a := range same[:7] {
+		_, ok, err := maps.LookupIPv4State(l, id, be32(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in := i < 2 || i > 4; ok != in {
+			t.Errorf("after three more one-packet sources, %s in the table: %v, want %v", a, ok, in)
+		}
 	}
 }
 
