@@ -66,7 +66,7 @@ static __always_inline __u32 xdpl_set4_now(void)
 /* The ticks a key used now was used in, given its stamp u: a function of
  * its own, called once a tick at most, which keeps its registers out of
  * xdpl_main's frame (6.1 allows a chain of calls 512 bytes of stack). */
-static __noinline __u32 xdpl_set4_uses(__u32 u, __u32 now)
+static __attribute__((noinline, unused)) __u32 xdpl_set4_uses(__u32 u, __u32 now)
 {
 	__u32 uses = u & XDPL_SET4_USES;
 
@@ -144,7 +144,7 @@ static __always_inline int xdpl_set4_way(struct xdpl_set4 *set, __u64 kw, int *f
  * function of its own, called: inlined at each of the packet path's
  * inserts, its registers' spills grew xdpl_main's frame past what 6.1
  * allows a chain of calls (TestVerifierBudget). */
-static __noinline struct xdpl_state *xdpl_insert4(__u64 kw)
+static __attribute__((noinline, unused)) struct xdpl_state *xdpl_insert4(__u64 kw)
 {
 	struct xdpl_set4 *set = xdpl_set4_of(kw);
 	int i, found;

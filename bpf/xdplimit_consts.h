@@ -317,11 +317,8 @@ enum xdpl_const {
 	XDPL_KEY_SRC_SPORT = 3, /* source address masked to a prefix, and source port */
 	/* Level of a drop sample not refused by a rule's level (deny list). */
 	XDPL_SAMPLE_NO_LEVEL = 0xff,
-	/* Bans (bans.h): the table is XDPL_BAN_WAYS-way set associative. */
-	XDPL_BAN_WAYS = 8,
-	/* The IPv4 state table (table4.h) is XDPL_WAYS4-way set associative:
-	 * a set's keys and stamps share one cache line, its states the next. */
-	XDPL_WAYS4 = 4,
+	XDPL_BAN_WAYS = 8,	  /* bans.h's ways per set */
+	XDPL_WAYS4 = 4,		  /* table4.h's ways per set */
 	XDPL_BAN_MANUAL = 0xffff, /* origin of a ban made by hand */
 	XDPL_BAN_REASON_LEN = 64,
 	XDPL_BF_SHADOW = 1 << 0, /* recorded and counted, never enforced */

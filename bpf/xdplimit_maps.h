@@ -10,6 +10,7 @@
 #include "conversation_structs.h"
 #include "payload_structs.h"
 #include "flow_structs.h"
+#include "table4_structs.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -160,20 +160,6 @@ struct xdpl_state {
 	__u64 b;
 };
 
-/* A set of the IPv4 state table (table4.h), which holds per-source levels
- * (XDPL_KEY_SRC) of IPv4 packets, the common key: up to XDPL_WAYS4 keys,
- * each the level's state id << 32 | the source (0: the way is empty; state
- * ids start at 1), the jiffies of each key's last use (its low
- * 32 bits), and their states. lock is taken by an insert: only an insert
- * changes a key. */
-struct xdpl_set4 {
-	__u64 key[XDPL_WAYS4];
-	__u32 used[XDPL_WAYS4];
-	__u32 lock;
-	__u32 pad[3];
-	struct xdpl_state st[XDPL_WAYS4];
-};
-
 /* Written by the control plane at every fleet sync. */
 struct xdpl_fleet_sync {
 	__u32 epoch;
