@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xdplimit/xdplimit/gen"
+	"github.com/xdplimit/xdplimit/internal/fmix"
 )
 
 // The IPv4 state table (bpf/table4.h) from user space: an array of sets of
@@ -43,15 +44,8 @@ func key4Word(stateID, addr uint32) uint64 {
 	return uint64(stateID)<<32 | uint64(addr)
 }
 
-// fmix64 is murmur3's 64-bit finaliser, bpf/hash.h's xdpl_fmix64.
-func fmix64(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
+// fmix64 is bpf/hash.h's xdpl_fmix64.
+var fmix64 = fmix.Fmix64
 
 // newTable4Seed is a fresh table's seed.
 func newTable4Seed() (uint64, error) {

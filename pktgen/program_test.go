@@ -12,18 +12,12 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xdplimit/xdplimit/internal/cpupin"
+	"github.com/xdplimit/xdplimit/internal/fmix"
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 )
 
 // mix64 mirrors the BPF program's hash.
-func mix64(x uint64) uint32 {
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return uint32(x)
-}
+func mix64(x uint64) uint32 { return uint32(fmix.Fmix64(x)) }
 
 func withSource(l layout, frame []byte, a netip.Addr) []byte {
 	out := append([]byte(nil), frame...)
