@@ -19,7 +19,7 @@ func LoadedWithoutConntrack(l *Limiter, why error) (restore func()) {
 // the IPv4 source addr (in the packet's byte order), as the datapath finds
 // it.
 func (l *Limiter) Set4Of(stateID, addr uint32) uint32 {
-	return uint32(fmix64(l.table4Seed^key4Word(stateID, addr))) & (l.objs.XdplSources4.MaxEntries() - 1)
+	return l.set4(key4Word(stateID, addr))
 }
 
 // Table4Seed is the seed l's program hashes the IPv4 table's keys with.

@@ -89,14 +89,19 @@ func setTable4(spec *ebpf.CollectionSpec, seed uint64) error {
 	return nil
 }
 
+// set4 is the set that holds key word kw, as bpf/table4.h's xdpl_set4_of
+// finds it.
+func (l *Limiter) set4(kw uint64) uint32 {
+	return uint32(fmix64(l.table4Seed^kw)) & (l.objs.XdplSources4.MaxEntries() - 1)
+}
+
 // lookup4 reads the state of a level's key of an IPv4 source; ok is false
 // when the table does not hold it.
 func (l *Limiter) lookup4(stateID, addr uint32) (st gen.XdplimitXdplState, ok bool, err error) {
-	m := l.objs.XdplSources4
 	kw := key4Word(stateID, addr)
-	i := uint32(fmix64(l.table4Seed^kw)) & (m.MaxEntries() - 1)
+	i := l.set4(kw)
 	var set gen.XdplimitXdplSet4
-	if err := m.Lookup(&i, &set); err != nil {
+	if err := l.objs.XdplSources4.Lookup(&i, &set); err != nil {
 		return st, false, err
 	}
 	for w, k := range set.Key {
