@@ -45,7 +45,26 @@ type Decision struct {
 
 // Add adds one decision with cscli decisions add (origin "cscli"). It
 // needs the server running: cscli sends it to the LAPI.
+//
+// CrowdSec 1.4's LAPI refuses an alert when SQLite reports the database
+// busy, which happens when a bouncer's poll writes its pull time at the
+// same instant (later CrowdSec retries by itself): Add tries again, up to
+// five times. A refused attempt may leave its decision behind, so a caller
+// counting new decisions must not poll while it adds.
 func (s *Server) Add(ctx context.Context, d Decision) error {
+	var err error
+	for try := range 5 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		}
+		if err = s.add(ctx, d); err == nil || !strings.Contains(err.Error(), "database is locked") {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Server) add(ctx context.Context, d Decision) error {
 	args := []string{"decisions", "add", "-d", d.Duration.String()}
 	if d.Range {
 		args = append(args, "-r", d.Value)
