@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdplimit/xdplimit/gen"
 	"github.com/xdplimit/xdplimit/internal/harness/fleetsim"
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/pktgen"
@@ -83,16 +84,22 @@ type windowFleet struct {
 	ctx      context.Context
 	pkt      []byte
 	admitted []int
+	epochs   []map[uint64]bool // per host: the sketch's count epochs it sent in
 }
 
 func newWindowFleet(t *testing.T, f *fleetsim.Fleet) *windowFleet {
 	return &windowFleet{t: t, f: f, ctx: context.Background(),
-		pkt: pktgen.UDP4(src, dst, 4000, 53, 16), admitted: make([]int, len(f.Hosts))}
+		pkt: pktgen.UDP4(src, dst, 4000, 53, 16), admitted: make([]int, len(f.Hosts)),
+		epochs: make([]map[uint64]bool, len(f.Hosts))}
 }
 
 // send sends n packets to host i.
 func (w *windowFleet) send(i, n int) {
 	w.t.Helper()
+	if w.epochs[i] == nil {
+		w.epochs[i] = map[uint64]bool{}
+	}
+	w.epochs[i][w.f.Now()>>gen.XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT] = true
 	for range n {
 		ok, err := w.f.Hosts[i].Send(w.pkt)
 		if err != nil {
@@ -113,15 +120,21 @@ func (w *windowFleet) sync(i int) {
 }
 
 // check requires the fleet to have admitted at most limit in the window.
-// The admission sketch's untracked first packets (see
-// TestFleetFixedWindow): each host may admit a key's first packet on each
-// CPU before it has an entry (track_after 2), which its share never
-// counts. Seen: [101 102 101] against a 1% slack of 3.
+// The admission sketch's untracked packets (see TestFleetFixedWindow),
+// which no share counts: a host admits a key's first packet on a CPU
+// before it has an entry (track_after 2), once per CPU and per count epoch
+// of the sketch in which that CPU has not yet seen the key twice. The
+// sends span two count epochs (16.8 ms) or three, so a host that sent in
+// two of them may admit two such packets on one CPU: seen once, 307 with
+// host 0 at 103 (usually [101 102 101]).
 func (w *windowFleet) check(limit int) {
 	w.t.Helper()
 	total := sum(w.admitted)
-	w.t.Logf("admitted per host %v, %d in all (limit %d)", w.admitted, total, limit)
-	slack := len(w.f.Hosts) * runtime.NumCPU()
+	slack := 0
+	for _, e := range w.epochs {
+		slack += len(e) * runtime.NumCPU()
+	}
+	w.t.Logf("admitted per host %v, %d in all (limit %d, %d untracked at most)", w.admitted, total, limit, slack)
 	if total > limit+slack {
 		w.t.Errorf("the fleet admitted %d in one window, limit %d (+%d untracked first packets)", total, limit, slack)
 	}
