@@ -85,8 +85,10 @@ type apLab struct {
 	dir    string
 	normal string // a capture of the real traffic alone
 	// unmitigated is what the real clients counted during the flood that
-	// gets no rule.
+	// gets no rule; onsets, during each other flood's onset, up to its
+	// rule in force and a client's timeout after (its losses counted).
 	unmitigated trafficCounts
+	onsets      []trafficCounts
 }
 
 func TestAutopilotLive(t *testing.T) {
@@ -113,7 +115,19 @@ func TestAutopilotLive(t *testing.T) {
 	// flood's, not the autopilot's, and is left out of the judgement.
 	total := x.rt.Stop()
 	t.Logf("real traffic over the whole run: %v; during the random flood: %v", total, x.unmitigated)
-	judgeRealTraffic(t, total.sub(x.unmitigated))
+	judged := total.sub(x.unmitigated)
+	// Under emulation a flood swamps the resolver on the CPUs it shares
+	// before any rule can exist (seen: 17 lookups of ~4,700 lost in the
+	// 1.8 s before the DNS flood's rule): that is the flood's, as the
+	// random flood's losses are, and the judgement starts at each rule.
+	// On the host the whole run is judged, onsets included.
+	if testutil.InVM() {
+		for _, o := range x.onsets {
+			judged = judged.sub(o)
+		}
+		t.Logf("real traffic from each rule in force on (the onsets left out, emulation): %v", judged)
+	}
+	judgeRealTraffic(t, judged)
 	for _, want := range []string{"autopilot: attack", "autopilot: rule", "autopilot: rule removed", "autopilot: no rule"} {
 		if !strings.Contains(x.p.out.String(), want) {
 			t.Errorf("the attach's log lacks %q", want)
@@ -142,13 +156,20 @@ func (x *apLab) flood(t *testing.T, i int, shape attackShape) {
 	run := x.startAttack(t, shape.build(e, uint64(i+1), 4096), x.sc.floodRate,
 		uint64(x.sc.floodRate)*uint64(apFloodFor/time.Second), apFloodFor+30*time.Second)
 	var f flooded
+	var ruleAt time.Time
 	for f.rule == nil && time.Since(onset) < apFloodFor-2*time.Second {
 		time.Sleep(250 * time.Millisecond)
 		// Listed once in force in the datapath: frames sent from then
 		// on are the rule's to drop.
 		if r := ruleFor(x.autopilotList(t), dest); r != nil && !r.Enforced.IsZero() {
 			f.rule, f.sentAtRule, f.ringAtRule = r, run.Sent(), x.ringDrops(t)
+			ruleAt = time.Now()
 		}
+	}
+	if f.rule != nil {
+		// A lookup sent before the rule is counted lost a timeout later.
+		time.Sleep(time.Until(ruleAt.Add(max(x.rt.cfg.DNSTimeout, x.rt.cfg.HTTPTimeout))))
+		x.onsets = append(x.onsets, x.rt.Snapshot().sub(before))
 	}
 	var err error
 	if f.sent, err = run.Wait(); err != nil {
