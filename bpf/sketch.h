@@ -24,28 +24,36 @@ volatile const __u64 xdpl_sketch_seed = 0;
 /* Cells per sketch row per CPU, minus one (a power of two minus one). */
 volatile const __u32 xdpl_sketch_width_mask = 2047;
 
-/* A sketch cell is a u64:
- *   bits  0-15  count: packets of keys hashed here that had no state entry,
- *               in the count epoch (saturating)
- *   bits 16-31  the count epoch (ns >> XDPL_SKETCH_EPOCH_SHIFT)
- *   bits 32-47  the mark epoch (ns >> XDPL_SKETCH_MARK_SHIFT; only the
+/* A sketch cell is a u32:
+ *   bits  0-7   count: packets of keys hashed here that had no state entry,
+ *               in the count epoch (saturating; track_after is at most 255)
+ *   bits  8-19  the count epoch (ns >> XDPL_SKETCH_EPOCH_SHIFT)
+ *   bits 20-30  the mark epoch (ns >> XDPL_SKETCH_MARK_SHIFT; only the
  *               first XDPL_SKETCH_MARK_ROWS rows' cells carry marks)
- *   bit  48     marked: a key hashed here used its state entry in the mark
+ *   bit  31     marked: a key hashed here used its state entry in the mark
  *               epoch (or, read one mark epoch later, the one before)
+ * The epochs wrap (68 s, 9 min): a cell untouched for a whole turn reads as
+ * current, which only overestimates a count (a key tracked early) or marks
+ * a key (a lookup that finds nothing): never a verdict.
  * A key is looked up in the state table only when all its cells are marked:
- * a spoofed source's packet then costs its four cells (one page) and no table
- * lookup, the dearest part of it in a big table. A hit marks, an insert does
+ * a spoofed source's packet then costs its four cells (one cache line) and no
+ * table lookup, the dearest part of it in a big table. A hit marks, an insert does
  * not: a spoofed source inserted through a count-min collision never comes
  * back, and its marks would only send later keys to the table. */
-#define XDPL_CELL_MARKED     (1ULL << 48)
-#define XDPL_CELL_COUNT_MASK 0xffffffffULL
+#define XDPL_CELL_COUNT_MAX   0xff
+#define XDPL_CELL_EPOCH_SHIFT 8
+#define XDPL_CELL_EPOCH_MASK  0xfff
+#define XDPL_CELL_MARK_SHIFT  20
+#define XDPL_CELL_MARK_MASK   0x7ff
+#define XDPL_CELL_MARKED      (1U << 31)
+#define XDPL_CELL_COUNT_BITS  0xfffff /* the count and its epoch */
 
 /* A key's cells in this CPU's sketch. on = 0 where the sketch does not apply
  * (global keys, XDPL_LF_TRACK_FIRST, track_after 1, a CPU beyond the sketch's
  * regions): every key is then looked up and tracked from its first packet.
  * looked: the state table was searched for the key (and it was missing). */
 struct xdpl_sketch {
-	__u64 *c[XDPL_SKETCH_ROWS];
+	__u32 *c[XDPL_SKETCH_ROWS];
 	int on;
 	int looked;
 };
@@ -67,25 +75,19 @@ static __always_inline void xdpl_sketch_find(struct xdpl_level *l, struct xdpl_k
 		h = xdpl_fmix64(h ^ k->addr[2]);
 		h = xdpl_fmix64(h ^ k->addr[3]);
 	}
-	__u32 width = xdpl_sketch_width_mask + 1;
-	__u32 base = bpf_get_smp_processor_id() * XDPL_SKETCH_ROWS * width;
-	/* A key's cells share one 4 KiB page of the region, each row its
-	 * part of the page: one TLB miss per new key instead of one per row
-	 * (a page walk is the dearest part of a miss in a VM). Keys spread
-	 * evenly over the pages, so the rows' collisions stay independent. */
-	__u32 page = (h >> 32) & ((width * XDPL_SKETCH_ROWS / XDPL_SKETCH_PAGE_CELLS) - 1);
+	__u32 lines = (xdpl_sketch_width_mask + 1) * XDPL_SKETCH_ROWS / XDPL_SKETCH_LINE_CELLS;
+	/* A key's cells share one 64-byte line of the CPU's region, each row
+	 * four of its sixteen cells, picked by hash bits of its own: a new
+	 * key costs one cache miss (and one TLB miss), not one per row. */
+	__u32 idx = bpf_get_smp_processor_id() * lines + ((h >> 32) & (lines - 1));
+	struct xdpl_sketch_line *ln = bpf_map_lookup_elem(&xdpl_sketch_map, &idx);
 
-	base += page * XDPL_SKETCH_PAGE_CELLS;
+	if (!ln)
+		return;
 #pragma unroll
-	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
-		__u32 idx = base + r * XDPL_SKETCH_ROW_CELLS +
-			    ((h >> (r * 8)) & (XDPL_SKETCH_ROW_CELLS - 1));
-		__u64 *c = bpf_map_lookup_elem(&xdpl_sketch_map, &idx);
-
-		if (!c)
-			return;
-		sk->c[r] = c;
-	}
+	for (int r = 0; r < XDPL_SKETCH_ROWS; r++)
+		sk->c[r] = &ln->c[r * XDPL_SKETCH_ROW_CELLS +
+				  ((h >> (r * 8)) & (XDPL_SKETCH_ROW_CELLS - 1))];
 	sk->on = 1;
 }
 
@@ -96,13 +98,14 @@ static __always_inline void xdpl_sketch_find(struct xdpl_level *l, struct xdpl_k
  * known source reads them. */
 static __always_inline int xdpl_sketch_marked(struct xdpl_sketch *sk, __u64 now)
 {
-	__u32 m = (now >> XDPL_SKETCH_MARK_SHIFT) & 0xffff;
+	__u32 m = now >> XDPL_SKETCH_MARK_SHIFT;
 
 #pragma unroll
 	for (int r = 0; r < XDPL_SKETCH_MARK_ROWS; r++) {
-		__u64 v = *sk->c[r];
+		__u32 v = *sk->c[r];
 
-		if (!(v & XDPL_CELL_MARKED) || ((m - (__u32)(v >> 32)) & 0xffff) > 1)
+		if (!(v & XDPL_CELL_MARKED) ||
+		    ((m - (v >> XDPL_CELL_MARK_SHIFT)) & XDPL_CELL_MARK_MASK) > 1)
 			return 0;
 	}
 	return 1;
@@ -112,12 +115,13 @@ static __always_inline int xdpl_sketch_marked(struct xdpl_sketch *sk, __u64 now)
  * when the mark epoch moved, so a busy source costs reads. */
 static __always_inline void xdpl_sketch_mark(struct xdpl_sketch *sk, __u64 now)
 {
-	__u64 m = XDPL_CELL_MARKED | ((now >> XDPL_SKETCH_MARK_SHIFT) & 0xffff) << 32;
+	__u32 m = XDPL_CELL_MARKED | ((__u32)(now >> XDPL_SKETCH_MARK_SHIFT) & XDPL_CELL_MARK_MASK)
+					 << XDPL_CELL_MARK_SHIFT;
 
 #pragma unroll
 	for (int r = 0; r < XDPL_SKETCH_MARK_ROWS; r++) {
-		__u64 v = *sk->c[r];
-		__u64 w = (v & XDPL_CELL_COUNT_MASK) | m;
+		__u32 v = *sk->c[r];
+		__u32 w = (v & XDPL_CELL_COUNT_BITS) | m;
 
 		/* Only this CPU writes its region: no atomics needed. */
 		if (v != w)
@@ -131,17 +135,19 @@ static __always_inline void xdpl_sketch_mark(struct xdpl_sketch *sk, __u64 now)
  * only tracks a source early. */
 static __always_inline __u32 xdpl_sketch_count(struct xdpl_sketch *sk, __u64 now)
 {
-	__u32 e = (now >> XDPL_SKETCH_EPOCH_SHIFT) & 0xffff;
-	__u32 est = 0xffff;
+	__u32 e = (now >> XDPL_SKETCH_EPOCH_SHIFT) & XDPL_CELL_EPOCH_MASK;
+	__u32 est = XDPL_CELL_COUNT_MAX;
 
 #pragma unroll
 	for (int r = 0; r < XDPL_SKETCH_ROWS; r++) {
-		__u64 v = *sk->c[r];
-		__u32 n = ((v >> 16) & 0xffff) == e ? (v & 0xffff) : 0;
+		__u32 v = *sk->c[r];
+		__u32 n = ((v >> XDPL_CELL_EPOCH_SHIFT) & XDPL_CELL_EPOCH_MASK) == e
+			      ? (v & XDPL_CELL_COUNT_MAX)
+			      : 0;
 
-		if (n < 0xffff)
+		if (n < XDPL_CELL_COUNT_MAX)
 			n++;
-		*sk->c[r] = (v & ~XDPL_CELL_COUNT_MASK) | e << 16 | n;
+		*sk->c[r] = (v & ~XDPL_CELL_COUNT_BITS) | e << XDPL_CELL_EPOCH_SHIFT | n;
 		if (n < est)
 			est = n;
 	}

@@ -33,11 +33,12 @@ XDPL_WIPE_CB(bitmap, struct xdpl_bitmap)
 XDPL_WIPE_CB(state, struct xdpl_state)
 XDPL_WIPE_CB(ban, struct xdpl_ban)
 XDPL_WIPE_CB(set4, struct xdpl_set4)
+XDPL_WIPE_CB(sketch_line, struct xdpl_sketch_line)
 
 SEC("xdp")
 int xdpl_wipe(struct xdp_md *ctx)
 {
-	bpf_for_each_map_elem(&xdpl_sketch_map, xdpl_wipe_u64, NULL, 0);
+	bpf_for_each_map_elem(&xdpl_sketch_map, xdpl_wipe_sketch_line, NULL, 0);
 	bpf_for_each_map_elem(&xdpl_sources4, xdpl_wipe_set4, NULL, 0);
 	bpf_for_each_map_elem(&xdpl_reject_sources, xdpl_wipe_u64, NULL, 0);
 	bpf_for_each_map_elem(&xdpl_globals, xdpl_wipe_state, NULL, 0);

@@ -9,7 +9,7 @@
 enum xdpl_const {
 	/* Bumped whenever a map's key/value layout or meaning changes, so that a
 	 * new control plane refuses to adopt pinned state it cannot read. */
-	XDPL_LAYOUT_VERSION = 14,
+	XDPL_LAYOUT_VERSION = 15,
 
 	/* Policy generations: the control plane writes the inactive one and
 	 * flips ctl.active, so a packet sees one whole policy, never a mix. */
@@ -222,11 +222,11 @@ enum xdpl_const {
 	XDPL_SKETCH_MARK_ROWS = 2, /* rows whose cells carry marks */
 	/* Cells per row per CPU, at most: the control plane picks the width
 	 * (a power of two) from the CPU count, within a memory budget. */
-	XDPL_SKETCH_MAX_WIDTH = 1 << 18,
+	XDPL_SKETCH_MAX_WIDTH = 1 << 19,
 	XDPL_SKETCH_EPOCH_SHIFT = 24, /* ns >> 24: epochs of 16.8 ms */
-	/* 8-byte cells per 4 KiB page, and per row within a page. */
-	XDPL_SKETCH_PAGE_CELLS = 512,
-	XDPL_SKETCH_ROW_CELLS = 128,
+	/* 4-byte cells per 64-byte line, and per row within a line. */
+	XDPL_SKETCH_LINE_CELLS = 16,
+	XDPL_SKETCH_ROW_CELLS = 4,
 	/* A cell is marked when a key hashed to it used its state entry in
 	 * this mark epoch or the one before; a key whose cells are not all
 	 * marked is not looked up in the state table. ns >> 28: 268 ms. */

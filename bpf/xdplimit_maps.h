@@ -11,6 +11,7 @@
 #include "payload_structs.h"
 #include "flow_structs.h"
 #include "table4_structs.h"
+#include "sketch_structs.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -175,17 +176,19 @@ struct {
 } xdpl_last SEC(".maps");
 
 /* The admission sketch: for each CPU a region of XDPL_SKETCH_ROWS rows of
- * xdpl_sketch_width cells (sketch.h); a cell
- * of another epoch reads as zero, so it never needs clearing. A plain array
- * indexed by CPU rather than a per-CPU map, whose values stop at 32 KiB: a
- * sketch that small saturates within an epoch under a spoofed flood. Each
- * CPU writes only its own region. Sized by the control plane. A u64 cell
- * costs no more than a u32 one: array values are rounded up to 8 bytes. */
+ * xdpl_sketch_width cells, in lines that each hold a key's cells (sketch.h);
+ * a cell of another epoch reads as zero, so it never needs clearing. A
+ * plain array indexed by CPU rather than a per-CPU map, whose values stop
+ * at 32 KiB: a sketch that small saturates within an epoch under a spoofed
+ * flood. Each CPU writes only its own region. Sized by the control plane. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * XDPL_SKETCH_ROWS * 2048);
+	/* Mmapable arrays start their values at a page: each line is one
+	 * aligned cache line. */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 2 * XDPL_SKETCH_ROWS * 2048 / XDPL_SKETCH_LINE_CELLS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct xdpl_sketch_line);
 } xdpl_sketch_map SEC(".maps");
 
 /* Injected time (XDPL_CLOCK_MAP), in ns. */

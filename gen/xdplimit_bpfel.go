@@ -52,7 +52,7 @@ type XdplimitXdplBitmap struct {
 type XdplimitXdplConst uint32
 
 const (
-	XdplimitXdplConstXDPL_LAYOUT_VERSION         XdplimitXdplConst = 14
+	XdplimitXdplConstXDPL_LAYOUT_VERSION         XdplimitXdplConst = 15
 	XdplimitXdplConstXDPL_GENS                   XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_MAX_RULES              XdplimitXdplConst = 256
 	XdplimitXdplConstXDPL_BITMAP_WORDS           XdplimitXdplConst = 4
@@ -175,10 +175,10 @@ const (
 	XdplimitXdplConstXDPL_UP_KINDS               XdplimitXdplConst = 6
 	XdplimitXdplConstXDPL_SKETCH_ROWS            XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_SKETCH_MARK_ROWS       XdplimitXdplConst = 2
-	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH       XdplimitXdplConst = 262144
+	XdplimitXdplConstXDPL_SKETCH_MAX_WIDTH       XdplimitXdplConst = 524288
 	XdplimitXdplConstXDPL_SKETCH_EPOCH_SHIFT     XdplimitXdplConst = 24
-	XdplimitXdplConstXDPL_SKETCH_PAGE_CELLS      XdplimitXdplConst = 512
-	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS       XdplimitXdplConst = 128
+	XdplimitXdplConstXDPL_SKETCH_LINE_CELLS      XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_SKETCH_ROW_CELLS       XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_SKETCH_MARK_SHIFT      XdplimitXdplConst = 28
 	XdplimitXdplConstXDPL_FLEET_EPOCH_SHIFT      XdplimitXdplConst = 48
 	XdplimitXdplConstXDPL_FLEET_EPOCH_BITS       XdplimitXdplConst = 15
@@ -621,6 +621,11 @@ type XdplimitXdplSet4 struct {
 	Lock uint32
 	Pad  [3]uint32
 	St   [4]XdplimitXdplState
+}
+
+type XdplimitXdplSketchLine struct {
+	_ structs.HostLayout
+	C [16]uint32
 }
 
 type XdplimitXdplState struct {

@@ -64,7 +64,8 @@ type Options struct {
 	Record bool
 	// TrackAfter: a key missing from the state table gets an entry once
 	// this CPU has seen it this many times within one 16.8 ms sketch epoch (0 means 2; 1
-	// tracks every key at its first packet). See docs/design.md.
+	// tracks every key at its first packet; at most MaxTrackAfter). See
+	// docs/design.md.
 	TrackAfter uint32
 	// MaxBans sizes the ban table (a power of two; 0 means
 	// DefaultMaxBans). A pinned table keeps its size.
@@ -215,7 +216,7 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 	if opts.MaxLogs > 0 {
 		spec.Maps[LogsMap].MaxEntries = opts.MaxLogs
 	}
-	spec.Maps[sketchMap].MaxEntries = sketchCells()
+	spec.Maps[sketchMap].MaxEntries = sketchLines()
 	spec.Maps[dropSamplesMap].MaxEntries = dropSamples()
 	spec.Maps[gen.XdplimitMapXdplTrafficSamples].MaxEntries = uint32(ebpf.MustPossibleCPU()) * TrafficRingSize
 	if opts.MaxBans == 0 {
@@ -266,6 +267,9 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 	if trackAfter == 0 {
 		trackAfter = DefaultTrackAfter
 	}
+	if trackAfter > MaxTrackAfter {
+		return fmt.Errorf("track after %d packets: the admission sketch counts up to %d", trackAfter, MaxTrackAfter)
+	}
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
 		return err
@@ -281,9 +285,9 @@ func setConstants(spec *ebpf.CollectionSpec, opts Options) error {
 		}
 	}
 	// The width follows the map's size: an adopted sketch keeps its own.
-	width := spec.Maps[sketchMap].MaxEntries / uint32(ebpf.MustPossibleCPU()) / uint32(gen.XdplimitXdplConstXDPL_SKETCH_ROWS)
-	if width == 0 || width&(width-1) != 0 {
-		return fmt.Errorf("sketch of %d cells does not fit %d CPUs", spec.Maps[sketchMap].MaxEntries, ebpf.MustPossibleCPU())
+	width := sketchWidthOf(spec.Maps[sketchMap].MaxEntries)
+	if width < uint32(gen.XdplimitXdplConstXDPL_SKETCH_LINE_CELLS) || width&(width-1) != 0 {
+		return fmt.Errorf("sketch of %d lines does not fit %d CPUs", spec.Maps[sketchMap].MaxEntries, ebpf.MustPossibleCPU())
 	}
 	// So does each CPU's drop ring.
 	ring := spec.Maps[dropSamplesMap].MaxEntries / uint32(ebpf.MustPossibleCPU())

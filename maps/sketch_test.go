@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,5 +195,15 @@ rules:
 		cs[maps.CounterNewSource].Packets, cs[maps.CounterUntracked].Packets, cs[maps.CounterInsertFail].Packets)
 	if n > capacity {
 		t.Errorf("the table holds %d entries, its capacity is %d", n, capacity)
+	}
+}
+
+// A sketch cell counts to 255: a larger threshold would never be reached,
+// and every key would pass untracked.
+func TestTrackAfterBound(t *testing.T) {
+	testutil.RequireRoot(t)
+	_, err := maps.Load(maps.Options{TrackAfter: maps.MaxTrackAfter + 1})
+	if err == nil || !strings.Contains(err.Error(), "counts up to 255") {
+		t.Fatalf("track after %d: %v, want a refusal", maps.MaxTrackAfter+1, err)
 	}
 }

@@ -53,7 +53,7 @@ the report as JSON (docs/json.md).`,
 	cmd.Flags().Uint32Var(&o.maxSources, "max-sources", replay.DefaultMaxSources,
 		"size of the state table (entries), as given to attach: eviction under a many-source flood depends on it")
 	cmd.Flags().Uint32Var(&o.trackAfter, "track-after", 1,
-		"track a source from its Nth packet in a sketch epoch, as the running datapath does with 2 (1: from the first, exact)")
+		"track a source from its Nth packet in a sketch epoch, as the running datapath does with 2 (1: from the first, exact; at most 255)")
 	cmd.Flags().StringSliceVar(&o.sources, "source", nil,
 		"report what the limiter holds for `ADDR` at the end of the capture (repeatable, or a comma-separated list)")
 	cmd.Flags().Uint16Var(&o.port, "port", 0, "with --source: read the levels keyed by address and port for `PORT`")
