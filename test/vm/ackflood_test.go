@@ -151,9 +151,17 @@ func judgeACKFlood(t *testing.T, check, none *ackFloodRun) {
 	if check.err != nil || check.bps == 0 {
 		t.Errorf("%s: the transfer under the flood failed: %v", check.name, check.err)
 	}
-	if check.forged != 0 {
+	// The kernel's cookie check takes a random acknowledgment number for a
+	// valid cookie about twice in a billion (its time within 2 of 256
+	// values, its MSS index within 4 of 2^24): the tcp check lets such an
+	// ACK through, as it cannot tell it from the ACK of a cookie that it or
+	// the stack sent, and the listener, which saw no SYN flood, resets it.
+	// One in a run of a million forged ACKs is that; more is a leak.
+	if check.forged > 1 {
 		t.Errorf("%s: the listener sent %d resets to forged sources: forged ACKs reached its stack (the last frame: %s)",
 			check.name, check.forged, check.lastForged)
+	} else if check.forged == 1 {
+		t.Logf("%s: one forged ACK passed as a valid SYN cookie of the kernel's (%s)", check.name, check.lastForged)
 	}
 	// What met the program and reached the listener's stack is the
 	// transfer's own (and its handshake's); everything else was dropped.
