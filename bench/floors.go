@@ -21,10 +21,11 @@ import (
 const floorGroup = "Floors: after the parser, only what any limiter must do for the verdict"
 
 const (
-	mFloorRefused  = "floor: a known source refused (one keyed per-CPU slot, the clock, the drop counted)"
-	mFloorGlobal   = "floor: a global level refusing, the program rotating the source over 2^24 addresses (its array slot, the clock, the drop counted)"
-	mFloorAdmitted = "floor: a known source admitted (the shared state table, the clock, one compare-and-swap, the pass counted)"
-	mFloorInserted = "floor: a new source into a full 1M table, the program rotating the source over 2^24 addresses (its entry inserted, the least recently used evicted, the pass counted)"
+	mFloorRefused   = "floor: a known source refused (one keyed per-CPU slot, the clock, the drop counted)"
+	mFloorGlobal    = "floor: a global level refusing, the program rotating the source over 2^24 addresses (its array slot, the clock, the drop counted)"
+	mFloorAdmitted  = "floor: a known source admitted (the shared state table, the clock, one compare-and-swap, the pass counted)"
+	mFloorInserted  = "floor: a new source into a full 1M table, the program rotating the source over 2^24 addresses (its entry inserted, the least recently used evicted, the pass counted)"
+	mFloorUntracked = "floor: a new source left without an entry, the program rotating the source over 2^24 addresses (one random line of the CPU's 8 MiB sketch region read and written, the pass counted)"
 )
 
 // floorOf names the floor program of each per-packet target's cases.
@@ -48,6 +49,9 @@ func addFloorCases(add func(*microCase, func(*microCase) (*ebpf.Program, error))
 	add(&microCase{group: floorGroup, name: mFloorInserted, want: xdpPass, warm: 1<<20 + 1<<16, rotate: 1 << 24, base: base, floor: mParserRotate},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 20, BenchFloor: maps.FloorInserted,
 			BenchRotate: 1 << 24, BenchBase: microBase}, oneRule(tbPass), nil))
+	add(&microCase{group: floorGroup, name: mFloorUntracked, want: xdpPass, warm: 1 << 16, rotate: 1 << 24, base: base, floor: mParserRotate},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 20, BenchFloor: maps.FloorUntracked,
+			BenchRotate: 1 << 24, BenchBase: microBase}, oneRule(tbPass), nil))
 }
 
 // floorNote says what the floor program of cases costs above the parser
@@ -68,14 +72,15 @@ func (m *microResults) floorNote(parser string, cases []string) string {
 	return fmt.Sprintf("; the floor program, %s: %.1f ns above the parser", strings.TrimPrefix(f, "floor: "), fs[0].x)
 }
 
-// insertFloorNote says what the insert floor costs against a known source,
-// for the target on a new source always inserted: a ratio the floor alone
-// exceeds is one this state table rules out. "" when it was not measured.
-func (m *microResults) insertFloorNote(known *microCase) string {
-	c := m.measuredCase(mFloorInserted)
+// newFloorNote says what a new source's floor program (mFloorInserted: the
+// insert; mFloorUntracked: the sketch's line) costs against a known source,
+// for the targets on new sources: a ratio the floor alone exceeds is one
+// this machine rules out for that design. "" when it was not measured.
+func (m *microResults) newFloorNote(floor string, known *microCase) string {
+	c := m.measuredCase(floor)
 	if c == nil || known == nil {
 		return ""
 	}
 	x, how := m.knownMultiple(c, known)
-	return fmt.Sprintf("; the floor program, %s: %.2f× (%s)", strings.TrimPrefix(mFloorInserted, "floor: "), x, how)
+	return fmt.Sprintf("; the floor program, %s: %.2f× (%s)", strings.TrimPrefix(floor, "floor: "), x, how)
 }

@@ -30,7 +30,7 @@ var parserPairs = []struct {
 }{
 	{mParser, []string{mTBDrop, mFWDrop, mSWDrop, mTBPass, mFWPass, mSWPass, mFloorRefused, mFloorAdmitted}},
 	{mParserRotate, []string{mSpoofGDrop, mSpoofGDropLate, mFloorGlobal}},
-	{mTBPass, []string{mNew1M, mNew64k, mNewTracked1M, mFloorInserted}},
+	{mTBPass, []string{mNew1M, mNew64k, mNewTracked1M, mFloorInserted, mFloorUntracked}},
 }
 
 // parserPair is a target case and its floor measured call after call.

@@ -186,9 +186,9 @@ func (m *microResults) targets() []target {
 
 	known := m.measuredCase(mTBPass)
 	for _, n := range []string{mNew1M, mNew64k, mNewTracked1M} {
-		limit, note := newSourceMaxKnown, ""
+		limit, note := newSourceMaxKnown, m.newFloorNote(mFloorUntracked, known)
 		if n == mNewTracked1M {
-			limit, note = insertedMaxKnown, m.insertFloorNote(known)
+			limit, note = insertedMaxKnown, m.newFloorNote(mFloorInserted, known)
 		}
 		t := target{what: fmt.Sprintf("%sa new source into a full table ≤ %d× a known source's cost (%s)",
 			what, limit, strings.TrimPrefix(n, "new source into a "))}

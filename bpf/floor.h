@@ -16,7 +16,12 @@
  *     one compare-and-swap, the pass counted;
  *   - XDPL_FLOOR_INSERTED, a source never seen, the state table full: its
  *     entry inserted (table4.h's insert, the least recently used way of
- *     its set evicted), the pass counted.
+ *     its set evicted), the pass counted;
+ *   - XDPL_FLOOR_UNTRACKED, a source never seen, left without an entry
+ *     until it repeats: one cell of one random line of this CPU's region
+ *     of the admission sketch (sketch.h) read and written, the pass
+ *     counted. Fixed memory that remembers new sources between their
+ *     packets is a region as large, and a key's line in it a random one.
  * The first packet of a key teaches the state the next ones are judged by
  * (a refusal for an hour, an entry in the table) and passes. Left out, as
  * no floor has them: the policy's generation, the lists and bans, rule
@@ -31,6 +36,7 @@
 #include "clock.h"
 #include "account.h"
 #include "table4.h"
+#include "sketch.h"
 
 #ifdef XDPL_BENCH_STAGES
 volatile const __u32 xdpl_bench_floor = 0;
@@ -124,6 +130,19 @@ static __always_inline int xdpl_floor_inserted(struct xdpl_pkt *p)
 	return xdpl_floor_count(p, XDPL_V_PASS);
 }
 
+static __always_inline int xdpl_floor_untracked(struct xdpl_pkt *p)
+{
+	__u64 h = xdpl_fmix64(xdpl_sketch_seed ^ p->saddr[0]);
+	__u32 lines = (xdpl_sketch_width_mask + 1) * XDPL_SKETCH_ROWS / XDPL_SKETCH_LINE_CELLS;
+	__u32 idx = bpf_get_smp_processor_id() * lines + ((h >> 32) & (lines - 1));
+	struct xdpl_sketch_line *ln = bpf_map_lookup_elem(&xdpl_sketch_map, &idx);
+
+	if (!ln)
+		return XDP_PASS;
+	ln->c[h & (XDPL_SKETCH_LINE_CELLS - 1)]++;
+	return xdpl_floor_count(p, XDPL_V_PASS);
+}
+
 /* The floor asked for, as a global function verified on its own, where
  * the parser alone would drop the packet (bench.h, xdpl_bench): any code
  * of the floor's inside xdpl_main's stages moved the compiler's spills in
@@ -140,6 +159,8 @@ __attribute__((noinline)) int xdpl_floor(struct xdpl_pkt *p)
 		return xdpl_floor_global(p);
 	if (xdpl_bench_floor == XDPL_FLOOR_INSERTED)
 		return xdpl_floor_inserted(p);
+	if (xdpl_bench_floor == XDPL_FLOOR_UNTRACKED)
+		return xdpl_floor_untracked(p);
 	return xdpl_floor_admitted(p);
 }
 

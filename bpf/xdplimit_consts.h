@@ -260,13 +260,13 @@ enum xdpl_const {
 	XDPL_STOP_GLOBAL_FLOWS = 5, /* the flow cache keyed without the source, after the lists */
 	XDPL_STOP_RULE = 6,	    /* the rule's classification and levels */
 
-	/* The floor programs of the same build (floor.h, xdpl_bench_floor):
-	 * after the parser, only what any limiter must do for the verdict.
-	 * 0 = off. */
-	XDPL_FLOOR_REFUSED = 1,	 /* a known source refused */
-	XDPL_FLOOR_GLOBAL = 2,	 /* a global level refusing, whatever the source */
-	XDPL_FLOOR_ADMITTED = 3, /* a known source admitted */
-	XDPL_FLOOR_INSERTED = 4, /* a new source into a full state table */
+	/* The floor programs of the same build (floor.h, xdpl_bench_floor;
+	 * 0 = off): after the parser, only what any limiter must do. */
+	XDPL_FLOOR_REFUSED = 1,	  /* a known source refused */
+	XDPL_FLOOR_GLOBAL = 2,	  /* a global level refusing, whatever the source */
+	XDPL_FLOOR_ADMITTED = 3,  /* a known source admitted */
+	XDPL_FLOOR_INSERTED = 4,  /* a new source into a full state table */
+	XDPL_FLOOR_UNTRACKED = 5, /* a new source counted in the sketch */
 
 	/* Sampled drops for top and the drop log: each CPU's ring holds a
 	 * power of two between these, as many as XDPL_DROP_RING_BUDGET samples

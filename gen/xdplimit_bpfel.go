@@ -205,6 +205,7 @@ const (
 	XdplimitXdplConstXDPL_FLOOR_GLOBAL           XdplimitXdplConst = 2
 	XdplimitXdplConstXDPL_FLOOR_ADMITTED         XdplimitXdplConst = 3
 	XdplimitXdplConstXDPL_FLOOR_INSERTED         XdplimitXdplConst = 4
+	XdplimitXdplConstXDPL_FLOOR_UNTRACKED        XdplimitXdplConst = 5
 	XdplimitXdplConstXDPL_DROP_RING_MIN          XdplimitXdplConst = 1024
 	XdplimitXdplConstXDPL_DROP_RING_MAX          XdplimitXdplConst = 16384
 	XdplimitXdplConstXDPL_DROP_RING_BUDGET       XdplimitXdplConst = 32768

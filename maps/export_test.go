@@ -2,6 +2,8 @@
 
 package maps
 
+import "github.com/xdplimit/xdplimit/gen"
+
 // BytesOf is bytesOf for the external tests: a slice of n zeroed values of
 // size bytes, the shape the batch calls take.
 var BytesOf = bytesOf
@@ -27,3 +29,19 @@ func (l *Limiter) Table4Seed() uint64 { return l.table4Seed }
 
 // LookupIPv4State is lookup4: the state of a level's key of an IPv4 source.
 var LookupIPv4State = (*Limiter).lookup4
+
+// SketchCount is the sum of the admission sketch's cells as numbers: what
+// the untracked floor's increments add up to on a sketch that held nothing
+// else.
+func (l *Limiter) SketchCount() (uint64, error) {
+	var k uint32
+	var line [gen.XdplimitXdplConstXDPL_SKETCH_LINE_CELLS]uint32
+	var sum uint64
+	it := l.objs.XdplSketchMap.Iterate()
+	for it.Next(&k, &line) {
+		for _, c := range line {
+			sum += uint64(c)
+		}
+	}
+	return sum, it.Err()
+}

@@ -34,6 +34,7 @@ rules:
 		{maps.FloorGlobal, []uint32{xdpPass, xdpDrop, xdpDrop, xdpDrop, xdpDrop}, 0, 1, 4},
 		{maps.FloorAdmitted, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
 		{maps.FloorInserted, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
+		{maps.FloorUntracked, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 0, 5, 0},
 	} {
 		t.Run(c.floor.String(), func(t *testing.T) {
 			// The refused floor's slot is per CPU; a subtest runs on a
@@ -70,6 +71,11 @@ rules:
 			if c.floor == maps.FloorInserted {
 				if n := counter(t, l, maps.CounterNewSource); n != 2 {
 					t.Errorf("%d inserts counted, want 2", n)
+				}
+			}
+			if c.floor == maps.FloorUntracked {
+				if n, err := l.SketchCount(); err != nil || n != 5 {
+					t.Errorf("the sketch's cells add up to %d (%v), want 5", n, err)
 				}
 			}
 		})

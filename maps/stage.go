@@ -49,10 +49,12 @@ const (
 	FloorGlobal   = Floor(gen.XdplimitXdplConstXDPL_FLOOR_GLOBAL)   // a global level refusing, whatever the source
 	FloorAdmitted = Floor(gen.XdplimitXdplConstXDPL_FLOOR_ADMITTED) // a known source admitted
 	FloorInserted = Floor(gen.XdplimitXdplConstXDPL_FLOOR_INSERTED) // a new source into a full state table
+	// FloorUntracked: a new source counted in the admission sketch.
+	FloorUntracked = Floor(gen.XdplimitXdplConstXDPL_FLOOR_UNTRACKED)
 )
 
 // Floors are the floor programs.
-var Floors = []Floor{FloorRefused, FloorGlobal, FloorAdmitted, FloorInserted}
+var Floors = []Floor{FloorRefused, FloorGlobal, FloorAdmitted, FloorInserted, FloorUntracked}
 
 func (f Floor) String() string {
 	switch f {
@@ -64,6 +66,8 @@ func (f Floor) String() string {
 		return "a known source admitted: the shared state table, the clock, one compare-and-swap, the pass counted"
 	case FloorInserted:
 		return "a new source into a full state table: its entry inserted, the least recently used evicted, the pass counted"
+	case FloorUntracked:
+		return "a new source left without an entry: one random line of the CPU's sketch region read and written, the pass counted"
 	}
 	return "no floor"
 }
