@@ -132,14 +132,13 @@ static __always_inline int xdpl_floor_inserted(struct xdpl_pkt *p)
 
 static __always_inline int xdpl_floor_untracked(struct xdpl_pkt *p)
 {
-	__u64 h = xdpl_fmix64(xdpl_sketch_seed ^ p->saddr[0]);
-	__u32 lines = (xdpl_sketch_width_mask + 1) * XDPL_SKETCH_ROWS / XDPL_SKETCH_LINE_CELLS;
-	__u32 idx = bpf_get_smp_processor_id() * lines + ((h >> 32) & (lines - 1));
+	__u64 h = xdpl_set4_hash(xdpl_key4_word(1, p->saddr[0]));
+	__u32 idx = xdpl_sketch_line_of(h);
 	struct xdpl_sketch_line *ln = bpf_map_lookup_elem(&xdpl_sketch_map, &idx);
 
 	if (!ln)
 		return XDP_PASS;
-	ln->c[h & (XDPL_SKETCH_LINE_CELLS - 1)]++;
+	ln->c[(h >> XDPL_SKETCH_CELL_SHIFT) & (XDPL_SKETCH_LINE_CELLS - 1)]++;
 	return xdpl_floor_count(p, XDPL_V_PASS);
 }
 

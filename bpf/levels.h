@@ -39,13 +39,13 @@ static __always_inline int xdpl_charge(struct xdpl_state *s, struct xdpl_level *
 static __always_inline struct xdpl_state *xdpl_find(struct xdpl_key *k, struct xdpl_sketch *sk,
 						    __u64 now)
 {
-	if (sk->on && !xdpl_sketch_marked(sk, now))
+	if ((sk->flags & (XDPL_SK_ON | XDPL_SK_MARKED)) == XDPL_SK_ON)
 		return NULL;
-	struct xdpl_state *s = xdpl_lookup(k);
+	struct xdpl_state *s = xdpl_lookup_hashed(k, sk->set);
 
 	if (!s)
-		sk->looked = 1;
-	else if (sk->on)
+		sk->flags |= XDPL_SK_LOOKED;
+	else if (sk->flags & XDPL_SK_ON)
 		xdpl_sketch_mark(sk, now);
 	return s;
 }
@@ -56,13 +56,24 @@ static __always_inline struct xdpl_state *xdpl_find(struct xdpl_key *k, struct x
 static __always_inline struct xdpl_state *xdpl_find_late(struct xdpl_key *k, struct xdpl_sketch *sk,
 							 __u64 now)
 {
-	if (sk->looked)
+	if (sk->flags & XDPL_SK_LOOKED)
 		return NULL;
-	struct xdpl_state *s = xdpl_lookup(k);
+	struct xdpl_state *s = xdpl_lookup_hashed(k, sk->set);
 
 	if (s)
 		xdpl_sketch_mark(sk, now);
 	return s;
+}
+
+/* Whether key k (level l) is refused at now from the refused-until cache:
+ * probed only when the sketch does not apply or flags a refusal in the
+ * key's cells (sketch.h), which a noted entry sets (xdpl_refused_note). */
+static __always_inline int xdpl_refused_key(struct xdpl_level *l, struct xdpl_key *k,
+					    struct xdpl_sketch *sk, __u64 now)
+{
+	if ((sk->flags & (XDPL_SK_ON | XDPL_SK_REFUSED)) == XDPL_SK_ON)
+		return 0;
+	return xdpl_refused_hit(l, k, now);
 }
 
 /* xdpl_limit's *repeat when its rule's first level is global and refused
@@ -106,7 +117,7 @@ static __always_inline int xdpl_miss(struct xdpl_level *l, struct xdpl_sketch *s
 
 	if (xdpl_apply(&fresh, l, now, cost, 0) <= 0)
 		return -1;
-	if (sk->on)
+	if (sk->flags & XDPL_SK_ON)
 		return xdpl_sketch_count(sk, now);
 	return XDPL_NO_ENTRY;
 }
@@ -163,9 +174,9 @@ __attribute__((noinline)) int xdpl_check_level(struct xdpl_level *l, struct xdpl
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
-	if (xdpl_refused_hit(l, &k, now))
+	xdpl_sketch_find(l, xdpl_key_hash(&k), &sk, now);
+	if (xdpl_refused_key(l, &k, &sk, now))
 		return XDPL_CHECK_REPEAT;
-	xdpl_sketch_find(l, &k, &sk);
 	struct xdpl_state *s = xdpl_find(&k, &sk, now);
 
 	if (!s) {
@@ -217,11 +228,11 @@ static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_p
 	struct xdpl_key k;
 
 	xdpl_key_of(l, p, &k);
-	if (xdpl_refused_hit(l, &k, now)) {
+	xdpl_sketch_find(l, xdpl_key_hash(&k), &sk, now);
+	if (xdpl_refused_key(l, &k, &sk, now)) {
 		*repeat = 1;
 		return 0;
 	}
-	xdpl_sketch_find(l, &k, &sk);
 	struct xdpl_state *s = xdpl_find(&k, &sk, now);
 	/* Only an entry a lookup found (and so marked) is worth caching. */
 	struct xdpl_state *found = s;
@@ -233,7 +244,7 @@ static __always_inline int xdpl_single_level(struct xdpl_level *l, struct xdpl_p
 			return 0;
 		if (xdpl_untracked(seen, p))
 			return 1;
-		if (sk.on)
+		if (sk.flags & XDPL_SK_ON)
 			found = s = xdpl_find_late(&k, &sk, now);
 		if (!s) {
 			if (!(s = xdpl_state_insert(&k)))
@@ -266,11 +277,11 @@ static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xd
 	int seen = 0;
 
 	xdpl_key_of(l, p, &k);
-	if (xdpl_refused_hit(l, &k, now)) {
+	xdpl_sketch_find(l, xdpl_key_hash(&k), &sk, now);
+	if (xdpl_refused_key(l, &k, &sk, now)) {
 		*repeat = 2;
 		return 1;
 	}
-	xdpl_sketch_find(l, &k, &sk);
 	struct xdpl_state *s = xdpl_find(&k, &sk, now);
 
 	if (!s) {
@@ -289,7 +300,7 @@ static __always_inline int xdpl_global_then_key(struct xdpl_level *lg, struct xd
 	if (!s) {
 		if (xdpl_untracked(seen, p))
 			return -1;
-		s = xdpl_lookup(&k);
+		s = xdpl_lookup_hashed(&k, sk.set);
 		if (!s && !(s = xdpl_state_insert(&k)))
 			return 1;
 	}
@@ -315,7 +326,6 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p, _
 	struct xdpl_clk c, *clk = &c;
 
 	xdpl_clk_start(clk);
-	__u32 seen[XDPL_MAX_LEVELS] = {};
 	__u32 n = r->nlevels;
 
 	/* One level (most rules): nothing else can refuse in between, so one
@@ -328,6 +338,7 @@ static __always_inline int xdpl_limit(struct xdpl_rule *r, struct xdpl_pkt *p, _
 	if (n == 2 && r->levels[0].key_kind == XDPL_KEY_GLOBAL &&
 	    r->levels[1].key_kind != XDPL_KEY_GLOBAL)
 		return xdpl_global_then_key(&r->levels[0], &r->levels[1], p, clk, repeat);
+	__u32 seen[XDPL_MAX_LEVELS] = {};
 
 #pragma unroll
 	for (int i = 0; i < XDPL_MAX_LEVELS; i++) {

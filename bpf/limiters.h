@@ -60,8 +60,12 @@ static __always_inline int xdpl_token_bucket(struct xdpl_state *s, struct xdpl_l
 static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_level *l, __u64 now,
 					     __u64 cost, int commit)
 {
-	__u64 w = l->p1, limit = l->p2;
-	__u64 idx = (now + l->p3) / w;
+	__u64 w = l->p1, limit = l->p2, t = now + l->p3;
+	__u64 last = XDPL_READ_ONCE(s->b);
+	/* Mostly the packet's window is the one last opened: its index then
+	 * follows without a division (b only ever holds an index of t / w,
+	 * so last * w does not wrap). */
+	__u64 idx = t - last * w < w ? last : t / w;
 
 	if (cost > limit)
 		return 0;

@@ -23,7 +23,9 @@
  * in which it was written (by a packet that found the key's entry, and so
  * marked it): within that epoch the lookup would not have written the
  * marks either, and the first packet of the next epoch takes the full path
- * and marks them as it always did. */
+ * and marks them as it always did. A noted entry also flags the key's mark
+ * cells for that epoch (sketch.h), and a key whose cells are not all
+ * flagged is not probed: an admitted known source pays no probe. */
 #ifndef XDPLIMIT_REFUSED_H
 #define XDPLIMIT_REFUSED_H
 
@@ -33,6 +35,7 @@
 #include "atomics.h"
 #include "ban_epoch.h"
 #include "counters.h"
+#include "sketch.h"
 
 /* 0 turns the cache off (benchmarks compare both in one run). */
 volatile const __u32 xdpl_refused_on = 1;
@@ -199,6 +202,15 @@ __attribute__((noinline)) int xdpl_refused_note(struct xdpl_state *s, struct xdp
 	e->from = now;
 	e->until = until;
 	e->stamp = stamp;
+	/* The key's cells are found again here rather than kept by the
+	 * caller across the algorithm's calls, which took xdpl_main's frame
+	 * past what 6.1 allows a chain of calls. The lookup that found s
+	 * marked them in this mark epoch. */
+	struct xdpl_sketch sk;
+
+	xdpl_sketch_find(l, xdpl_key_hash(k), &sk, now);
+	if (sk.flags & XDPL_SK_ON)
+		xdpl_sketch_flag_refused(&sk);
 	return 0;
 }
 

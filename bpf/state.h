@@ -39,19 +39,32 @@ static __always_inline void xdpl_key_of(struct xdpl_level *l, struct xdpl_pkt *p
 		k->port = p->sport;
 }
 
-/* Per-source IPv4 keys live in the IPv4 table (table4.h), all others in
- * the generic one. The generic table's call site stays apart from
+/* Whether key k lives in the IPv4 table (per-source IPv4 keys, the common
+ * key), not in the generic one. */
+static __always_inline int xdpl_in_table4(struct xdpl_key *k)
+{
+	return k->family == 4 && k->port == 0;
+}
+
+/* Key k's entry, or NULL; h is its hash (sketch.h: xdpl_key_hash), or the
+ * hash's low half, where it lives in the IPv4 table. The generic table's call site stays apart from
  * anything else that takes a map: the verifier inlines a hash lookup only
  * where one map reaches the call. */
-static __always_inline struct xdpl_state *xdpl_lookup(struct xdpl_key *k)
+static __always_inline struct xdpl_state *xdpl_lookup_hashed(struct xdpl_key *k, __u64 h)
 {
-	if (k->family == 4 && k->port == 0) {
-		__u64 kw = xdpl_key4_word(k->state_id, k->addr[0]);
-		struct xdpl_set4 *set = xdpl_set4_of(kw);
+	if (xdpl_in_table4(k)) {
+		struct xdpl_set4 *set = xdpl_set4_at(h);
 
-		return set ? xdpl_find4(set, kw) : NULL;
+		return set ? xdpl_find4(set, xdpl_key4_word(k->state_id, k->addr[0])) : NULL;
 	}
 	return bpf_map_lookup_elem(&xdpl_sources, k);
+}
+
+static __always_inline struct xdpl_state *xdpl_lookup(struct xdpl_key *k)
+{
+	__u64 h = xdpl_in_table4(k) ? xdpl_set4_hash(xdpl_key4_word(k->state_id, k->addr[0])) : 0;
+
+	return xdpl_lookup_hashed(k, h);
 }
 
 /* Creates the empty state entry of a key (which every algorithm reads as
@@ -59,7 +72,7 @@ static __always_inline struct xdpl_state *xdpl_lookup(struct xdpl_key *k)
  * CPUs racing on a new source share one entry. */
 static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_key *k)
 {
-	if (k->family == 4 && k->port == 0)
+	if (xdpl_in_table4(k))
 		return xdpl_insert4(xdpl_key4_word(k->state_id, k->addr[0]));
 	struct xdpl_state empty = {};
 	long err = bpf_map_update_elem(&xdpl_sources, k, &empty, BPF_NOEXIST);

@@ -40,11 +40,24 @@ static __always_inline __u64 xdpl_key4_word(__u32 state_id, __be32 addr)
 	return (__u64)state_id << 32 | addr;
 }
 
-static __always_inline struct xdpl_set4 *xdpl_set4_of(__u64 kw)
+/* The hash of key word kw: its set is the low bits (as in Go, maps.Limiter.set4);
+ * the admission sketch places the key by bits above those (sketch.h), so
+ * that a packet hashes its key once. */
+static __always_inline __u64 xdpl_set4_hash(__u64 kw)
 {
-	__u32 i = xdpl_fmix64(xdpl_table4_seed ^ kw) & xdpl_table4_mask;
+	return xdpl_fmix64(xdpl_table4_seed ^ kw);
+}
+
+static __always_inline struct xdpl_set4 *xdpl_set4_at(__u64 h)
+{
+	__u32 i = h & xdpl_table4_mask;
 
 	return bpf_map_lookup_elem(&xdpl_sources4, &i);
+}
+
+static __always_inline struct xdpl_set4 *xdpl_set4_of(__u64 kw)
+{
+	return xdpl_set4_at(xdpl_set4_hash(kw));
 }
 
 /* A way's stamp (used[]): the jiffies of its key's last use in the high 30

@@ -206,3 +206,55 @@ rules:
 		t.Fatalf("after a reload: verdict %d, want drop", got)
 	}
 }
+
+// TestBanPrefixMasked: a rule keyed by a prefix bans the offending source's
+// prefix, masked to its bits wherever they end inside a word of the
+// address (the program masks a word at a time): every source inside it is
+// dropped, the first one outside passes.
+func TestBanPrefixMasked(t *testing.T) {
+	testutil.PinCPU(t, 0)
+	l := loadWith(t, maps.Options{Clock: maps.ClockMap}, `
+rules:
+  - name: udp
+    match: {protocol: udp}
+    key: {ipv4_prefix: 20, ipv6_prefix: 61}
+    limit: {algorithm: fixed_window, packets: 1, window: 1s}
+    action: ban
+    ban: {for: 10s}
+`)
+	for _, c := range []struct{ src, inside, outside string }{
+		{"198.51.100.9", "198.51.111.254", "198.51.112.1"},
+		{"2001:db8:aaaa:bbbb:cccc::1", "2001:db8:aaaa:bbbf::1", "2001:db8:aaaa:bbc0::1"},
+	} {
+		frame := func(src string) []byte {
+			if netip.MustParseAddr(src).Is4() {
+				return udp4(src).MustBuild()
+			}
+			return udp6(src).MustBuild()
+		}
+		for i, want := range []uint32{xdpPass, xdpDrop} {
+			if got := xdpltest.Run(t, l, frame(c.src), t0); got != want {
+				t.Fatalf("%s packet %d: verdict %d, want %d", c.src, i, got, want)
+			}
+		}
+		at := t0 + 2*time.Second // the rule's next window would admit them
+		if got := xdpltest.Run(t, l, frame(c.inside), at); got != xdpDrop {
+			t.Errorf("%s, inside the banned prefix: verdict %d, want drop", c.inside, got)
+		}
+		if got := xdpltest.Run(t, l, frame(c.outside), at); got != xdpPass {
+			t.Errorf("%s, outside the banned prefix: verdict %d, want pass", c.outside, got)
+		}
+	}
+	bans, err := l.Bans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[netip.Prefix]bool{}
+	for _, b := range bans {
+		got[b.Prefix] = true
+	}
+	if len(bans) != 2 || !got[netip.MustParsePrefix("198.51.96.0/20")] ||
+		!got[netip.MustParsePrefix("2001:db8:aaaa:bbb8::/61")] {
+		t.Fatalf("bans %+v: want 198.51.96.0/20 and 2001:db8:aaaa:bbb8::/61", bans)
+	}
+}
