@@ -92,7 +92,7 @@ struct xdpl_sketch {
 static __always_inline __u64 xdpl_key_hash(struct xdpl_key *k)
 {
 	if (xdpl_in_table4(k))
-		return xdpl_set4_hash(xdpl_key4_word(k->state_id, k->addr[0]));
+		return xdpl_key4_hash(k);
 	__u64 h = xdpl_fmix64(xdpl_sketch_seed ^
 			      ((__u64)k->state_id << 32 | (__u64)k->port << 8 | k->family));
 

@@ -46,6 +46,17 @@ static __always_inline int xdpl_in_table4(struct xdpl_key *k)
 	return k->family == 4 && k->port == 0;
 }
 
+/* The word the IPv4 table holds for key k (xdpl_in_table4), and its hash. */
+static __always_inline __u64 xdpl_key4(struct xdpl_key *k)
+{
+	return xdpl_key4_word(k->state_id, k->addr[0]);
+}
+
+static __always_inline __u64 xdpl_key4_hash(struct xdpl_key *k)
+{
+	return xdpl_set4_hash(xdpl_key4(k));
+}
+
 /* Key k's entry, or NULL; h is its hash (sketch.h: xdpl_key_hash), or the
  * hash's low half, where it lives in the IPv4 table. The generic table's call site stays apart from
  * anything else that takes a map: the verifier inlines a hash lookup only
@@ -55,14 +66,14 @@ static __always_inline struct xdpl_state *xdpl_lookup_hashed(struct xdpl_key *k,
 	if (xdpl_in_table4(k)) {
 		struct xdpl_set4 *set = xdpl_set4_at(h);
 
-		return set ? xdpl_find4(set, xdpl_key4_word(k->state_id, k->addr[0])) : NULL;
+		return set ? xdpl_find4(set, xdpl_key4(k)) : NULL;
 	}
 	return bpf_map_lookup_elem(&xdpl_sources, k);
 }
 
 static __always_inline struct xdpl_state *xdpl_lookup(struct xdpl_key *k)
 {
-	__u64 h = xdpl_in_table4(k) ? xdpl_set4_hash(xdpl_key4_word(k->state_id, k->addr[0])) : 0;
+	__u64 h = xdpl_in_table4(k) ? xdpl_key4_hash(k) : 0;
 
 	return xdpl_lookup_hashed(k, h);
 }
@@ -73,7 +84,7 @@ static __always_inline struct xdpl_state *xdpl_lookup(struct xdpl_key *k)
 static __always_inline struct xdpl_state *xdpl_state_insert(struct xdpl_key *k)
 {
 	if (xdpl_in_table4(k))
-		return xdpl_insert4(xdpl_key4_word(k->state_id, k->addr[0]));
+		return xdpl_insert4(xdpl_key4(k));
 	struct xdpl_state empty = {};
 	long err = bpf_map_update_elem(&xdpl_sources, k, &empty, BPF_NOEXIST);
 
