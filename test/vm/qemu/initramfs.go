@@ -28,6 +28,8 @@ type testBinary struct {
 	// Run, if set, is the binary's own -test.run (--run); one in
 	// --test-args takes precedence (a focused run).
 	Run string
+	// Alone (--alone): no other binary runs beside it, in lanes or not.
+	Alone bool
 }
 
 // workDir is where the binary runs in the VM, relative to /: a package

@@ -56,6 +56,7 @@ type options struct {
 	files       multiFlag
 	tools       multiFlag
 	runs        multiFlag
+	alone       multiFlag
 	toolRoot    string
 	trees       multiFlag
 	modules     multiFlag
@@ -92,6 +93,7 @@ func run() int {
 	fs.Var(&o.modules, "module", "extra kernel module to load, with its dependencies (repeatable; veth is always loaded)")
 	fs.IntVar(&o.memoryMB, "memory", 2048, "VM memory in MiB (the test binaries live in it, in the initramfs)")
 	fs.IntVar(&o.smp, "smp", 2, "VM CPUs")
+	fs.Var(&o.alone, "alone", "NAME: the test binary of base name NAME runs with no other beside it, before the lanes start (repeatable)")
 	fs.IntVar(&o.lanes, "lanes", 1, "test binaries run at once, taken in the order given (1: one by one, output live)")
 	fs.StringVar(&o.appendArgs, "append", "", "extra kernel command line")
 	fs.StringVar(&o.logPath, "log", "", "console log file (default <kernel-cache>/logs/run-<time>.log)")
@@ -251,6 +253,9 @@ func checkOperands(o options) ([]testBinary, []extraFile, error) {
 		return nil, nil, err
 	}
 	if err := applyRuns(tests, o.runs); err != nil {
+		return nil, nil, err
+	}
+	if err := applyAlone(tests, o.alone); err != nil {
 		return nil, nil, err
 	}
 	if err := checkEnv(o.env); err != nil {

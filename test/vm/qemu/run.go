@@ -44,3 +44,20 @@ func applyRuns(tests []testBinary, runs []string) error {
 	}
 	return nil
 }
+
+// applyAlone marks the test binaries that --alone names to run with no
+// other beside them. A name that is not run is an error, as for --run.
+func applyAlone(tests []testBinary, names []string) error {
+	for _, name := range names {
+		found := false
+		for i := range tests {
+			if tests[i].Name == name {
+				tests[i].Alone, found = true, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("--alone %s: no test binary named %s is run", name, name)
+		}
+	}
+	return nil
+}

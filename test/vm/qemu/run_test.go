@@ -34,3 +34,16 @@ func TestApplyRuns(t *testing.T) {
 		t.Errorf("a second filter for one binary: %v", err)
 	}
 }
+
+func TestApplyAlone(t *testing.T) {
+	tests := []testBinary{{Name: "maps.test"}, {Name: "test_vm.test"}}
+	if err := applyAlone(tests, []string{"test_vm.test"}); err != nil {
+		t.Fatal(err)
+	}
+	if tests[0].Alone || !tests[1].Alone {
+		t.Fatalf("alone not set as given: %+v", tests)
+	}
+	if err := applyAlone(tests, []string{"other.test"}); err == nil {
+		t.Error("--alone accepted a binary that is not run")
+	}
+}
