@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -32,8 +31,10 @@ var (
 
 // verifierStat is what the verifier's statistics say of one program.
 type verifierStat struct {
-	insns int    // processed instructions
-	stack string // stack depth of each function, the program's first
+	insns    int    // processed instructions
+	stack    string // stack depth of each function, the program's first
+	chain    stackChain
+	chainErr error
 }
 
 // TestVerifierBudget loads the programs as Load does, and the companions
@@ -85,17 +86,16 @@ func TestVerifierBudget(t *testing.T) {
 			sort.Strings(names)
 			for _, name := range names {
 				n := stats[name].insns
-				t.Logf("%s: processed %d insns, stack depth %s", name, n, stats[name].stack)
+				t.Logf("%s: processed %d insns, stack depth %s, deepest chain %v", name, n, stats[name].stack, stats[name].chain)
 				if n > verifierBudget {
 					t.Errorf("%s: the verifier processed %d instructions, over the budget of %d (the kernel's limit is 1M)",
 						name, n, verifierBudget)
 				}
-				if d, err := stackChainFloor(stats[name].stack); err != nil {
+				if err := stats[name].chainErr; err != nil {
 					t.Errorf("%s: %v", name, err)
-				} else if d > maxCombinedStack {
-					t.Errorf("%s: stack depth %s: the program's own frame and its deepest function's take %d bytes, "+
-						"over the %d a kernel without private stacks (6.1) allows a chain of calls",
-						name, stats[name].stack, d, maxCombinedStack)
+				} else if c := stats[name].chain; c.bytes > maxCombinedStack {
+					t.Errorf("%s: stack depth %s: the chain of calls %v takes over the %d bytes a kernel "+
+						"without private stacks (6.1) allows", name, stats[name].stack, c, maxCombinedStack)
 				}
 			}
 		})
@@ -158,56 +158,9 @@ func verifierStats(opts Options) (map[string]verifierStat, error) {
 		st := verifierStat{insns: n}
 		if m := stackRe.FindStringSubmatch(p.VerifierLog); m != nil {
 			st.stack = m[1]
+			st.chain, st.chainErr = deepestStackChain(p, st.stack)
 		}
 		byProg[name] = st
 	}
 	return byProg, nil
-}
-
-// maxCombinedStack is the most stack a chain of BPF calls may take: the
-// kernel checks it on every chain, frames rounded up to 32 bytes. Kernels
-// that give functions private stacks (x86 since 6.13) no longer refuse a
-// deeper chain, so the host accepts what 6.1 refuses.
-const maxCombinedStack = 512
-
-// stackChainFloor reads the verifier's "stack depth A+B+...", the
-// program's own frame first, and returns the program's frame plus its
-// deepest function's, both rounded as the kernel rounds them: the least
-// that some chain of calls takes (every function is reached from the
-// program's frame), so a bound on the chains the host would not check.
-func stackChainFloor(depths string) (int, error) {
-	if depths == "" {
-		return 0, nil
-	}
-	round := func(n int) int { return (max(n, 1) + 31) / 32 * 32 }
-	parts := strings.Split(depths, "+")
-	first, err := strconv.Atoi(parts[0])
-	if err != nil {
-		return 0, fmt.Errorf("stack depth %q: %v", depths, err)
-	}
-	deepest := 0
-	for _, p := range parts[1:] {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			return 0, fmt.Errorf("stack depth %q: %v", depths, err)
-		}
-		if n > 0 {
-			deepest = max(deepest, round(n))
-		}
-	}
-	return round(first) + deepest, nil
-}
-
-// The chain xdpl_main plus xdpl_ban_start that 6.1 refused when the
-// parser's payload fields cost xdpl_main 16 more bytes: 296 rounds to 320,
-// 200 to 224.
-func TestStackChainFloor(t *testing.T) {
-	for _, c := range []struct {
-		depths string
-		want   int
-	}{{"296+200+120+64", 544}, {"280+200+120+64", 512}, {"96", 96}, {"24+16", 64}, {"0+0+0", 32}, {"", 0}} {
-		if got, err := stackChainFloor(c.depths); err != nil || got != c.want {
-			t.Errorf("stackChainFloor(%q) = %d, %v; want %d", c.depths, got, err, c.want)
-		}
-	}
 }
