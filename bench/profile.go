@@ -26,6 +26,14 @@ const profilePeriod = 20 * time.Microsecond
 // profileTop is how many places each path's table lists.
 const profileTop = 14
 
+// The new-source paths of the profile: every packet from a source never
+// seen before (the program rotating it over 2^24 addresses, a full 1M
+// table), through the product and through its floor program.
+const (
+	newSourceProfile      = "new source, counted in the admission sketch (2^24 sources rotating, 1M table)"
+	newSourceFloorProfile = "floor: a new source left without an entry (the same rotation)"
+)
+
 type profilePath struct {
 	name    string
 	ns      float64 // per packet, unsampled (CPU-time slope)
@@ -44,6 +52,10 @@ func profileBench(e *env, quick bool) (*profileResults, error) {
 		res.Calls = 6
 	}
 	paths := append([]stagePath{{"the parser alone", "rules: []\n", xdpDrop, false}}, stagePaths...)
+	// A new source's target is the one of these paths furthest from its
+	// floor: the product's path beside the floor program's.
+	paths = append(paths, stagePath{newSourceProfile, oneRule(tbPass), xdpPass, true},
+		stagePath{newSourceFloorProfile, oneRule(tbPass), xdpPass, true})
 	base32 := binary.BigEndian.Uint32(microBase.AsSlice())
 	err := onPinnedThread(1, func() error {
 		for i, sp := range paths {
@@ -53,6 +65,9 @@ func profileBench(e *env, quick bool) (*profileResults, error) {
 			if sp.rotate {
 				opts.MaxSources, opts.BenchRotate, opts.BenchBase = 1<<20, 1<<24, microBase
 				c.warm, c.rotate, c.base = 1<<20, 1<<24, base32
+			}
+			if sp.name == newSourceFloorProfile {
+				opts.BenchFloor = maps.FloorUntracked
 			}
 			pp := &profilePath{name: sp.name}
 			res.Paths = append(res.Paths, pp)
