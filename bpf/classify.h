@@ -12,34 +12,18 @@
 #include "bitmap.h"
 #include "classify_payload.h"
 
-/* Index of the lowest set bit of a non-zero word: BPF has no ctz. */
+/* Index of the lowest set bit of a non-zero word: BPF has no ctz. The
+ * lowest bit alone, times a de Bruijn sequence, has a distinct top six bits
+ * for each of the 64 positions: a multiply and one load from this table,
+ * where halving the word six times was a chain of six dependent tests. */
+static const __u8 xdpl_debruijn64[64] = {
+    0,	1,  2,	53, 3,	7,  54, 27, 4,	38, 41, 8,  34, 55, 48, 28, 62, 5,  39, 46, 44, 42,
+    22, 9,  24, 35, 59, 56, 49, 18, 29, 11, 63, 52, 6,	26, 37, 40, 33, 47, 61, 45, 43, 21,
+    23, 58, 17, 10, 51, 25, 36, 32, 60, 20, 57, 16, 50, 31, 19, 15, 30, 14, 13, 12};
+
 static __always_inline __u32 xdpl_ctz64(__u64 x)
 {
-	__u32 n = 0;
-
-	if (!(x & 0xffffffffULL)) {
-		n += 32;
-		x >>= 32;
-	}
-	if (!(x & 0xffff)) {
-		n += 16;
-		x >>= 16;
-	}
-	if (!(x & 0xff)) {
-		n += 8;
-		x >>= 8;
-	}
-	if (!(x & 0xf)) {
-		n += 4;
-		x >>= 4;
-	}
-	if (!(x & 0x3)) {
-		n += 2;
-		x >>= 2;
-	}
-	if (!(x & 0x1))
-		n += 1;
-	return n;
+	return xdpl_debruijn64[((x & -x) * 0x022fdd63cc95386dULL) >> 58];
 }
 
 static __always_inline void *xdpl_lookup_addr(void *map4, void *map6, __u32 gen, __u8 family,
@@ -124,6 +108,74 @@ static __always_inline int xdpl_classify_no_payload(__u32 gen, struct xdpl_acc *
 	return cfg && xdpl_and(acc, &cfg->empty);
 }
 
+/* The dimensions read from the packet's headers, and the others: each
+ * group is passed over with one test where the generation matches on
+ * none of it (a catch-all rule matches on nothing), not one per dimension. */
+#define XDPL_DIMS_HEADER                                                                           \
+	(XDPL_DIM_PROTO | XDPL_DIM_DPORT | XDPL_DIM_SPORT | XDPL_DIM_TCPF | XDPL_DIM_VLAN)
+
+static __always_inline int xdpl_classify_header(struct xdpl_acc *acc, __u32 gen, __u32 dims,
+						struct xdpl_pkt *p)
+{
+	__u32 k;
+
+	if (dims & XDPL_DIM_PROTO) {
+		k = gen * XDPL_PROTO_SLOTS + (p->family == 6 ? 256 : 0) + p->proto;
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_proto, &k)))
+			return 0;
+	}
+	if (dims & XDPL_DIM_DPORT) {
+		k = gen * XDPL_PORT_SLOTS + xdpl_port_idx(p, p->dport);
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_dport, &k)))
+			return 0;
+	}
+	if (dims & XDPL_DIM_SPORT) {
+		k = gen * XDPL_PORT_SLOTS + xdpl_port_idx(p, p->sport);
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_sport, &k)))
+			return 0;
+	}
+	if (dims & XDPL_DIM_TCPF) {
+		__u32 v = p->proto != IPPROTO_TCP	? XDPL_TCPF_IDX_NONE
+			  : p->ports == XDPL_PORTS_FRAG ? XDPL_TCPF_IDX_FRAG
+							: p->tcp_flags;
+
+		k = gen * XDPL_TCPF_SLOTS + v;
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_tcpf, &k)))
+			return 0;
+	}
+	if (dims & XDPL_DIM_VLAN) {
+		k = gen * XDPL_VLAN_SLOTS + p->vlan;
+		if (!xdpl_and(acc, bpf_map_lookup_elem(&xdpl_vlan, &k)))
+			return 0;
+	}
+	return 1;
+}
+
+static __always_inline int xdpl_classify_rest(struct xdp_md *ctx, struct xdpl_acc *acc, __u32 gen,
+					      __u32 dims, struct xdpl_pkt *p, int no_payload)
+{
+	/* Array lookups before the tries: a miss there is cheaper. */
+	if ((dims & XDPL_DIMS_FIELDS) && !xdpl_classify_fields(acc, gen, dims, p))
+		return 0;
+	if (dims & XDPL_DIM_SRC) {
+		if (!xdpl_and(acc,
+			      xdpl_lookup_addr(&xdpl_src4, &xdpl_src6, gen, p->family, p->saddr)))
+			return 0;
+	}
+	if (dims & XDPL_DIM_DST) {
+		if (!xdpl_and(acc,
+			      xdpl_lookup_addr(&xdpl_dst4, &xdpl_dst6, gen, p->family, p->daddr)))
+			return 0;
+	}
+	/* Last: a load and a hash lookup per window. */
+	if (dims & XDPL_DIM_PAYLOAD) {
+		if (no_payload ? !xdpl_classify_no_payload(gen, acc)
+			       : !xdpl_classify_payload(ctx, p, gen, acc))
+			return 0;
+	}
+	return 1;
+}
+
 /* Returns the index of the first matching rule, or -1. A constant
  * no_payload classifies p as if it carried no payload. */
 static __always_inline int xdpl_classify(struct xdp_md *ctx, __u32 gen, struct xdpl_gen_cfg *g,
@@ -132,7 +184,6 @@ static __always_inline int xdpl_classify(struct xdp_md *ctx, __u32 gen, struct x
 	__u32 nrules = g->nrules;
 	__u32 dims = g->dims;
 	struct xdpl_acc acc;
-	__u32 k;
 
 	if (nrules == 0 || nrules > XDPL_MAX_RULES)
 		return -1;
@@ -140,54 +191,10 @@ static __always_inline int xdpl_classify(struct xdp_md *ctx, __u32 gen, struct x
 	for (int i = 0; i < XDPL_BITMAP_WORDS; i++)
 		acc.w[i] = ~0ULL;
 
-	if (dims & XDPL_DIM_PROTO) {
-		k = gen * XDPL_PROTO_SLOTS + (p->family == 6 ? 256 : 0) + p->proto;
-		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_proto, &k)))
-			return -1;
-	}
-	if (dims & XDPL_DIM_DPORT) {
-		k = gen * XDPL_PORT_SLOTS + xdpl_port_idx(p, p->dport);
-		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_dport, &k)))
-			return -1;
-	}
-	if (dims & XDPL_DIM_SPORT) {
-		k = gen * XDPL_PORT_SLOTS + xdpl_port_idx(p, p->sport);
-		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_sport, &k)))
-			return -1;
-	}
-	if (dims & XDPL_DIM_TCPF) {
-		__u32 v = p->proto != IPPROTO_TCP	? XDPL_TCPF_IDX_NONE
-			  : p->ports == XDPL_PORTS_FRAG ? XDPL_TCPF_IDX_FRAG
-							: p->tcp_flags;
-
-		k = gen * XDPL_TCPF_SLOTS + v;
-		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_tcpf, &k)))
-			return -1;
-	}
-	if (dims & XDPL_DIM_VLAN) {
-		k = gen * XDPL_VLAN_SLOTS + p->vlan;
-		if (!xdpl_and(&acc, bpf_map_lookup_elem(&xdpl_vlan, &k)))
-			return -1;
-	}
-	/* Array lookups before the tries: a miss there is cheaper. */
-	if ((dims & XDPL_DIMS_FIELDS) && !xdpl_classify_fields(&acc, gen, dims, p))
+	if ((dims & XDPL_DIMS_HEADER) && !xdpl_classify_header(&acc, gen, dims, p))
 		return -1;
-	if (dims & XDPL_DIM_SRC) {
-		if (!xdpl_and(&acc,
-			      xdpl_lookup_addr(&xdpl_src4, &xdpl_src6, gen, p->family, p->saddr)))
-			return -1;
-	}
-	if (dims & XDPL_DIM_DST) {
-		if (!xdpl_and(&acc,
-			      xdpl_lookup_addr(&xdpl_dst4, &xdpl_dst6, gen, p->family, p->daddr)))
-			return -1;
-	}
-	/* Last: a load and a hash lookup per window. */
-	if (dims & XDPL_DIM_PAYLOAD) {
-		if (no_payload ? !xdpl_classify_no_payload(gen, &acc)
-			       : !xdpl_classify_payload(ctx, p, gen, &acc))
-			return -1;
-	}
+	if ((dims & ~XDPL_DIMS_HEADER) && !xdpl_classify_rest(ctx, &acc, gen, dims, p, no_payload))
+		return -1;
 
 	/* With no dimension in use every rule matches and the first wins; the
 	 * control plane never sets bits at or beyond nrules. */
