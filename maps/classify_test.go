@@ -51,7 +51,7 @@ func TestClassifyFirstMatch(t *testing.T) {
 		ports = append(ports, 5000+j)
 	}
 	ports = append(ports, 9999) // only the last rule
-	beyond := false // a shared port's first rule past the first word
+	beyond := false             // a shared port's first rule past the first word
 	for _, port := range ports {
 		frame := pktgen.UDP4(upSrc4, upDst4, 4000, uint16(port), 18)
 		if v := xdpltest.Run(t, l, frame, t0); v != xdpPass {
