@@ -249,9 +249,10 @@ test-vm-run:
 		bins=; \
 		alone=; \
 		for b in $$(echo "$${rest#*=}" | tr , ' '); do \
-			if [ -e "$${b%%:*}" ]; then bins="$$bins $$b"; fi; \
+			[ -e "$${b%%:*}" ] || continue; \
+			bins="$$bins $$b"; \
 			for a in $(VM_ALONE); do \
-				if [ -e "$${b%%:*}" ] && [ "$$(basename "$${b%%:*}")" = "$$a" ]; then alone="$$alone --alone $$a"; fi; \
+				if [ "$$(basename "$${b%%:*}")" = "$$a" ]; then alone="$$alone --alone $$a"; fi; \
 			done; \
 		done; \
 		echo "==== test-vm: Linux $$series ($$pkg):$$bins ===="; \

@@ -17,10 +17,7 @@ import (
 // for a binary that is not run, a second filter for the same binary or a
 // pattern that does not compile is an error before anything boots.
 func applyRuns(tests []testBinary, runs []string) error {
-	byName := map[string]*testBinary{}
-	for i := range tests {
-		byName[tests[i].Name] = &tests[i]
-	}
+	byName := testsByName(tests)
 	for _, r := range runs {
 		name, pattern, ok := strings.Cut(r, "=")
 		if !ok || name == "" || pattern == "" {
@@ -48,16 +45,23 @@ func applyRuns(tests []testBinary, runs []string) error {
 // applyAlone marks the test binaries that --alone names to run with no
 // other beside them. A name that is not run is an error, as for --run.
 func applyAlone(tests []testBinary, names []string) error {
+	byName := testsByName(tests)
 	for _, name := range names {
-		found := false
-		for i := range tests {
-			if tests[i].Name == name {
-				tests[i].Alone, found = true, true
-			}
-		}
+		t, found := byName[name]
 		if !found {
 			return fmt.Errorf("--alone %s: no test binary named %s is run", name, name)
 		}
+		t.Alone = true
 	}
 	return nil
+}
+
+// testsByName indexes the test binaries by base name, which checkBinaries
+// keeps unique.
+func testsByName(tests []testBinary) map[string]*testBinary {
+	byName := map[string]*testBinary{}
+	for i := range tests {
+		byName[tests[i].Name] = &tests[i]
+	}
+	return byName
 }
