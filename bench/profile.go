@@ -51,11 +51,18 @@ func profileBench(e *env, quick bool) (*profileResults, error) {
 	if quick {
 		res.Calls = 6
 	}
-	paths := append([]stagePath{{"the parser alone", "rules: []\n", xdpDrop, false}}, stagePaths...)
-	// A new source's target is the one of these paths furthest from its
-	// floor: the product's path beside the floor program's.
-	paths = append(paths, stagePath{newSourceProfile, oneRule(tbPass), xdpPass, true},
-		stagePath{newSourceFloorProfile, oneRule(tbPass), xdpPass, true})
+	type profiled struct {
+		stagePath
+		floor maps.Floor // a floor program instead of the product, or 0
+	}
+	paths := []profiled{{stagePath: stagePath{"the parser alone", "rules: []\n", xdpDrop, false}}}
+	for _, sp := range stagePaths {
+		paths = append(paths, profiled{stagePath: sp})
+	}
+	// A new source's target is the one furthest from its floor: the
+	// product's path beside the floor program's.
+	paths = append(paths, profiled{stagePath: stagePath{newSourceProfile, oneRule(tbPass), xdpPass, true}},
+		profiled{stagePath{newSourceFloorProfile, oneRule(tbPass), xdpPass, true}, maps.FloorUntracked})
 	base32 := binary.BigEndian.Uint32(microBase.AsSlice())
 	err := onPinnedThread(1, func() error {
 		for i, sp := range paths {
@@ -66,9 +73,7 @@ func profileBench(e *env, quick bool) (*profileResults, error) {
 				opts.MaxSources, opts.BenchRotate, opts.BenchBase = 1<<20, 1<<24, microBase
 				c.warm, c.rotate, c.base = 1<<20, 1<<24, base32
 			}
-			if sp.name == newSourceFloorProfile {
-				opts.BenchFloor = maps.FloorUntracked
-			}
+			opts.BenchFloor = sp.floor
 			pp := &profilePath{name: sp.name}
 			res.Paths = append(res.Paths, pp)
 			e.Logf("profile: %s", sp.name)
