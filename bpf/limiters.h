@@ -112,13 +112,19 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
 
 /* sliding_window: the weighted two-window counter. The estimate is the
  * current window's count plus the previous window's count times the share of
- * the previous window still inside the sliding window. a and b hold the even
- * and odd windows; the current one is updated by CAS, the previous one only
- * read. */
+ * the previous window still inside the sliding window, rounded down. a and b
+ * hold the even and odd windows; the current one is updated by CAS, the
+ * previous one only read.
+ *
+ * The share is reckoned in units of 2^p3 ns (p3: the window's time shift,
+ * below 2^XDPL_SW_TIME_BITS units a window), and compared without a
+ * division: est = pcnt * left / wq rounded down exceeds room exactly when
+ * pcnt * left >= (room + 1) * wq; counts below 2^40 keep both products in
+ * 64 bits. */
 static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl_level *l,
 					       __u64 now, __u64 cost, int commit)
 {
-	__u64 w = l->p1, limit = l->p2;
+	__u64 w = l->p1, limit = l->p2, sh = l->p3 & 63;
 	__u64 idx = now / w;
 	__u64 el = now - idx * w;
 
@@ -135,14 +141,13 @@ static __always_inline int xdpl_sliding_window(struct xdpl_state *s, struct xdpl
 	__u64 *cur = (idx & 1) ? &s->b : &s->a;
 	__u64 pw = XDPL_READ_ONCE(*((idx & 1) ? &s->a : &s->b));
 	__u64 pcnt = xdpl_win_seq(pw) == ((idx - 1) & XDPL_WIN_SEQ_MASK) ? xdpl_win_count(pw) : 0;
-	__u64 weight = ((w - el) << XDPL_WEIGHT_SHIFT) / w;
-	__u64 est = (pcnt * weight) >> XDPL_WEIGHT_SHIFT;
+	__u64 prev = pcnt * ((w - el) >> sh), wq = w >> sh;
 
 	for (int i = 0; i < XDPL_CAS_TRIES; i++) {
 		__u64 cw = XDPL_READ_ONCE(*cur);
 		__u64 ccnt = xdpl_win_seq(cw) == seq ? xdpl_win_count(cw) : 0;
 
-		if (est + ccnt + cost > limit)
+		if (ccnt + cost > limit || prev >= (limit - ccnt - cost + 1) * wq)
 			return 0;
 		if (!commit)
 			return 1;

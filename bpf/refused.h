@@ -130,7 +130,7 @@ static __always_inline __u64 xdpl_refused_until(struct xdpl_state *s, struct xdp
 		return (idx + 1) * w - l->p3;
 	}
 	case XDPL_ALG_SLIDING_WINDOW: {
-		__u64 w = l->p1, limit = l->p2;
+		__u64 w = l->p1, limit = l->p2, sh = l->p3 & 63;
 		__u64 idx = now / w;
 		__u64 el = now - idx * w;
 		__u64 other = XDPL_READ_ONCE(*((idx & 1) ? &s->a : &s->b));
@@ -143,21 +143,21 @@ static __always_inline __u64 xdpl_refused_until(struct xdpl_state *s, struct xdp
 				 : 0;
 		__u64 cw = XDPL_READ_ONCE(*((idx & 1) ? &s->b : &s->a));
 		__u64 ccnt = xdpl_win_seq(cw) == seq ? xdpl_win_count(cw) : 0;
-		__u64 weight = ((w - el) << XDPL_WEIGHT_SHIFT) / w;
-		__u64 est = (pcnt * weight) >> XDPL_WEIGHT_SHIFT;
+		__u64 wq = w >> sh;
 
-		if (est + ccnt + 1 <= limit)
-			return 0;
 		if (ccnt + 1 > limit)
 			return (idx + 1) * w; /* full on its own until the window ends */
-		/* est > room: admitted again once (pcnt * weight) >> 16 <= room,
-		 * that is weight <= wmax (< 2^16, since the weight now is above
-		 * it), that is once el' >= w + 1 - ceil((wmax + 1) * w / 2^16). */
-		__u64 room = limit - ccnt - 1;
-		__u64 wmax = (((room + 1) << XDPL_WEIGHT_SHIFT) - 1) / pcnt;
-		__u64 q = ((wmax + 1) * w + (1 << XDPL_WEIGHT_SHIFT) - 1) >> XDPL_WEIGHT_SHIFT;
+		/* Refused while pcnt * left >= (limit - ccnt) * wq (limiters.h),
+		 * left = (w - el) >> sh: admitted again once left <= lmax =
+		 * ((limit - ccnt) * wq - 1) / pcnt (below left now; pcnt is not
+		 * 0 then), that is once el' >= w + 1 - ((lmax + 1) << sh). */
+		__u64 need = (limit - ccnt) * wq;
 
-		return idx * w + w + 1 - q;
+		if (pcnt * ((w - el) >> sh) < need)
+			return 0;
+		__u64 lmax = (need - 1) / pcnt;
+
+		return idx * w + w + 1 - ((lmax + 1) << sh);
 	}
 	}
 	return 0;

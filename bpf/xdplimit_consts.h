@@ -190,8 +190,11 @@ enum xdpl_const {
 	 * one compare-and-swap updates both. */
 	XDPL_WIN_COUNT_BITS = 40,
 	XDPL_WIN_SEQ_BITS = 24,
-	/* Sliding window weight precision. */
-	XDPL_WEIGHT_SHIFT = 16,
+	/* A sliding window's times in units of 2^p3 ns (p3: the window's
+	 * time shift) fit this many bits: a count (below 2^40) times one of
+	 * them fits 64, and the previous window's share is compared without a
+	 * division (limiters.h). Windows up to ~16 ms keep the ns. */
+	XDPL_SW_TIME_BITS = 24,
 	/* Compare-and-swap attempts before a packet is dropped as contended. */
 	XDPL_CAS_TRIES = 4,
 	/* IPv6 extension headers followed before a packet is judged as a
@@ -416,5 +419,7 @@ enum xdpl_const {
 
 #define XDPL_WIN_COUNT_MASK ((1ULL << XDPL_WIN_COUNT_BITS) - 1)
 #define XDPL_WIN_SEQ_MASK   ((1ULL << XDPL_WIN_SEQ_BITS) - 1)
+_Static_assert(XDPL_WIN_COUNT_BITS + XDPL_SW_TIME_BITS <= 64,
+	       "a sliding window's count times its time must fit 64 bits");
 
 #endif

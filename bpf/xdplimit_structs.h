@@ -33,7 +33,9 @@ struct xdpl_level {
 	__u64 p1;
 	__u64 p2;
 	/* fixed_window: added to now before the window index is taken, so that
-	 * a fleet's hosts open their windows together (0 at host scope). */
+	 * a fleet's hosts open their windows together (0 at host scope).
+	 * sliding_window: the time shift, the log2 of the unit its previous
+	 * window's share is reckoned in (limiters.h). */
 	__u64 p3;
 };
 

@@ -161,7 +161,7 @@ const (
 	XdplimitXdplConstXDPL_FP_SHIFT               XdplimitXdplConst = 16
 	XdplimitXdplConstXDPL_WIN_COUNT_BITS         XdplimitXdplConst = 40
 	XdplimitXdplConstXDPL_WIN_SEQ_BITS           XdplimitXdplConst = 24
-	XdplimitXdplConstXDPL_WEIGHT_SHIFT           XdplimitXdplConst = 16
+	XdplimitXdplConstXDPL_SW_TIME_BITS           XdplimitXdplConst = 24
 	XdplimitXdplConstXDPL_CAS_TRIES              XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_MAX_IPV6EXT            XdplimitXdplConst = 32
 	XdplimitXdplConstXDPL_MAX_VLAN_TAGS          XdplimitXdplConst = 8

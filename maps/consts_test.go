@@ -26,7 +26,7 @@ func TestModelConstants(t *testing.T) {
 		{"fp shift", uint64(gen.XdplimitXdplConstXDPL_FP_SHIFT), model.FPShift},
 		{"count bits", uint64(gen.XdplimitXdplConstXDPL_WIN_COUNT_BITS), model.CountBits},
 		{"seq bits", uint64(gen.XdplimitXdplConstXDPL_WIN_SEQ_BITS), model.SeqBits},
-		{"weight shift", uint64(gen.XdplimitXdplConstXDPL_WEIGHT_SHIFT), model.WeightShift},
+		{"sliding window time bits", uint64(gen.XdplimitXdplConstXDPL_SW_TIME_BITS), model.SWTimeBits},
 	} {
 		if c.bpf != c.goes {
 			t.Errorf("model and datapath disagree on %s: %d vs %d", c.name, c.goes, c.bpf)

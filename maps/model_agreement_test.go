@@ -74,6 +74,16 @@ func TestModelAgreement(t *testing.T) {
 			}
 			return fmt.Sprintf("{algorithm: sliding_window, packets: %d, window: %v}", n, w), p, false
 		}},
+		// Windows up to ~16 ms: the previous window's share to the ns
+		// (time shift 0); the longer ones above reckon it in 2^shift ns.
+		{"sliding_window_short", func(r *rand.Rand) (string, model.Params, bool) {
+			n, w := 1+r.Uint64N(100), time.Duration(1+r.IntN(16))*time.Millisecond
+			p, err := model.WindowParams(model.AlgSlidingWindow, n, w)
+			if err != nil || p.P3 != 0 {
+				t.Fatalf("%v: shift %d (%v)", w, p.P3, err)
+			}
+			return fmt.Sprintf("{algorithm: sliding_window, packets: %d, window: %v}", n, w), p, false
+		}},
 		// Limits from 1 to the most a log holds; the time of each
 		// admission wraps around the log many times per trace.
 		{"sliding_log", func(r *rand.Rand) (string, model.Params, bool) {

@@ -226,7 +226,7 @@ func (p *plan) planConfig(in planInput) error {
 func (in planInput) levelFields(lv *gen.XdplimitXdplLevel, ls LevelSpec) {
 	lv.Algorithm = ls.Params.Algorithm
 	lv.KeyKind = ls.KeyKind
-	lv.P1, lv.P2 = ls.Params.P1, ls.Params.P2
+	lv.P1, lv.P2, lv.P3 = ls.Params.P1, ls.Params.P2, ls.Params.P3
 	if ls.Bytes {
 		lv.Flags |= lfBytes
 	}

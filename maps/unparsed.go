@@ -77,7 +77,7 @@ func (l *Limiter) writeUnparsed(cur, next uint32, u UnparsedSpec) error {
 		lv := &cfg.Level
 		lv.Algorithm = ls.Params.Algorithm
 		lv.KeyKind = KeyGlobal
-		lv.P1, lv.P2 = ls.Params.P1, ls.Params.P2
+		lv.P1, lv.P2, lv.P3 = ls.Params.P1, ls.Params.P2, ls.Params.P3
 		if ls.Bytes {
 			lv.Flags |= lfBytes
 		}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"time"
 )
 
@@ -26,15 +27,18 @@ const (
 	AlgSlidingWindow = 3
 	AlgSlidingLog    = 4
 
-	TimeShift   = 4
-	FPShift     = 16
-	CountBits   = 40
-	SeqBits     = 24
-	WeightShift = 16
-	CASTries    = 4
+	TimeShift  = 4
+	FPShift    = 16
+	CountBits  = 40
+	SeqBits    = 24
+	SWTimeBits = 24
+	CASTries   = 4
 
 	countMask = 1<<CountBits - 1
-	seqMask   = 1<<SeqBits - 1
+	// A count times a sliding window's time fits 64 bits (fails to
+	// compile otherwise).
+	_       = uint(64 - CountBits - SWTimeBits)
+	seqMask = 1<<SeqBits - 1
 
 	// MaxWindowCount is the largest per-window limit a window counter holds.
 	MaxWindowCount = countMask
@@ -52,7 +56,8 @@ type Params struct {
 	// P2 = tolerance in 1/16 ns. Windows: P1 = window ns, P2 = limit.
 	P1, P2 uint64
 	// P3: fixed_window's phase in ns, added to now before the window
-	// index is taken (fleet levels align windows to the wall clock).
+	// index is taken (fleet levels align windows to the wall clock);
+	// sliding_window's time shift (SlidingShift).
 	P3 uint64
 	// Reserve: what a fleet fixed window's count opens at (the share held
 	// back for the other hosts until the first sync); 0 at host scope.
@@ -119,7 +124,19 @@ func WindowParams(alg uint8, limit uint64, window time.Duration) (Params, error)
 	if window <= 0 || window > 1<<46 {
 		return Params{}, fmt.Errorf("window %v outside what the datapath holds", window)
 	}
-	return Params{Algorithm: alg, P1: uint64(window), P2: limit}, nil
+	p := Params{Algorithm: alg, P1: uint64(window), P2: limit}
+	if alg == AlgSlidingWindow {
+		p.P3 = SlidingShift(p.P1)
+	}
+	return p, nil
+}
+
+// SlidingShift is the time shift of a sliding window of w ns: the
+// previous window's share is reckoned in units of 2^shift ns, so that the
+// window has fewer than 2^SWTimeBits of them (exact to the ns up to ~16 ms,
+// to 64 ns at 1 s, to ~0.3 ms at an hour).
+func SlidingShift(w uint64) uint64 {
+	return uint64(max(0, bits.Len64(w)-SWTimeBits))
 }
 
 // ToleranceNs is the token bucket's burst expressed as time, in ns.
@@ -218,8 +235,12 @@ func (s *State) slidingCount(p Params, now uint64) (est, ccnt uint64, cur *uint6
 	if pw>>CountBits == (idx-1)&seqMask {
 		pcnt = pw & countMask
 	}
-	weight := ((w - el) << WeightShift) / w
-	est = (pcnt * weight) >> WeightShift
+	// The previous window's count times the share of it still inside
+	// the sliding window, rounded down: pcnt * left / wq exactly, both
+	// times in units of 2^P3 ns (the datapath compares the product
+	// without dividing).
+	left, wq := (w-el)>>p.P3, w>>p.P3
+	est = pcnt * left / wq
 	if *cur>>CountBits == seq {
 		ccnt = *cur & countMask
 	}
