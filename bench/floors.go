@@ -24,16 +24,24 @@ const (
 	mFloorRefused   = "floor: a known source refused (one keyed per-CPU slot, the clock, the drop counted)"
 	mFloorGlobal    = "floor: a global level refusing, the program rotating the source over 2^24 addresses (its array slot, the clock, the drop counted)"
 	mFloorAdmitted  = "floor: a known source admitted (the shared state table, the clock, one compare-and-swap, the pass counted)"
+	mFloorFW        = "floor: a known source admitted by a fixed window (the shared state table, the clock against the window's end, one compare-and-swap, the pass counted)"
+	mFloorSW        = "floor: a known source admitted by a sliding window (the shared state table, the window's index by one division, the previous window's share by multiplying, one compare-and-swap, the pass counted)"
 	mFloorInserted  = "floor: a new source into a full 1M table, the program rotating the source over 2^24 addresses (its entry inserted, the least recently used evicted, the pass counted)"
 	mFloorUntracked = "floor: a new source left without an entry, the program rotating the source over 2^24 addresses (one random line of the CPU's 8 MiB sketch region read and written, the pass counted)"
 )
 
-// floorOf names the floor program of each per-packet target's cases.
+// floorOf names the floor program of each per-packet target's cases: an
+// admitted source's is its own algorithm's (a window's verdict needs more
+// than a token bucket's step).
 var floorOf = map[string]string{
 	mTBDrop: mFloorRefused, mFWDrop: mFloorRefused, mSWDrop: mFloorRefused,
 	mSpoofGDrop: mFloorGlobal,
-	mTBPass:     mFloorAdmitted, mFWPass: mFloorAdmitted, mSWPass: mFloorAdmitted,
+	mTBPass:     mFloorAdmitted, mFWPass: mFloorFW, mSWPass: mFloorSW,
 }
+
+// alsoFloor names a second floor a case's row shows itself against: the
+// windows' against the token bucket's, the cheapest admitted verdict.
+var alsoFloor = map[string]string{mFWPass: mFloorAdmitted, mSWPass: mFloorAdmitted}
 
 // addFloorCases adds the floor programs, each on the frame, source walk
 // and table size of the cases it is the floor of.
@@ -46,6 +54,10 @@ func addFloorCases(add func(*microCase, func(*microCase) (*ebpf.Program, error))
 			BenchRotate: 1 << 24, BenchBase: microBase}, oneRule(tbDrop), nil))
 	add(&microCase{group: floorGroup, name: mFloorAdmitted, want: xdpPass, warm: 1000},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, BenchFloor: maps.FloorAdmitted}, oneRule(tbPass), nil))
+	add(&microCase{group: floorGroup, name: mFloorFW, want: xdpPass, warm: 1000},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, BenchFloor: maps.FloorAdmittedFW}, oneRule(fwPass), nil))
+	add(&microCase{group: floorGroup, name: mFloorSW, want: xdpPass, warm: 1000},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, BenchFloor: maps.FloorAdmittedSW}, oneRule(swPass), nil))
 	add(&microCase{group: floorGroup, name: mFloorInserted, want: xdpPass, warm: 1<<20 + 1<<16, rotate: 1 << 24, base: base, floor: mParserRotate},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 20, BenchFloor: maps.FloorInserted,
 			BenchRotate: 1 << 24, BenchBase: microBase}, oneRule(tbPass), nil))

@@ -28,7 +28,8 @@ var parserPairs = []struct {
 	floor string
 	cases []string
 }{
-	{mParser, []string{mTBDrop, mFWDrop, mSWDrop, mTBPass, mFWPass, mSWPass, mFloorRefused, mFloorAdmitted}},
+	{mParser, []string{mTBDrop, mFWDrop, mSWDrop, mTBPass, mFWPass, mSWPass, mFloorRefused, mFloorAdmitted,
+		mFloorFW, mFloorSW}},
 	{mParserRotate, []string{mSpoofGDrop, mSpoofGDropLate, mFloorGlobal}},
 	{mTBPass, []string{mNew1M, mNew64k, mNewTracked1M, mFloorInserted, mFloorUntracked}},
 }

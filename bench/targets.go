@@ -209,19 +209,18 @@ func (m *microResults) targets() []target {
 // verdict cannot do without, on the same frame and table.
 func (m *microResults) overFloor(cases []string) []figure {
 	var fs []figure
-	for _, f := range m.above(mParser, cases...) {
-		var floor []figure
-		for _, c := range cases {
-			if shortAlg(c) == f.name {
-				floor = m.above(mParser, floorOf[c])
-			}
-		}
-		if len(floor) == 0 || floor[0].x <= 0 {
+	for _, c := range cases {
+		f, floor := m.above(mParser, c), m.above(mParser, floorOf[c])
+		if len(f) == 0 || len(floor) == 0 || floor[0].x <= 0 {
 			continue
 		}
-		x := f.x / floor[0].x
-		fs = append(fs, figure{name: f.name, x: x,
-			shown: fmt.Sprintf("%s %.2f× (%.1f ns against the floor's %.1f)", f.name, x, f.x, floor[0].x)})
+		x := f[0].x / floor[0].x
+		also := ""
+		if a := m.above(mParser, alsoFloor[c]); len(a) > 0 && a[0].x > 0 {
+			also = fmt.Sprintf("; %.2f× the token bucket's floor, %.1f", f[0].x/a[0].x, a[0].x)
+		}
+		fs = append(fs, figure{name: f[0].name, x: x,
+			shown: fmt.Sprintf("%s %.2f× (%.1f ns against the floor's %.1f%s)", f[0].name, x, f[0].x, floor[0].x, also)})
 	}
 	return fs
 }

@@ -56,13 +56,16 @@ func TestMicroTargetsAboveParser(t *testing.T) {
 		c(mNew1M, 140), // 2× a known source: met
 		c(mNew64k, 141),
 		c(mFloorRefused, 45),  // 5 above: TB drop 2× (met), FW 2.1× (not)
-		c(mFloorAdmitted, 55), // 15 above: TB pass 2× (met), FW 2.07× (not)
+		c(mFloorAdmitted, 55), // 15 above: TB pass 2× (met)
+		c(mFloorFW, 54),       // 14 above: FW pass 2.21× (not)
+		c(mFloorSW, 50),       // 10 above: SW pass 2× (met)
 	}}
 	checkTargets(t, m.targets(), []wantTarget{
 		{"BPF_PROG_TEST_RUN, a refused known source ≤ 2× its floor", "**NOT MET** (FW drop)",
 			"TB drop 2.00× (10.0 ns against the floor's 5.0), FW drop 2.10× (10.5 ns against the floor's 5.0), SW drop 1.00×"},
 		{"BPF_PROG_TEST_RUN, a packet a global level refuses", "met", "10.0 ns (52.0 − 42.0)"},
-		{"BPF_PROG_TEST_RUN, an admitted known source ≤ 2× its floor", "**NOT MET** (FW pass)", "SW pass 1.33× (20.0 ns against the floor's 15.0)"},
+		{"BPF_PROG_TEST_RUN, an admitted known source ≤ 2× its floor", "**NOT MET** (FW pass)",
+			"TB pass 2.00× (30.0 ns against the floor's 15.0), FW pass 2.21× (31.0 ns against the floor's 14.0; 2.07× the token bucket's floor, 15.0), SW pass 2.00× (20.0 ns against the floor's 10.0; 1.33× the token bucket's floor, 15.0)"},
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 1M table)", "met", "2.00×"},
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 2× a known source's cost (full 64k table)", "**NOT MET** (new source)", "2.01×"},
 		{"BPF_PROG_TEST_RUN, a new source into a full table ≤ 3× a known source's cost (full 1M table, always", "not measured", "-"},

@@ -14,6 +14,10 @@
  *     in the state table (the IPv4 table, table4.h, shared by the CPUs:
  *     the limit is exact across them), the clock, a GCRA step written by
  *     one compare-and-swap, the pass counted;
+ *   - XDPL_FLOOR_ADMITTED_FW and _SW, the same under a fixed window (its
+ *     end kept beside its count: a compare, no division) and a sliding
+ *     window (two windows' counters in the entry, the index by one
+ *     division, the previous window's share compared by multiplying);
  *   - XDPL_FLOOR_INSERTED, a source never seen, the state table full: its
  *     entry inserted (table4.h's insert, the least recently used way of
  *     its set evicted), the pass counted;
@@ -33,6 +37,7 @@
 #include <bpf/bpf_helpers.h>
 #include "xdplimit_consts.h"
 #include "xdplimit_maps.h"
+#include "atomics.h"
 #include "clock.h"
 #include "account.h"
 #include "table4.h"
@@ -91,24 +96,33 @@ static __always_inline int xdpl_floor_global(struct xdpl_pkt *p)
 	return xdpl_floor_count(p, XDPL_V_PASS);
 }
 
+/* An IPv4 source's entry in the state table, or NULL when it had none and
+ * got one (or is not IPv4): that first packet passes. */
+static __always_inline struct xdpl_state *xdpl_floor_known(struct xdpl_pkt *p)
+{
+	if (p->family != 4)
+		return NULL;
+	__u64 kw = xdpl_key4_word(1, p->saddr[0]);
+	struct xdpl_set4 *set = xdpl_set4_of(kw);
+
+	if (!set)
+		return NULL;
+	struct xdpl_state *st = xdpl_find4(set, kw);
+
+	if (!st)
+		xdpl_insert4(kw);
+	return st;
+}
+
 /* GCRA at one packet a ns with a burst of a second's: an arrival pushes
  * the theoretical arrival time one ns on, and no CPU comes near the limit,
  * but each packet still decides against it and writes its step. */
 static __always_inline int xdpl_floor_admitted(struct xdpl_pkt *p)
 {
-	if (p->family != 4)
-		return XDP_PASS;
-	__u64 kw = xdpl_key4_word(1, p->saddr[0]);
-	struct xdpl_set4 *set = xdpl_set4_of(kw);
+	struct xdpl_state *st = xdpl_floor_known(p);
 
-	if (!set)
-		return XDP_PASS;
-	struct xdpl_state *st = xdpl_find4(set, kw);
-
-	if (!st) {
-		xdpl_insert4(kw);
+	if (!st)
 		return xdpl_floor_count(p, XDPL_V_PASS);
-	}
 	__u64 now = xdpl_coarse_ns();
 	__u64 tat = st->a;
 	__u64 next = (tat > now ? tat : now) + 1;
@@ -117,6 +131,58 @@ static __always_inline int xdpl_floor_admitted(struct xdpl_pkt *p)
 		return xdpl_floor_count(p, XDPL_V_DROP);
 	/* Lost to another CPU's packet: that one took the step. */
 	__sync_val_compare_and_swap(&st->a, tat, next);
+	return xdpl_floor_count(p, XDPL_V_PASS);
+}
+
+/* The windows' floors: a second long, a limit no CPU comes near. */
+#define XDPL_FLOOR_WINDOW_NS	(1000000000ULL)
+#define XDPL_FLOOR_WINDOW_LIMIT (1ULL << 39)
+
+/* A fixed window: the count in a, the window's end in b. A packet inside
+ * the window costs a compare; only the one that opens the next divides. */
+static __always_inline int xdpl_floor_admitted_fw(struct xdpl_pkt *p)
+{
+	struct xdpl_state *st = xdpl_floor_known(p);
+
+	if (!st)
+		return xdpl_floor_count(p, XDPL_V_PASS);
+	__u64 now = xdpl_coarse_ns();
+	__u64 old = st->a;
+
+	if (now >= st->b) {
+		/* The CPU whose swap opens the window writes its end. */
+		if (__sync_val_compare_and_swap(&st->a, old, 1) == old)
+			st->b = (now / XDPL_FLOOR_WINDOW_NS + 1) * XDPL_FLOOR_WINDOW_NS;
+		return xdpl_floor_count(p, XDPL_V_PASS);
+	}
+	if (old + 1 > XDPL_FLOOR_WINDOW_LIMIT)
+		return xdpl_floor_count(p, XDPL_V_DROP);
+	__sync_val_compare_and_swap(&st->a, old, old + 1);
+	return xdpl_floor_count(p, XDPL_V_PASS);
+}
+
+/* A sliding window: the two windows' counters of limiters.h in the entry
+ * (no room for the window's index beside them: one division finds it),
+ * the previous window's share in 64 ns units compared by multiplying. */
+static __always_inline int xdpl_floor_admitted_sw(struct xdpl_pkt *p)
+{
+	struct xdpl_state *st = xdpl_floor_known(p);
+
+	if (!st)
+		return xdpl_floor_count(p, XDPL_V_PASS);
+	__u64 now = xdpl_coarse_ns();
+	__u64 idx = now / XDPL_FLOOR_WINDOW_NS;
+	__u64 el = now - idx * XDPL_FLOOR_WINDOW_NS;
+	__u64 seq = idx & XDPL_WIN_SEQ_MASK;
+	__u64 *cur = (idx & 1) ? &st->b : &st->a;
+	__u64 cw = *cur, pw = *((idx & 1) ? &st->a : &st->b);
+	__u64 ccnt = xdpl_win_seq(cw) == seq ? xdpl_win_count(cw) : 0;
+	__u64 pcnt = xdpl_win_seq(pw) == ((idx - 1) & XDPL_WIN_SEQ_MASK) ? xdpl_win_count(pw) : 0;
+
+	if (pcnt * ((XDPL_FLOOR_WINDOW_NS - el) >> 6) >=
+	    (XDPL_FLOOR_WINDOW_LIMIT - ccnt) * (XDPL_FLOOR_WINDOW_NS >> 6))
+		return xdpl_floor_count(p, XDPL_V_DROP);
+	__sync_val_compare_and_swap(cur, cw, seq << XDPL_WIN_COUNT_BITS | (ccnt + 1));
 	return xdpl_floor_count(p, XDPL_V_PASS);
 }
 
@@ -160,6 +226,10 @@ __attribute__((noinline)) int xdpl_floor(struct xdpl_pkt *p)
 		return xdpl_floor_inserted(p);
 	if (xdpl_bench_floor == XDPL_FLOOR_UNTRACKED)
 		return xdpl_floor_untracked(p);
+	if (xdpl_bench_floor == XDPL_FLOOR_ADMITTED_FW)
+		return xdpl_floor_admitted_fw(p);
+	if (xdpl_bench_floor == XDPL_FLOOR_ADMITTED_SW)
+		return xdpl_floor_admitted_sw(p);
 	return xdpl_floor_admitted(p);
 }
 

@@ -265,11 +265,13 @@ enum xdpl_const {
 
 	/* The floor programs of the same build (floor.h, xdpl_bench_floor;
 	 * 0 = off): after the parser, only what any limiter must do. */
-	XDPL_FLOOR_REFUSED = 1,	  /* a known source refused */
-	XDPL_FLOOR_GLOBAL = 2,	  /* a global level refusing, whatever the source */
-	XDPL_FLOOR_ADMITTED = 3,  /* a known source admitted */
-	XDPL_FLOOR_INSERTED = 4,  /* a new source into a full state table */
-	XDPL_FLOOR_UNTRACKED = 5, /* a new source counted in the sketch */
+	XDPL_FLOOR_REFUSED = 1,	    /* a known source refused */
+	XDPL_FLOOR_GLOBAL = 2,	    /* a global level refusing, whatever the source */
+	XDPL_FLOOR_ADMITTED = 3,    /* a known source admitted */
+	XDPL_FLOOR_INSERTED = 4,    /* a new source into a full state table */
+	XDPL_FLOOR_UNTRACKED = 5,   /* a new source counted in the sketch */
+	XDPL_FLOOR_ADMITTED_FW = 6, /* a known source admitted by a fixed window */
+	XDPL_FLOOR_ADMITTED_SW = 7, /* a known source admitted by a sliding window */
 
 	/* Sampled drops for top and the drop log: each CPU's ring holds a
 	 * power of two between these, as many as XDPL_DROP_RING_BUDGET samples

@@ -206,6 +206,8 @@ const (
 	XdplimitXdplConstXDPL_FLOOR_ADMITTED         XdplimitXdplConst = 3
 	XdplimitXdplConstXDPL_FLOOR_INSERTED         XdplimitXdplConst = 4
 	XdplimitXdplConstXDPL_FLOOR_UNTRACKED        XdplimitXdplConst = 5
+	XdplimitXdplConstXDPL_FLOOR_ADMITTED_FW      XdplimitXdplConst = 6
+	XdplimitXdplConstXDPL_FLOOR_ADMITTED_SW      XdplimitXdplConst = 7
 	XdplimitXdplConstXDPL_DROP_RING_MIN          XdplimitXdplConst = 1024
 	XdplimitXdplConstXDPL_DROP_RING_MAX          XdplimitXdplConst = 16384
 	XdplimitXdplConstXDPL_DROP_RING_BUDGET       XdplimitXdplConst = 32768

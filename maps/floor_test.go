@@ -15,8 +15,11 @@ import (
 // kernel. A key's first packet teaches the state and passes; then a known
 // source is refused (and another source, new, passes first), a global
 // level refuses every source, an admitted source passes with one state
-// entry, and an inserted one too, its insert counted once. Each verdict is
-// counted as the policy's one rule's, nothing else.
+// entry, and an inserted one too, its insert counted once. The window
+// floors admit as the token bucket's does, and their entry of the source
+// counts the packets after the first (the window's count in its low 40
+// bits: in a for the fixed window, in one of a and b for the sliding). Each
+// verdict is counted as the policy's one rule's, nothing else.
 func TestBenchFloor(t *testing.T) {
 	const policy = `
 rules:
@@ -35,6 +38,8 @@ rules:
 		{maps.FloorAdmitted, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
 		{maps.FloorInserted, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
 		{maps.FloorUntracked, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 0, 5, 0},
+		{maps.FloorAdmittedFW, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
+		{maps.FloorAdmittedSW, []uint32{xdpPass, xdpPass, xdpPass, xdpPass, xdpPass}, 2, 5, 0},
 	} {
 		t.Run(c.floor.String(), func(t *testing.T) {
 			// The refused floor's slot is per CPU; a subtest runs on a
@@ -71,6 +76,17 @@ rules:
 			if c.floor == maps.FloorInserted {
 				if n := counter(t, l, maps.CounterNewSource); n != 2 {
 					t.Errorf("%d inserts counted, want 2", n)
+				}
+			}
+			if c.floor == maps.FloorAdmittedFW || c.floor == maps.FloorAdmittedSW {
+				st, ok, err := maps.LookupIPv4State(l, 1, be32("192.0.2.1"))
+				if err != nil || !ok {
+					t.Fatalf("no entry of the first source (%v)", err)
+				}
+				const count = 1<<40 - 1
+				if n := st.A&count + st.B&count; c.floor == maps.FloorAdmittedSW && n != 2 ||
+					c.floor == maps.FloorAdmittedFW && st.A != 2 {
+					t.Errorf("entry %#x %#x, want a count of 2", st.A, st.B)
 				}
 			}
 			if c.floor == maps.FloorUntracked {

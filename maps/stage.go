@@ -51,10 +51,15 @@ const (
 	FloorInserted = Floor(gen.XdplimitXdplConstXDPL_FLOOR_INSERTED) // a new source into a full state table
 	// FloorUntracked: a new source counted in the admission sketch.
 	FloorUntracked = Floor(gen.XdplimitXdplConstXDPL_FLOOR_UNTRACKED)
+	// FloorAdmittedFW and FloorAdmittedSW: a known source admitted by a
+	// fixed and a sliding window.
+	FloorAdmittedFW = Floor(gen.XdplimitXdplConstXDPL_FLOOR_ADMITTED_FW)
+	FloorAdmittedSW = Floor(gen.XdplimitXdplConstXDPL_FLOOR_ADMITTED_SW)
 )
 
 // Floors are the floor programs.
-var Floors = []Floor{FloorRefused, FloorGlobal, FloorAdmitted, FloorInserted, FloorUntracked}
+var Floors = []Floor{FloorRefused, FloorGlobal, FloorAdmitted, FloorInserted, FloorUntracked,
+	FloorAdmittedFW, FloorAdmittedSW}
 
 func (f Floor) String() string {
 	switch f {
@@ -68,6 +73,10 @@ func (f Floor) String() string {
 		return "a new source into a full state table: its entry inserted, the least recently used evicted, the pass counted"
 	case FloorUntracked:
 		return "a new source left without an entry: one random line of the CPU's sketch region read and written, the pass counted"
+	case FloorAdmittedFW:
+		return "a known source admitted by a fixed window: the shared state table, the clock against the window's end, one compare-and-swap, the pass counted"
+	case FloorAdmittedSW:
+		return "a known source admitted by a sliding window: the shared state table, the window's index by one division, the previous window's share by multiplying, one compare-and-swap, the pass counted"
 	}
 	return "no floor"
 }
