@@ -110,6 +110,9 @@ static __always_inline int xdpl_fixed_window(struct xdpl_state *s, struct xdpl_l
 	return -1;
 }
 
+_Static_assert(XDPL_WIN_COUNT_BITS + XDPL_SW_TIME_BITS <= 64,
+	       "a sliding window's count times its time must fit 64 bits");
+
 /* sliding_window: the weighted two-window counter. The estimate is the
  * current window's count plus the previous window's count times the share of
  * the previous window still inside the sliding window, rounded down. a and b

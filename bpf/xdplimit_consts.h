@@ -190,20 +190,17 @@ enum xdpl_const {
 	 * one compare-and-swap updates both. */
 	XDPL_WIN_COUNT_BITS = 40,
 	XDPL_WIN_SEQ_BITS = 24,
-	/* A sliding window's times in units of 2^p3 ns (p3: the window's
-	 * time shift) fit this many bits: a count (below 2^40) times one of
-	 * them fits 64, and the previous window's share is compared without a
-	 * division (limiters.h). Windows up to ~16 ms keep the ns. */
+	/* A sliding window is under 2^XDPL_SW_TIME_BITS units of 2^p3 ns (its
+	 * time shift): a count times a time fits 64 bits (limiters.h). */
 	XDPL_SW_TIME_BITS = 24,
 	/* Compare-and-swap attempts before a packet is dropped as contended. */
 	XDPL_CAS_TRIES = 4,
 	/* IPv6 extension headers followed before a packet is judged as a
 	 * fragment of unknown protocol and ports (parsing.h). */
 	XDPL_MAX_IPV6_EXT = 32,
-	/* VLAN tags popped inline; any more are walked by a function call,
-	 * up to 1024 in all: every tag a 4 KiB frame can hold, and no XDP
-	 * frame on 4 KiB pages is longer (single buffer: the page less
-	 * headroom and skb_shared_info). */
+	/* VLAN tags popped inline; any more are walked by a function call, up
+	 * to 1024 in all: every tag a 4 KiB frame holds, and no XDP frame on 4
+	 * KiB pages is longer (the page less headroom and skb_shared_info). */
 	XDPL_MAX_VLAN_TAGS = 8,
 	XDPL_MAX_VLAN_WALK = 1016,
 
@@ -227,9 +224,8 @@ enum xdpl_const {
 	 * (a power of two) from the CPU count, within a memory budget. */
 	XDPL_SKETCH_MAX_WIDTH = 1 << 19,
 	XDPL_SKETCH_EPOCH_SHIFT = 24, /* ns >> 24: epochs of 16.8 ms */
-	/* 4-byte cells per 64-byte line, and per row within a line. */
-	XDPL_SKETCH_LINE_CELLS = 16,
-	XDPL_SKETCH_ROW_CELLS = 4,
+	XDPL_SKETCH_LINE_CELLS = 16,  /* 4-byte cells per 64-byte line */
+	XDPL_SKETCH_ROW_CELLS = 4,    /* and per row within a line */
 	/* A cell is marked when a key hashed to it used its state entry in
 	 * this mark epoch or the one before; a key whose cells are not all
 	 * marked is not looked up in the state table. ns >> 28: 268 ms. */
@@ -253,9 +249,8 @@ enum xdpl_const {
 	XDPL_FOP_MISSING = 1 << 2,     /* out: no state entry (evicted) */
 	XDPL_FOP_STALE = 1 << 3,       /* out: the window has moved on */
 
-	/* The stage benchmark (bench.h, xdpl_bench_stop): end the packet
-	 * with XDP_DROP after this stage of xdpl_main. 0 runs them all;
-	 * XDPL_STOP_PARSE is xdpl_bench_parse_only. */
+	/* The stage benchmark (bench.h, xdpl_bench_stop): XDP_DROP after this
+	 * stage; 0 runs them all, XDPL_STOP_PARSE is xdpl_bench_parse_only. */
 	XDPL_STOP_PARSE = 1,	    /* parsed */
 	XDPL_STOP_FLOWS = 2,	    /* the generation read, the first flow cache lookups */
 	XDPL_STOP_LISTS = 3,	    /* allow/deny lists, bans */
@@ -421,7 +416,5 @@ enum xdpl_const {
 
 #define XDPL_WIN_COUNT_MASK ((1ULL << XDPL_WIN_COUNT_BITS) - 1)
 #define XDPL_WIN_SEQ_MASK   ((1ULL << XDPL_WIN_SEQ_BITS) - 1)
-_Static_assert(XDPL_WIN_COUNT_BITS + XDPL_SW_TIME_BITS <= 64,
-	       "a sliding window's count times its time must fit 64 bits");
 
 #endif
