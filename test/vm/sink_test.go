@@ -17,11 +17,12 @@ import (
 )
 
 // returnSink is the XDP program on F's end of the listener's veth: it
-// drops IPv4 frames to the forged sources' 10.0.0.0/8, counting them and
-// keeping the headers of the last, and passes everything else.
+// drops IPv4 frames to the forged sources' 10.0.0.0/8, counting them (and
+// the TCP resets among them) and keeping the headers of the last, and
+// passes everything else.
 type returnSink struct {
 	prog  *ebpf.Program
-	count *ebpf.Map // per-CPU, one slot: frames dropped
+	count *ebpf.Map // per-CPU: slot 0 frames dropped, slot 1 the resets of them
 	last  *ebpf.Map // one slot: the first lastBytes of the last one
 }
 
@@ -33,7 +34,7 @@ func attachReturnSink(t *testing.T, ns *testutil.Netns, ifname string) *returnSi
 	t.Helper()
 	var err error
 	s := &returnSink{}
-	s.count, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	s.count, err = ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +91,27 @@ func (s *returnSink) instructions() asm.Instructions {
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
 		asm.Add.Imm(asm.R1, 1),
 		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord), // per-CPU: no other CPU writes it
+		// A TCP reset (the listener's IPv4 header has no options): slot 1.
+		asm.Mov.Reg(asm.R4, asm.R6),
+		asm.Add.Imm(asm.R4, 14+20+14),
+		asm.JGT.Reg(asm.R4, asm.R7, "headers"),
+		asm.LoadMem(asm.R5, asm.R6, 14+9, asm.Byte),
+		asm.JNE.Imm(asm.R5, 6, "headers"), // IPPROTO_TCP
+		asm.LoadMem(asm.R5, asm.R6, 14+20+13, asm.Byte),
+		asm.And.Imm(asm.R5, 0x04), // RST
+		asm.JEq.Imm(asm.R5, 0, "headers"),
+		asm.StoreImm(asm.RFP, -4, 1, asm.Word),
+		asm.LoadMapPtr(asm.R1, s.count.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "headers"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
 		// The headers, when the frame has lastBytes (two CPUs may write
 		// at once: a torn copy only garbles a diagnostic).
+		asm.StoreImm(asm.RFP, -4, 0, asm.Word).WithSymbol("headers"),
 		asm.Mov.Reg(asm.R4, asm.R6),
 		asm.Add.Imm(asm.R4, lastBytes),
 		asm.JGT.Reg(asm.R4, asm.R7, "drop"),
@@ -115,8 +135,19 @@ func (s *returnSink) instructions() asm.Instructions {
 // dropped is the number of frames to forged sources the sink dropped.
 func (s *returnSink) dropped(t *testing.T) uint64 {
 	t.Helper()
+	return s.counted(t, 0)
+}
+
+// resets is the number of TCP resets among them.
+func (s *returnSink) resets(t *testing.T) uint64 {
+	t.Helper()
+	return s.counted(t, 1)
+}
+
+func (s *returnSink) counted(t *testing.T, slot uint32) uint64 {
+	t.Helper()
 	var per []uint64
-	if err := s.count.Lookup(uint32(0), &per); err != nil {
+	if err := s.count.Lookup(slot, &per); err != nil {
 		t.Fatal(err)
 	}
 	var n uint64
