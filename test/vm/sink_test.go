@@ -82,15 +82,9 @@ func (s *returnSink) instructions() asm.Instructions {
 		asm.JNE.Imm(asm.R5, 0x0008, "pass"), // ETH_P_IP, loaded little-endian
 		asm.LoadMem(asm.R5, asm.R6, 14+16, asm.Byte),
 		asm.JNE.Imm(asm.R5, 10, "pass"), // the destination's first byte
-		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-		asm.LoadMapPtr(asm.R1, s.count.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "drop"),
-		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-		asm.Add.Imm(asm.R1, 1),
-		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord), // per-CPU: no other CPU writes it
+	}
+	insns = append(insns, s.countIn(0, "drop")...)
+	insns = append(insns,
 		// A TCP reset (the listener's IPv4 header has no options): slot 1.
 		asm.Mov.Reg(asm.R4, asm.R6),
 		asm.Add.Imm(asm.R4, 14+20+14),
@@ -100,15 +94,9 @@ func (s *returnSink) instructions() asm.Instructions {
 		asm.LoadMem(asm.R5, asm.R6, 14+20+13, asm.Byte),
 		asm.And.Imm(asm.R5, 0x04), // RST
 		asm.JEq.Imm(asm.R5, 0, "headers"),
-		asm.StoreImm(asm.RFP, -4, 1, asm.Word),
-		asm.LoadMapPtr(asm.R1, s.count.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "headers"),
-		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-		asm.Add.Imm(asm.R1, 1),
-		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+	)
+	insns = append(insns, s.countIn(1, "headers")...)
+	insns = append(insns,
 		// The headers, when the frame has lastBytes (two CPUs may write
 		// at once: a torn copy only garbles a diagnostic).
 		asm.StoreImm(asm.RFP, -4, 0, asm.Word).WithSymbol("headers"),
@@ -120,7 +108,7 @@ func (s *returnSink) instructions() asm.Instructions {
 		asm.Add.Imm(asm.R2, -4),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "drop"),
-	}
+	)
 	for off := int16(0); off < lastBytes; off += 8 {
 		insns = append(insns, asm.LoadMem(asm.R1, asm.R6, off, asm.DWord), asm.StoreMem(asm.R0, off, asm.R1, asm.DWord))
 	}
@@ -130,6 +118,22 @@ func (s *returnSink) instructions() asm.Instructions {
 		asm.Mov.Imm(asm.R0, 2).WithSymbol("pass"), // XDP_PASS
 		asm.Return(),
 	)
+}
+
+// countIn adds one to this CPU's slot of the counter, going to miss when
+// the lookup fails (it never does); the frame stays in R6 and R7.
+func (s *returnSink) countIn(slot int32, miss string) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreImm(asm.RFP, -4, int64(slot), asm.Word),
+		asm.LoadMapPtr(asm.R1, s.count.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, miss),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord), // per-CPU: no other CPU writes it
+	}
 }
 
 // dropped is the number of frames to forged sources the sink dropped.
