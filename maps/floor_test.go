@@ -9,6 +9,7 @@ import (
 
 	"github.com/xdplimit/xdplimit/internal/testkit/testutil"
 	"github.com/xdplimit/xdplimit/maps"
+	"github.com/xdplimit/xdplimit/model"
 )
 
 // TestBenchFloor: each floor program decides as its name says on the real
@@ -83,7 +84,7 @@ rules:
 				if err != nil || !ok {
 					t.Fatalf("no entry of the first source (%v)", err)
 				}
-				const count = 1<<40 - 1
+				const count = model.MaxWindowCount // a window word's count bits
 				if n := st.A&count + st.B&count; c.floor == maps.FloorAdmittedSW && n != 2 ||
 					c.floor == maps.FloorAdmittedFW && st.A != 2 {
 					t.Errorf("entry %#x %#x, want a count of 2", st.A, st.B)
