@@ -30,6 +30,10 @@ type dropLogRunner struct {
 	path   string // the output in use
 	cancel context.CancelFunc
 	done   chan struct{}
+	// applied: the policy at attach was applied. Only a logger started
+	// then reads the rings from the limiter's attach; one a reload
+	// turns on starts from that moment.
+	applied bool
 }
 
 func newDropLogRunner(a *loader.Attachment, flag string, log *slog.Logger, reg prometheus.Registerer) *dropLogRunner {
@@ -52,6 +56,8 @@ func (r *dropLogRunner) output(p policy.Log) string {
 func (r *dropLogRunner) apply(p policy.Log) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	first := !r.applied
+	r.applied = true
 	if r.flag == "" && !p.Set {
 		r.stopLocked()
 		return nil
@@ -87,6 +93,9 @@ func (r *dropLogRunner) apply(p policy.Log) error {
 	if err != nil {
 		closeQuietly(closer)
 		return err
+	}
+	if first && !r.a.Adopted {
+		l.FromStart()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.l, r.path, r.cancel, r.done = l, path, cancel, make(chan struct{})

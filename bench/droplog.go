@@ -202,7 +202,6 @@ func dropLogRun(e *env, g *pktgen.Generator, p *vethPair, img *maps.Image, res *
 type dropReaders struct {
 	m        *droplog.Metrics
 	out      *lineCounter
-	logger   *droplog.Logger
 	closeLog func() error
 
 	cancel                 context.CancelFunc
@@ -218,7 +217,7 @@ func startDropReaders(ctx context.Context, iface string, l *maps.Limiter, res *d
 	if err != nil {
 		return nil, err
 	}
-	rd.logger, rd.closeLog = logger, sync.OnceValue(logger.Close)
+	rd.closeLog = sync.OnceValue(logger.Close)
 	top, err := metrics.NewDropReader(l)
 	if err != nil {
 		rd.closeLog()
@@ -239,14 +238,14 @@ func (rd *dropReaders) stop() {
 }
 
 // afterFlood lets the readers finish: top's reader ends at its first
-// redraw after the flood, then the log takes what it has not read yet, as
-// its next poll would.
+// redraw after the flood, then the log's close takes what it has not read
+// yet.
 func (rd *dropReaders) afterFlood() error {
 	close(rd.floodOver)
 	rd.topDone.Wait()
 	rd.cancel()
 	rd.logDone.Wait()
-	return errors.Join(rd.logErr, rd.topErr, rd.logger.Poll(), rd.closeLog())
+	return errors.Join(rd.logErr, rd.topErr, rd.closeLog())
 }
 
 // record adds one flood's figures to the results.

@@ -83,9 +83,6 @@ func TestDropLogFlood(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	cancel()
 	wg.Wait()
-	if err := l.Poll(); err != nil {
-		t.Fatal(err)
-	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -211,4 +208,71 @@ func parse(t *testing.T, log string) (lines []droplog.Line, summaries []summary)
 		lines = append(lines, ln)
 	}
 	return lines, summaries
+}
+
+// A logger told FromStart logs the drops sampled before it started (those
+// of a limiter attached moments before it), and one not told starts from
+// New; Close logs what was sampled after the last poll. Every sample the
+// rings hold is accounted for, exactly: none wrapped.
+func TestDropLogFromStartAndClose(t *testing.T) {
+	img, p := xdpltest.CompilePolicy(t, floodPolicy)
+	l := xdpltest.LoadImage(t, maps.Options{MaxSources: 1 << 12, Clock: maps.ClockMap}, img)
+	frame := pktgen.Frame{Src: netip.MustParseAddr("198.18.5.7"), Dst: netip.MustParseAddr("10.0.0.1"), TTL: 250,
+		SrcPort: 53, DstPort: 40000, Payload: 512}.MustBuild()
+	sampled := func() uint64 { // every sample the rings hold, from their start
+		_, written, _, err := l.DropRing(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return written
+	}
+	floodTo := func(n uint64) { // ~16 drops a sample
+		t.Helper()
+		for sampled() < n && !t.Failed() {
+			for range 64 {
+				xdpltest.Run(t, l, frame, time.Second)
+			}
+		}
+	}
+	logger := func() (*droplog.Logger, *testutil.SyncBuffer) {
+		var out testutil.SyncBuffer
+		lg, err := droplog.New("xd0", l, droplog.Settings{Keep: 1, MaxPerSecond: p.Log.RateCap()}, &out, nil,
+			droplog.NewMetrics("xd0"), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lg, &out
+	}
+	accounted := func(out *testutil.SyncBuffer) uint64 {
+		lines, summaries := parse(t, out.String())
+		n := uint64(len(lines))
+		for _, s := range summaries {
+			n += uint64(s.Suppressed)
+		}
+		return n
+	}
+
+	floodTo(1000)
+	before := sampled()
+	fromStart, all := logger()
+	fromStart.FromStart()
+	fromNew, since := logger()
+	for _, lg := range []*droplog.Logger{fromStart, fromNew} {
+		if err := lg.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	floodTo(before + 1000) // after the last poll: read by Close only
+	total := sampled()
+	for _, lg := range []*droplog.Logger{fromStart, fromNew} {
+		if err := lg.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := accounted(all); got != total {
+		t.Errorf("from the start: %d samples logged or suppressed, want all %d written", got, total)
+	}
+	if got := accounted(since); got != total-before {
+		t.Errorf("from New: %d samples logged or suppressed, want the %d written after it", got, total-before)
+	}
 }

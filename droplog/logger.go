@@ -4,6 +4,7 @@ package droplog
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"strconv"
@@ -93,14 +94,28 @@ func (l *Logger) SetOutput(out io.Writer, closer io.Closer) error {
 	return old.close(time.Second)
 }
 
-// Close writes the pending summary and what is queued (waiting at most a second for the output)
-// and closes a file output.
+// FromStart makes the next poll read the rings from their beginning rather
+// than from where they stood at New: a limiter this process loaded and
+// attached moments before has sampled only drops since its attach, and the
+// first of those, made while the logger was being started, belong in the
+// log too. An adopted limiter's rings hold drops its earlier process
+// already logged; a logger of one does not call this.
+func (l *Logger) FromStart() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cursor = nil
+}
+
+// Close reads the samples written since the last poll, writes the pending
+// summary and what is queued (waiting at most a second for the output) and
+// closes a file output. The ring must still be open.
 func (l *Logger) Close() error {
+	err := l.Poll()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pendingSince = -1 // the last summary goes out now
 	l.summarize(l.now())
-	return l.out.close(time.Second)
+	return errors.Join(err, l.out.close(time.Second))
 }
 
 // PollInterval is how often the attach process's drop log reads the ring
