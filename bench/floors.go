@@ -21,13 +21,14 @@ import (
 const floorGroup = "Floors: after the parser, only what any limiter must do for the verdict"
 
 const (
-	mFloorRefused   = "floor: a known source refused (one keyed per-CPU slot, the clock, the drop counted)"
-	mFloorGlobal    = "floor: a global level refusing, the program rotating the source over 2^24 addresses (its array slot, the clock, the drop counted)"
-	mFloorAdmitted  = "floor: a known source admitted (the shared state table, the clock, one compare-and-swap, the pass counted)"
-	mFloorFW        = "floor: a known source admitted by a fixed window (the shared state table, the clock against the window's end, one compare-and-swap, the pass counted)"
-	mFloorSW        = "floor: a known source admitted by a sliding window (the shared state table, the window's index by one division, the previous window's share by multiplying, one compare-and-swap, the pass counted)"
-	mFloorInserted  = "floor: a new source into a full 1M table, the program rotating the source over 2^24 addresses (its entry inserted, the least recently used evicted, the pass counted)"
-	mFloorUntracked = "floor: a new source left without an entry, the program rotating the source over 2^24 addresses (one random line of the CPU's 8 MiB sketch region read and written, the pass counted)"
+	mFloorRefused     = "floor: a known source refused (one keyed per-CPU slot, the clock, the drop counted)"
+	mFloorGlobal      = "floor: a global level refusing, the program rotating the source over 2^24 addresses (its array slot, the clock, the drop counted)"
+	mFloorAdmitted    = "floor: a known source admitted (the shared state table, the clock, one compare-and-swap, the pass counted)"
+	mFloorAdmitted64k = "floor: an admitted known source among 64k, 1M table, the program rotating the source over them (the shared state table, the clock, one compare-and-swap, the pass counted)"
+	mFloorFW          = "floor: a known source admitted by a fixed window (the shared state table, the clock against the window's end, one compare-and-swap, the pass counted)"
+	mFloorSW          = "floor: a known source admitted by a sliding window (the shared state table, the window's index by one division, the previous window's share by multiplying, one compare-and-swap, the pass counted)"
+	mFloorInserted    = "floor: a new source into a full 1M table, the program rotating the source over 2^24 addresses (its entry inserted, the least recently used evicted, the pass counted)"
+	mFloorUntracked   = "floor: a new source left without an entry, the program rotating the source over 2^24 addresses (one random line of the CPU's 8 MiB sketch region read and written, the pass counted)"
 )
 
 // floorOf names the floor program of each per-packet target's cases: an
@@ -37,6 +38,7 @@ var floorOf = map[string]string{
 	mTBDrop: mFloorRefused, mFWDrop: mFloorRefused, mSWDrop: mFloorRefused,
 	mSpoofGDrop: mFloorGlobal,
 	mTBPass:     mFloorAdmitted, mFWPass: mFloorFW, mSWPass: mFloorSW,
+	mKnown64kPass: mFloorAdmitted64k,
 }
 
 // alsoFloor names a second floor a case's row shows itself against: the
@@ -54,6 +56,9 @@ func addFloorCases(add func(*microCase, func(*microCase) (*ebpf.Program, error))
 			BenchRotate: 1 << 24, BenchBase: microBase}, oneRule(tbDrop), nil))
 	add(&microCase{group: floorGroup, name: mFloorAdmitted, want: xdpPass, warm: 1000},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, BenchFloor: maps.FloorAdmitted}, oneRule(tbPass), nil))
+	add(&microCase{group: floorGroup, name: mFloorAdmitted64k, want: xdpPass, warm: 11 << 16, rotate: 1 << 16, base: base, floor: mParserRotate},
+		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 20, BenchFloor: maps.FloorAdmitted,
+			BenchRotate: 1 << 16, BenchBase: microBase}, oneRule(tbPass), nil))
 	add(&microCase{group: floorGroup, name: mFloorFW, want: xdpPass, warm: 1000},
 		limiter(maps.Options{Clock: maps.ClockCoarse, MaxSources: 1 << 16, BenchFloor: maps.FloorAdmittedFW}, oneRule(fwPass), nil))
 	add(&microCase{group: floorGroup, name: mFloorSW, want: xdpPass, warm: 1000},

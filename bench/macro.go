@@ -138,8 +138,12 @@ func xdplimitPolicy(alg string, globalFirst bool) string {
 `, ownKey, own, aggKey, agg)
 }
 
-// macroAdmit is the configuration admitting every frame to the stack.
-const macroAdmit = "xdplimit-admit"
+// macroAdmit is the configuration admitting every frame to the stack;
+// macroAdmitFloor its floor program's.
+const (
+	macroAdmit      = "xdplimit-admit"
+	macroAdmitFloor = "floor-admit"
+)
 
 // admitPolicy is the flood's rule with limits no veth flood reaches.
 const admitPolicy = `rules:
@@ -251,6 +255,14 @@ func xdpConfigs(pair *vethPair) []*macroConfig {
 		maps.Options{Clock: maps.ClockCoarse}, admitPolicy)
 	admit.only = "64k"
 	configs = append(configs, admit)
+	// Its floor (bpf/floor.h): after the parser, each frame's entry found
+	// in the same shared state table, a GCRA step, the pass counted. The
+	// table's misses are any exact limiter's; the floor says how near the
+	// stack alone the machine lets one come.
+	admitFloor := limiterConfig(pair, macroAdmitFloor, "floor: every frame admitted through the state table",
+		maps.Options{Clock: maps.ClockCoarse, BenchFloor: maps.FloorAdmitted}, admitPolicy)
+	admitFloor.only = "64k"
+	configs = append(configs, admitFloor)
 	for _, alg := range macroAlgs {
 		c := limiterConfig(pair, alg.globalFirst, "xdplimit, "+strings.ReplaceAll(alg.name, "_", " ")+", global level written first",
 			maps.Options{Clock: maps.ClockCoarse}, xdplimitPolicy(alg.name, true))

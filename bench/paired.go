@@ -30,7 +30,7 @@ var parserPairs = []struct {
 }{
 	{mParser, []string{mTBDrop, mFWDrop, mSWDrop, mTBPass, mFWPass, mSWPass, mFloorRefused, mFloorAdmitted,
 		mFloorFW, mFloorSW}},
-	{mParserRotate, []string{mSpoofGDrop, mSpoofGDropLate, mFloorGlobal}},
+	{mParserRotate, []string{mSpoofGDrop, mSpoofGDropLate, mFloorGlobal, mKnown64kPass, mFloorAdmitted64k}},
 	{mTBPass, []string{mNew1M, mNew64k, mNewTracked1M, mFloorInserted, mFloorUntracked}},
 }
 

@@ -106,6 +106,8 @@ func shortAlg(name string) string {
 		return shortAlg(base) + " (cache off)"
 	}
 	switch {
+	case name == mKnown64kPass:
+		return "TB pass, 64k sources"
 	case strings.HasPrefix(name, "token bucket, over"):
 		return "TB drop"
 	case strings.HasPrefix(name, "token bucket, under"):
@@ -123,8 +125,11 @@ func shortAlg(name string) string {
 }
 
 func shortConfig(id string) string {
-	if id == macroAdmit {
+	switch id {
+	case macroAdmit:
 		return "token bucket, admitted"
+	case macroAdmitFloor:
+		return "the floor, admitted"
 	}
 	for _, a := range macroAlgs {
 		if id == a.id || id == a.globalFirst {

@@ -59,8 +59,13 @@ func TestMicroTargetsAboveParser(t *testing.T) {
 		c(mFloorAdmitted, 55), // 15 above: TB pass 2× (met)
 		c(mFloorFW, 54),       // 14 above: FW pass 2.21× (not)
 		c(mFloorSW, 50),       // 10 above: SW pass 2× (met)
+		// Among 64k sources, against the rotating parser (42): 180
+		// above, the floor 150 above.
+		c(mKnown64kPass, 222), c(mFloorAdmitted64k, 192),
 	}}
 	checkTargets(t, m.targets(), []wantTarget{
+		{"BPF_PROG_TEST_RUN, an admitted known source among 64k", "met",
+			"TB pass, 64k sources 1.20× (180.0 ns against the floor's 150.0) (against the parser alone rotating the source the same way)"},
 		{"BPF_PROG_TEST_RUN, a refused known source ≤ 2× its floor", "**NOT MET** (FW drop)",
 			"TB drop 2.00× (10.0 ns against the floor's 5.0), FW drop 2.10× (10.5 ns against the floor's 5.0), SW drop 1.00×"},
 		{"BPF_PROG_TEST_RUN, a packet a global level refuses", "met", "10.0 ns (52.0 − 42.0)"},
@@ -206,4 +211,9 @@ func TestMacroAdmittedTarget(t *testing.T) {
 	checkTargets(t, m.targets(), []wantTarget{{"veth, 64-byte frames every one admitted", "met", "token bucket, admitted 0.80× (wall clock 0.50×)"}})
 	m.Configs[1].cells["64k"] = cell(1, 0.79)
 	checkTargets(t, m.targets(), []wantTarget{{"veth, 64-byte frames every one admitted", "**NOT MET** (token bucket, admitted)", "0.79×"}})
+	// With its floor measured, the row says how near the stack the floor
+	// came, and xdplimit against it; the judgement is xdplimit's alone.
+	m.Configs = append(m.Configs, &macroConfig{id: macroAdmitFloor, only: "64k", cells: map[string]*macroCell{"64k": cell(1.5, 0.875)}})
+	checkTargets(t, m.targets(), []wantTarget{{"veth, 64-byte frames every one admitted", "**NOT MET** (token bucket, admitted)",
+		"the floor program, every frame admitted through the same state table: 0.88× a bare XDP_PASS (xdplimit 0.90× the floor)"}})
 }
