@@ -15,7 +15,7 @@ BUILD_DATE        := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%S
 BUILDINFO         := github.com/xdplimit/xdplimit/internal/buildinfo
 VERSION_LDFLAGS   := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
 
-.PHONY: all deps generate check-generate build dist image test test-go test-vm test-vm-arm64 test-vm-arm64-smoke test-vm-build test-vm-run test-vm-beside test-vm-6.1-rest demo bench lint clean
+.PHONY: all deps generate check-generate build dist image test test-go test-vm test-vm-arm64 test-vm-arm64-smoke test-vm-build test-vm-run test-vm-beside test-vm-6.1-rest demo bench bench-against lint clean
 
 all: build
 
@@ -352,6 +352,14 @@ test-vm-arm64-smoke: test-vm-arm64
 bench: deps
 	@command -v gnuplot >/dev/null && command -v nft >/dev/null && command -v iptables-legacy-restore >/dev/null && command -v ethtool >/dev/null || { echo "bench: run make deps"; exit 1; }
 	$(GO) run ./bench -gnuplot bench/chart.gp $(BENCH_FLAGS)
+
+# bench-against REV=<commit>: this tree's program beside REV's, case for
+# case, call after call (bench/against.go); REV must have this tree's map
+# layout. Report: bench/out/against.md.
+bench-against: deps
+	@test -n "$(REV)" || { echo "bench-against: name the other build, REV=<commit>"; exit 2; }
+	CLANG=$(CLANG) bash scripts/build-object.sh $(REV) bench/out/against-$(REV).o
+	$(GO) run ./bench -against bench/out/against-$(REV).o $(BENCH_FLAGS)
 
 demo: deps build
 	./$(BIN) demo

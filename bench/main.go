@@ -41,6 +41,8 @@ func main() {
 		"(default bench/veth.png for a full run, bench/out/veth.png for a quick or partial one)")
 	script := flag.String("gnuplot", "bench/chart.gp", "gnuplot script that draws the chart")
 	timeout := flag.Duration("timeout", 25*time.Minute, "hard limit for the whole run")
+	against := flag.String("against", "", "another build's program (an ELF object: make bench-against REV=...): "+
+		"measure this build beside it, case for case, and nothing else (report: bench/out/against.md)")
 	flag.Parse()
 
 	run := map[string]bool{}
@@ -51,6 +53,12 @@ func main() {
 			os.Exit(2)
 		}
 		run[s] = true
+	}
+	if *against != "" {
+		run = map[string]bool{"against": true}
+		if *out == "" {
+			*out = filepath.Join("bench", "out", "against.md")
+		}
 	}
 	if *out == "" {
 		*out = defaultOut(*quick, len(run) < len(sections), "BENCHMARKS.md", "partial.md")
@@ -77,7 +85,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	if err := benchMain(ctx, run, *quick, *out, *chart, *script); err != nil {
+	if err := benchMain(ctx, run, *quick, *out, *chart, *script, *against); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
@@ -94,7 +102,7 @@ func defaultOut(quick, partial bool, full, name string) string {
 	return full
 }
 
-func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart, script string) error {
+func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart, script, against string) error {
 	e := newEnv(ctx, os.Stderr)
 	defer e.close()
 	sweepPins(e.log)
@@ -122,9 +130,13 @@ func benchMain(ctx context.Context, run map[string]bool, quick bool, out, chart,
 	step("fleetscale", func() (err error) { rep.FleetScale, err = fleetScaleBench(e, quick); return err })
 	step("profile", func() (err error) { rep.Profile, err = profileBench(e, quick); return err })
 	step("traffic", func() (err error) { rep.Traffic, err = trafficBench(e, quick); return err })
+	step("against", func() (err error) { rep.Against, err = againstBench(e, quick, against); return err })
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted (%v): %s left as it was", context.Cause(ctx), out)
 	}
 	rep.Elapsed = time.Since(rep.Start)
+	if rep.Against != nil {
+		return rep.writeAgainstOnly(out)
+	}
 	return rep.write(e, out, chart, script)
 }

@@ -54,6 +54,12 @@ type Options struct {
 	// parsed packet in that floor program where the parser alone would
 	// drop it (the stage benchmark's build too).
 	BenchFloor Floor
+	// BenchObject (benchmarks only) loads the program from this ELF
+	// object, another build's production program (make bench-against),
+	// instead of the embedded one: both measured side by side. Its maps
+	// must have this build's layout; the stage benchmark's knobs are
+	// not in it.
+	BenchObject string
 	// BenchFrame (benchmarks only) makes the program restore each
 	// test-run buffer to this frame before anything else (at most 128
 	// bytes): for verdicts that rewrite the frame (a SYN answered with a
@@ -200,6 +206,12 @@ func loadSpec(opts Options) (*ebpf.CollectionSpec, error) {
 	load := gen.LoadXdplimit
 	if opts.stagesBuild() {
 		load = gen.LoadXdplimitStages
+	}
+	if opts.BenchObject != "" {
+		if opts.stagesBuild() {
+			return nil, fmt.Errorf("bench object %s is a production build: no stage stop or floor in it", opts.BenchObject)
+		}
+		load = func() (*ebpf.CollectionSpec, error) { return ebpf.LoadCollectionSpec(opts.BenchObject) }
 	}
 	spec, err := load()
 	if err != nil {
