@@ -45,10 +45,14 @@ func (l *logLines) all() []string {
 }
 
 // engineFor loads the program with a fleet policy naming url and returns
-// an engine that dials from ns.
+// an engine that dials from ns. Its sync is 250 ms: a failed sync's first
+// retry waits twice that, and the tests' next Sync call must come within
+// it. With 10 ms (20 ms of backoff) the 6.1 VM once made that call after
+// the backoff had run out, its emulated CPU starved between two lines.
+// The dial and read deadlines (ten syncs, at least a second) are 2.5 s.
 func engineFor(t *testing.T, ns *testutil.Netns, url, password string, log *logLines) *fleet.Engine {
 	t.Helper()
-	src := fmt.Sprintf("fleet: {redis: '%s', sync: 10ms}\nrules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 10/s, burst: 5, scope: fleet}\n", url)
+	src := fmt.Sprintf("fleet: {redis: '%s', sync: 250ms}\nrules:\n  - name: r\n    limit: {algorithm: token_bucket, rate: 10/s, burst: 5, scope: fleet}\n", url)
 	img, p := xdpltest.CompilePolicy(t, src)
 	l := xdpltest.LoadImage(t, maps.Options{Clock: maps.ClockKtime, MaxSources: 1 << 10}, img)
 	e, err := fleet.New(fleet.Options{Fleet: p.Fleet, Password: password, Interface: "t", Logf: log.logf,
