@@ -199,6 +199,16 @@ func (l *lab) startAttack(t *testing.T, pool [][]byte, rate int, count uint64, t
 // Sent is how many frames went out so far.
 func (a *attackRun) Sent() uint64 { return a.sent.Load() }
 
+// Done says whether the flood has ended.
+func (a *attackRun) Done() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Wait waits until the flood has sent its count or met its timeout.
 func (a *attackRun) Wait() (uint64, error) {
 	<-a.done

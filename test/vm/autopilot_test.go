@@ -142,12 +142,12 @@ type flooded struct {
 	rule                   *agent.AutopilotRule
 	sentAtRule, ringAtRule uint64
 	sent                   uint64
-	// dropped and ring: the rule's drops and the veth's, read as the
-	// flood ends (its rule goes expire later: policy suggest on the
-	// capture may take longer under emulation).
-	dropped, ring uint64
-	suggested     string // policy suggest on its capture
-	during        trafficCounts
+	// dropped and ring: the rule's drops and the veth's, read with the
+	// rule listed, when sentJudged frames had been sent (see tally).
+	dropped, ring, sentJudged uint64
+	read                      bool
+	suggested                 string // policy suggest on its capture
+	during                    trafficCounts
 }
 
 // flood sends shape's flood for apFloodFor while watching for its rule,
@@ -176,16 +176,10 @@ func (x *apLab) flood(t *testing.T, i int, shape attackShape) {
 		time.Sleep(time.Until(ruleAt.Add(max(x.rt.cfg.DNSTimeout, x.rt.cfg.HTTPTimeout))))
 		x.onsets = append(x.onsets, x.rt.Snapshot().sub(before))
 	}
-	var err error
-	if f.sent, err = run.Wait(); err != nil {
+	if err := x.tally(t, run, &f); err != nil {
 		t.Fatal(err)
 	}
 	end := time.Now() // the flood's last frame
-	if f.rule != nil {
-		x.PeerNS.Settle(t) // the frames still in the veth's ring
-		_, f.dropped, _ = x.ruleCounts(t, f.rule.Name)
-		f.ring = x.ringDrops(t)
-	}
 	if err := capture.stop(t, 0); err != nil {
 		t.Fatalf("capture: %v\n%s", err, capture.out)
 	}
@@ -210,6 +204,39 @@ func (x *apLab) flood(t *testing.T, i int, shape attackShape) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Logf("removed %v after the flood ended; real traffic during the flood: %v", time.Since(end).Round(time.Millisecond), f.during)
+}
+
+// tally waits for the flood's end, reading its rule's drops as it goes.
+// The rule goes expire after the flood falls under the threshold, which a
+// generator starved by the emulator can do in its last seconds, so a
+// reading with the rule listed judges the frames sent before it. After the
+// last frame it reads until the drops stop moving: the veth's ring drained
+// (the stack's counters never settle, the real traffic goes on; it does
+// not match the rule).
+func (x *apLab) tally(t *testing.T, run *attackRun, f *flooded) error {
+	t.Helper()
+	read := func(sent uint64) bool {
+		_, drop, _, ok := x.ruleCountsIf(t, f.rule.Name)
+		if ok {
+			f.sentJudged, f.dropped, f.ring, f.read = sent, drop, x.ringDrops(t), true
+		}
+		return ok
+	}
+	for f.rule != nil && !run.Done() && read(run.Sent()) {
+		time.Sleep(250 * time.Millisecond)
+	}
+	var err error
+	if f.sent, err = run.Wait(); err != nil || f.rule == nil {
+		return err
+	}
+	for i, prev := 0, uint64(0); i < 20 && read(f.sent); i++ {
+		if i > 0 && f.dropped+f.ring == prev {
+			break
+		}
+		prev = f.dropped + f.ring
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
 }
 
 // onsetBound is how soon after its onset a flood's rule must be in force:
@@ -242,7 +269,14 @@ func (x *apLab) judgeRule(t *testing.T, name string, onset time.Time, f flooded)
 	}
 	// Dropped: by the rule, or by the veth before any program saw them
 	// (its ring full, under emulation now and then).
-	drop, after, ring := f.dropped, f.sent-f.sentAtRule, f.ring-f.ringAtRule
+	if !f.read {
+		t.Fatalf("rule %s left the status before its drops were read", r.Name)
+	}
+	if f.sentJudged < f.sent {
+		t.Logf("the rule went while the flood still sent (its last seconds under the threshold): judged on the %d frames sent by its last reading, of %d",
+			f.sentJudged, f.sent)
+	}
+	drop, after, ring := f.dropped, f.sentJudged-f.sentAtRule, f.ring-f.ringAtRule
 	if float64(drop+ring) < 0.99*float64(after) {
 		t.Errorf("the rule dropped %d and the veth %d of the %d frames sent after it was in force, want 99%%", drop, ring, after)
 	}

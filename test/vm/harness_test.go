@@ -292,13 +292,22 @@ func (l *lab) statusJSON(t *testing.T) testutil.Status {
 // ruleCounts reads one rule's counters from `xdplimit status -o json`.
 func (l *lab) ruleCounts(t *testing.T, rule string) (pass, drop, shadow uint64) {
 	t.Helper()
+	pass, drop, shadow, ok := l.ruleCountsIf(t, rule)
+	if !ok {
+		t.Fatalf("rule %s not in status", rule)
+	}
+	return pass, drop, shadow
+}
+
+// ruleCountsIf is ruleCounts of a rule that may have gone (the autopilot's).
+func (l *lab) ruleCountsIf(t *testing.T, rule string) (pass, drop, shadow uint64, ok bool) {
+	t.Helper()
 	for _, r := range l.statusJSON(t).Interfaces[0].Rules {
 		if r.Rule == rule {
-			return r.Verdicts["pass"].Packets, r.Verdicts["drop"].Packets, r.Verdicts["shadow_drop"].Packets
+			return r.Verdicts["pass"].Packets, r.Verdicts["drop"].Packets, r.Verdicts["shadow_drop"].Packets, true
 		}
 	}
-	t.Fatalf("rule %s not in status", rule)
-	return
+	return 0, 0, 0, false
 }
 
 func within(t *testing.T, what string, got, want, tol float64) {
