@@ -37,6 +37,15 @@ type Attack struct {
 	Normal       []Sample
 }
 
+// Part is the share of a's samples that are the attack's own: its
+// destination's normal traffic goes on during it, at the baseline rate.
+func (a Attack) Part() float64 {
+	if a.Rate <= 0 {
+		return 1
+	}
+	return 1 - a.BaselineRate/a.Rate
+}
+
 // Detect finds the attacks in capture, one per destination, in 1-second
 // bins. A destination's baseline rate is its rate in baseline when that is
 // given (a capture of normal traffic), else the rate of its quietest

@@ -44,6 +44,9 @@ type Fingerprint struct {
 	// the baseline's samples it matches; Attack and Baseline count them.
 	Coverage, BaselineShare float64
 	Attack, Baseline        int
+	// Part is the share of the attack's samples that are the attack's
+	// own (FindPart): Coverage is of that part.
+	Part float64
 }
 
 func (f Fingerprint) String() string {
@@ -99,7 +102,7 @@ var (
 // attack.
 func Find(dst Dest, attack, baseline []Sample, cfg Config) (Fingerprint, error) {
 	cfg = cfg.withDefaults()
-	fp := Fingerprint{Dest: dst, Attack: len(attack), Baseline: len(baseline)}
+	fp := Fingerprint{Dest: dst, Attack: len(attack), Baseline: len(baseline), Part: 1}
 	if len(attack) < cfg.MinSamples || len(baseline) == 0 {
 		return fp, fmt.Errorf("%w: %d attack samples (at least %d) and %d of normal traffic",
 			ErrTooFew, len(attack), cfg.MinSamples, len(baseline))
@@ -128,6 +131,23 @@ func Find(dst Dest, attack, baseline []Sample, cfg Config) (Fingerprint, error) 
 		return fp, ErrNoTrait
 	}
 	return fp, nil
+}
+
+// FindPart is Find over samples of which only the part share is the
+// attack's own, the rest its destination's normal traffic at the baseline
+// rate, which a fingerprint of the attack need not match: the coverage
+// asked for, and the one reported, are of that part. An attack at ten
+// times its baseline is a tenth normal traffic, which asking 95% of every
+// sample would leave without a fingerprint. share is held to at least
+// minAttackShare, so that a baseline's error cannot ask for nothing.
+func FindPart(dst Dest, samples, baseline []Sample, share float64, cfg Config) (Fingerprint, error) {
+	cfg = cfg.withDefaults()
+	share = min(max(share, minAttackShare), 1)
+	part := cfg
+	part.Coverage *= share
+	fp, err := Find(dst, samples, baseline, part)
+	fp.Coverage, fp.Part = min(fp.Coverage/share, 1), share
+	return fp, err
 }
 
 // pin is f's predicate over the attack: the value at least need samples

@@ -175,3 +175,36 @@ func TestFindRandomFlood(t *testing.T) {
 		t.Fatalf("50 samples: got %v, want ErrTooFew", err)
 	}
 }
+
+// A flood ten times its normal traffic's rate carries it in its samples:
+// 9% of them. Find asks 95% of every sample and finds nothing; FindPart
+// asks it of the flood's own part and covers all of that part, and holds
+// the part to at least minAttackShare.
+func TestFindPart(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	d := Dest{server, layers.IPProtocolUDP, 9000}
+	band := func(r *rand.Rand, s *Sample) {
+		s.Payload = randBytes(r, 16)
+		s.TTL = uint8(100 + r.IntN(11))
+		s.Length = uint16(1200 + r.IntN(11))
+	}
+	normal := gen(r, 5000, d, normalUDP)
+	samples := append(gen(r, 10000, d, band), gen(r, 1000, d, normalUDP)...)
+	if fp, err := Find(d, samples, normal, Config{}); !errors.Is(err, ErrNoTrait) {
+		t.Errorf("Find over every sample: %v, %v; want %v", fp, err, ErrNoTrait)
+	}
+	fp, err := FindPart(d, samples, normal, 1-1000.0/11000, Config{})
+	if err != nil {
+		t.Fatalf("FindPart: %v: %v", fp, err)
+	}
+	t.Log(fp)
+	if fp.Coverage != 1 || fp.BaselineShare > 0.001 || !strings.Contains(fp.String(), "ttl 100-110, length 1200-1210") {
+		t.Errorf("FindPart: %v, want the band covering all of the flood and none of the normal traffic", fp)
+	}
+	if fp, _ := FindPart(d, samples, normal, 0.01, Config{}); fp.Part != minAttackShare {
+		t.Errorf("a part of 0.01 is held to %v, want %v", fp.Part, minAttackShare)
+	}
+	if fp, _ := Find(d, samples, normal, Config{}); fp.Part != 1 {
+		t.Errorf("Find's part: %v, want 1", fp.Part)
+	}
+}

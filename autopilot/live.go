@@ -314,10 +314,7 @@ func (p *Pilot) generate(dst Dest, d *destState, samples []Sample, share float64
 	if len(normal) < minBaseline {
 		return nil, ErrNoBaseline
 	}
-	share = max(share, minAttackShare)
-	find := p.cfg.Find
-	find.Coverage *= share
-	fp, err := Find(dst, samples, normal, find)
+	fp, err := FindPart(dst, samples, normal, share, p.cfg.Find)
 	if errors.Is(err, ErrNoTrait) && len(fp.Preds) > 0 {
 		return nil, fmt.Errorf("%w (what it shares, %s, is in %.2f%% of the normal samples)", err,
 			Describe(fp.Preds, true), 100*fp.BaselineShare)
@@ -328,7 +325,7 @@ func (p *Pilot) generate(dst Dest, d *destState, samples []Sample, share float64
 	// The rule matches only part of the fingerprint: that part alone must
 	// still cover the attack and spare the normal traffic.
 	in, _ := fp.Matchable()
-	cov, base := min(Share(samples, in)/share, 1), Share(normal, in)
+	cov, base := min(Share(samples, in)/fp.Part, 1), Share(normal, in)
 	if len(in) == 0 || cov < p.cfg.Find.Coverage || base > p.cfg.Find.BaselineMax {
 		return nil, fmt.Errorf("%w: %s", ErrUnmatched, Describe(fp.Preds, true))
 	}

@@ -90,7 +90,7 @@ func runPolicySuggest(w, errw io.Writer, pcap, baseline string, det autopilot.De
 	for i, a := range attacks {
 		fmt.Fprintf(w, "flood %d: %v, %s to %s, %.0f packets/s (normal %.1f/s)\n", i+1, a.Dest,
 			a.Start.UTC().Format("15:04:05"), a.End.UTC().Format("15:04:05"), a.Rate, a.BaselineRate)
-		fp, err := autopilot.Find(a.Dest, a.Samples, a.Normal, cfg)
+		fp, err := autopilot.FindPart(a.Dest, a.Samples, a.Normal, a.Part(), cfg)
 		if err != nil {
 			fmt.Fprintf(w, "  no rule: %v\n\n", err)
 			continue

@@ -127,3 +127,29 @@ func TestPolicySuggest(t *testing.T) {
 			"policy", "suggest", "--pcap", "x", "--coverage", "2"),
 	})
 }
+
+// A flood eleven times its destination's normal rate: a tenth of its
+// seconds' packets are normal traffic, which its fingerprint must not be
+// asked to cover (95% of every packet would leave it without one).
+func TestPolicySuggestNormalAmongTheFlood(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	frames := append(traffic(r, 9000, 200, 0, 10*time.Second, func(f *pktgen.Frame) { f.Payload = 20 + r.IntN(300) }),
+		traffic(r, 9000, 2000, 3*time.Second, 6*time.Second, func(f *pktgen.Frame) {
+			f.TTL, f.Payload = uint8(100+r.IntN(11)), 1172+r.IntN(11)
+		})...)
+	out, errOut, code := runCLI("policy", "suggest", "--pcap", writeTimedCapture(t, frames))
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	t.Log(out)
+	for _, want := range []string{
+		"flood 1: udp 192.0.2.10 port 9000, 00:00:03 to 00:00:06, 2200 packets/s (normal 200.0/s)",
+		"ttl 100-110, length 1200-1210",
+		"(100.0% of 6600 attack samples, 0.00% of 1400 baseline samples)",
+		"rules:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
