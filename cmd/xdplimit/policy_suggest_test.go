@@ -91,22 +91,12 @@ func TestPolicySuggest(t *testing.T) {
 		f.Data = dnsQuery(r, "x5kq9zqwer") // as long as the normal names
 	})...)
 
-	out, errOut, code := runCLI("policy", "suggest", "--pcap", writeTimedCapture(t, floods))
-	if code != 0 {
-		t.Fatalf("exit %d: %s%s", code, out, errOut)
-	}
-	t.Log(out)
-	for _, want := range []string{
+	out := suggest(t, floods,
 		"flood 1: udp 192.0.2.10 port 53, 00:00:06 to 00:00:08",
 		"payload[2..15] 010000010000000000000a78356b",
 		`payload: [{offset: 2, bytes: "010000010000000000000a78356b"}]`,
 		"flood 2: udp 192.0.2.10 port 9000, 00:00:03 to 00:00:05",
-		"ttl 100-110, length 1200-1210",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
+		"ttl 100-110, length 1200-1210")
 	rules := regexp.MustCompile(`(?m)^rules:\n(?:  .*\n)+`).FindAllString(out, -1)
 	if len(rules) != 2 {
 		t.Errorf("%d rules suggested, want 2", len(rules))
@@ -117,7 +107,7 @@ func TestPolicySuggest(t *testing.T) {
 		}
 	}
 
-	out, _, code = runCLI("policy", "suggest", "--pcap", writeTimedCapture(t, normal))
+	out, _, code := runCLI("policy", "suggest", "--pcap", writeTimedCapture(t, normal))
 	if code != 0 || !strings.HasPrefix(out, "no flood in ") {
 		t.Errorf("normal traffic alone: exit %d, %q", code, out)
 	}
@@ -137,19 +127,26 @@ func TestPolicySuggestNormalAmongTheFlood(t *testing.T) {
 		traffic(r, 9000, 2000, 3*time.Second, 6*time.Second, func(f *pktgen.Frame) {
 			f.TTL, f.Payload = uint8(100+r.IntN(11)), 1172+r.IntN(11)
 		})...)
+	suggest(t, frames,
+		"flood 1: udp 192.0.2.10 port 9000, 00:00:03 to 00:00:06, 2200 packets/s (normal 200.0/s)",
+		"ttl 100-110, length 1200-1210",
+		"(100.0% of 6600 attack samples, 0.00% of 1400 baseline samples)",
+		"rules:")
+}
+
+// suggest runs policy suggest on a capture of frames and checks that its
+// output holds each of want.
+func suggest(t *testing.T, frames []timedFrame, want ...string) string {
+	t.Helper()
 	out, errOut, code := runCLI("policy", "suggest", "--pcap", writeTimedCapture(t, frames))
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
 	t.Log(out)
-	for _, want := range []string{
-		"flood 1: udp 192.0.2.10 port 9000, 00:00:03 to 00:00:06, 2200 packets/s (normal 200.0/s)",
-		"ttl 100-110, length 1200-1210",
-		"(100.0% of 6600 attack samples, 0.00% of 1400 baseline samples)",
-		"rules:",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q", w)
 		}
 	}
+	return out
 }
