@@ -65,7 +65,7 @@ func (r *crowdsecRunner) apply(c *policy.CrowdSec) error {
 	log := r.log.With("interface", iface)
 	m := banfeed.NewMetrics(crowdsec.Source, iface)
 	gate := banfeed.NewGate(crowdsec.Source, m, func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) })
-	b, err := crowdsec.New(crowdsec.Config{URL: c.URL, APIKey: key, Interval: c.Interval, Types: c.Types, Scopes: c.Scopes,
+	b, err := crowdsec.New(crowdsec.Config{URL: c.URL, APIKey: key, Interval: c.Interval, Resync: c.Resync, Types: c.Types, Scopes: c.Scopes,
 		Origins: c.Origins, ScenariosContaining: c.ScenariosContaining, ScenariosNotContaining: c.ScenariosNotContaining,
 		HTTPClient: r.httpClient(), Log: log}, crowdsec.NewTable(r.a.Limiter, gate, nil))
 	if err != nil {
@@ -85,7 +85,7 @@ func (r *crowdsecRunner) apply(c *policy.CrowdSec) error {
 		defer close(done)
 		_ = b.Run(ctx) // returns when ctx ends
 	}(r.done)
-	log.Info("crowdsec bouncer started", "lapi", c.URL, "interval", c.Interval, "types", c.Types, "scopes", c.Scopes)
+	log.Info("crowdsec bouncer started", "lapi", c.URL, "interval", c.Interval, "resync", c.Resync, "types", c.Types, "scopes", c.Scopes)
 	return nil
 }
 

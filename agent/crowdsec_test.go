@@ -37,15 +37,20 @@ type csLab struct {
 }
 
 // csInterval is the poll interval of the tests: short, so that the test
-// runs quickly; every wait below counts polls, not time.
-const csInterval = time.Second
+// runs quickly; every wait below counts polls, not time. csResync is
+// their resynchronisations': every other poll.
+const (
+	csInterval = time.Second
+	csResync   = 2 * time.Second
+)
 
 func startCrowdSecLab(t *testing.T) *csLab {
 	testutil.RequireRoot(t)
 	v := newVeth(t)
 	l := &csLab{t: t, v: v, lapi: crowdsecproc.StartIn(t, v.PeerNS), logs: &testutil.SyncBuffer{}}
 	keyFile := l.lapi.KeyFile(t, "xdplimit")
-	l.policy = fmt.Sprintf("crowdsec: {url: '%s', api_key_file: %s, interval: %s}\n", l.lapi.URL(), keyFile, csInterval)
+	l.policy = fmt.Sprintf("crowdsec: {url: '%s', api_key_file: %s, interval: %s, resync: %s}\n", l.lapi.URL(), keyFile,
+		csInterval, csResync)
 	// bans: the 10k decisions apply in one poll (the default is 1000 a
 	// sync).
 	l.path = policyFile(t, l.policy+"bans: {max_imported: 20000, max_per_sync: 20000}\nrules: []\n")
@@ -86,17 +91,18 @@ func (l *csLab) waitPolls(n int, what string) {
 	}
 }
 
-// applied runs fn (a cscli command) and waits for the bouncer to have seen
-// what it did.
-func (l *csLab) applied(what string, fn func(ctx context.Context) error) {
+// applied runs fn (a cscli command) and waits for the bouncer to have
+// seen what it did: until done says so after two polls, or else after a
+// resynchronisation that started after fn returned.
+func (l *csLab) applied(what string, fn func(ctx context.Context) error, done func() bool) {
 	l.t.Helper()
 	// Started just after a poll, so that the write (half a second under
-	// emulation) ends before the next one: CrowdSec 1.4's stream answers
-	// what was created since a bouncer's last pull, and a pull that runs
-	// while the decision is being written moves that mark past it without
-	// returning it, so that no later pull does either (seen once in the 6.1
-	// VM: the IPv6 ban never arrived). The bouncer's own defence against
-	// that is the resync, not this test's subject.
+	// emulation) mostly ends before the next one: CrowdSec 1.4's stream
+	// answers what was created since a bouncer's last pull began, and a
+	// pull that runs while the decision is being written moves that mark
+	// past it without returning it, so that no later delta does either
+	// (seen in the 6.1 VM: a ban never arrived). The resynchronisation
+	// every csResync is the bouncer's defence.
 	l.waitPolls(1, what+" (the poll before)")
 	start := time.Now()
 	if err := fn(context.Background()); err != nil {
@@ -104,8 +110,29 @@ func (l *csLab) applied(what string, fn func(ctx context.Context) error) {
 	}
 	// Counted from cscli's return, not its start: polls that ran while it
 	// was still writing (seconds under emulation) may not have seen it.
+	resyncs := l.metric("xdplimit_crowdsec_resyncs_total")
 	l.waitPolls(2, what)
-	l.t.Logf("%s: cscli returned and two polls passed in %v", what, time.Since(start).Round(time.Millisecond))
+	if done() {
+		l.t.Logf("%s: cscli returned and two polls passed in %v", what, time.Since(start).Round(time.Millisecond))
+		return
+	}
+	// One resynchronisation may have been under way as cscli returned:
+	// the second after it began later.
+	if !eventually(60*csInterval, func() bool { return l.metric("xdplimit_crowdsec_resyncs_total") >= resyncs+2 }) {
+		l.t.Fatalf("%s: no resynchronisation within %v", what, 60*csInterval)
+	}
+	l.t.Logf("%s: two polls after cscli returned missed it (the LAPI's delta); a resynchronisation brought it, %v after",
+		what, time.Since(start).Round(time.Millisecond))
+}
+
+// banned says whether the ban table holds a CrowdSec ban of p.
+func (l *csLab) banned(p string) func() bool {
+	return func() bool { _, ok := l.crowdsecBans()[netip.MustParsePrefix(p)]; return ok }
+}
+
+// unbanned is banned's opposite.
+func (l *csLab) unbanned(p string) func() bool {
+	return func() bool { return !l.banned(p)() }
 }
 
 // probe sends 20 UDP datagrams from the sending namespace's address of
@@ -163,7 +190,7 @@ func TestAgentCrowdSec(t *testing.T) {
 			return l.lapi.Add(ctx, crowdsecproc.Decision{Value: value, Range: isRange, Duration: time.Minute})
 		}
 	}
-	l.applied("decisions add -i "+v.Addr.String(), add(v.Addr.String(), false))
+	l.applied("decisions add -i "+v.Addr.String(), add(v.Addr.String(), false), l.banned(v.Addr.String()+"/32"))
 	l.expectProbe(v.PeerAddr, false, "banned address")
 	bans := l.crowdsecBans()
 	if r := bans[netip.PrefixFrom(v.Addr, 32)]; !strings.HasPrefix(r, "crowdsec: cscli/manual 'ban' from ") {
@@ -172,17 +199,18 @@ func TestAgentCrowdSec(t *testing.T) {
 	if n := l.metric("xdplimit_bans_imported", "source", "crowdsec"); n != 1 {
 		t.Errorf("xdplimit_bans_imported{source=crowdsec} = %v, want 1", n)
 	}
-	l.applied("decisions add -i "+v.Addr6.String(), add(v.Addr6.String(), false))
+	l.applied("decisions add -i "+v.Addr6.String(), add(v.Addr6.String(), false), l.banned(v.Addr6.String()+"/128"))
 	l.expectProbe(v.PeerAddr6, false, "banned IPv6 address")
 	l.expectProbe(v.PeerAddr, false, "banned address, still")
 
-	l.applied("decisions delete -i "+v.Addr.String(), func(ctx context.Context) error { return l.lapi.DeleteIP(ctx, v.Addr.String()) })
+	l.applied("decisions delete -i "+v.Addr.String(), func(ctx context.Context) error { return l.lapi.DeleteIP(ctx, v.Addr.String()) },
+		l.unbanned(v.Addr.String()+"/32"))
 	l.expectProbe(v.PeerAddr, true, "deleted decision")
 	if n := l.metric("xdplimit_crowdsec_decisions_deleted_total"); n != 1 {
 		t.Errorf("decisions_deleted_total %v, want 1", n)
 	}
 	rng := netip.PrefixFrom(v.Addr, 24).Masked().String()
-	l.applied("decisions add -r "+rng, add(rng, true))
+	l.applied("decisions add -r "+rng, add(rng, true), l.banned(rng))
 	l.expectProbe(v.PeerAddr, false, "banned range")
 
 	// The LAPI crashes: polls fail, the bans hold.
@@ -208,7 +236,7 @@ func TestAgentCrowdSec(t *testing.T) {
 	}
 	l.applied("decisions delete -r "+rng+" after the LAPI's restart", func(ctx context.Context) error {
 		return l.lapi.DeleteRange(ctx, rng)
-	})
+	}, l.unbanned(rng))
 	if !eventually(60*csInterval, func() bool { return l.metric("xdplimit_crowdsec_resyncs_total") > resyncs }) {
 		t.Fatal("no resynchronisation after the LAPI came back")
 	}

@@ -56,9 +56,10 @@ type Target interface {
 // Bouncer polls a CrowdSec Local API's decision stream and applies its
 // ban decisions through a Target.
 //
-// The first poll, and the first after any failed poll (LAPI down or
+// The first poll, the first after any failed poll (LAPI down or
 // restarting, a refused key, an answer over a limit or garbled, a Target
-// that failed), asks for everything (startup=true) and hands it to the
+// that failed), and the first once Resync has passed since the last
+// resynchronisation ask for everything (startup=true) and hand it to the
 // Target. The Target must not remove a ban merely because a
 // resynchronisation no longer lists its decision: bans end on their own
 // when their duration runs out, and only what the LAPI reports deleted is
@@ -72,8 +73,9 @@ type Bouncer struct {
 	target Target
 	http   *http.Client
 
-	mu     sync.Mutex // one poll at a time
-	resync bool
+	mu       sync.Mutex // one poll at a time
+	resync   bool
+	lastFull time.Time // the start of the last successful resynchronisation
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -111,8 +113,8 @@ type PollResult struct {
 func (b *Bouncer) Poll(ctx context.Context) (PollResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	start := time.Now()
-	res := PollResult{Startup: b.resync, Skipped: map[SkipReason]int{}}
+	start, now := time.Now(), b.cfg.Now()
+	res := PollResult{Startup: b.resync || now.Sub(b.lastFull) >= b.cfg.Resync, Skipped: map[SkipReason]int{}}
 	s, err := b.fetch(ctx, res.Startup)
 	if err != nil {
 		b.resync = true
@@ -122,6 +124,9 @@ func (b *Bouncer) Poll(ctx context.Context) (PollResult, error) {
 	err = b.apply(s, &res)
 	res.Took = time.Since(start)
 	b.resync = err != nil
+	if err == nil && res.Startup {
+		b.lastFull = now
+	}
 	if err == nil {
 		level := b.cfg.Log.Debug
 		if res.Startup {
@@ -130,7 +135,7 @@ func (b *Bouncer) Poll(ctx context.Context) (PollResult, error) {
 		level("crowdsec: poll applied", "startup", res.Startup, "new", res.New, "deleted", res.Deleted,
 			"banned", res.Banned, "unbanned", res.Unbanned, "skipped", sum(res.Skipped), "took", res.Took)
 	}
-	now := b.cfg.Now()
+	now = b.cfg.Now()
 	b.record(func(st *Stats) {
 		st.Polls++
 		for r, n := range res.Skipped {

@@ -19,6 +19,7 @@ import (
 // Defaults of Config's zero fields.
 const (
 	DefaultInterval     = 10 * time.Second
+	DefaultResync       = 10 * time.Minute
 	DefaultTimeout      = time.Minute
 	DefaultMaxBackoff   = 5 * time.Minute
 	DefaultMaxBytes     = 64 << 20
@@ -36,6 +37,12 @@ type Config struct {
 	APIKey string
 	// Interval is the time between polls.
 	Interval time.Duration
+	// Resync is the longest time between full resynchronisations
+	// (startup=true). The LAPI's delta answers what was created since
+	// the bouncer's last pull began: a decision written while a pull ran
+	// is in neither that answer nor any later delta, and only a
+	// resynchronisation brings it.
+	Resync time.Duration
 	// Timeout bounds one request, answer included (a startup answer can
 	// be tens of MB).
 	Timeout time.Duration
@@ -131,6 +138,7 @@ func (c *Config) fillDefaults() {
 		}
 	}
 	dur(&c.Interval, DefaultInterval)
+	dur(&c.Resync, DefaultResync)
 	dur(&c.Timeout, DefaultTimeout)
 	dur(&c.MaxBackoff, DefaultMaxBackoff)
 	c.MaxBackoff = max(c.MaxBackoff, c.Interval)

@@ -9,6 +9,8 @@ package crowdsec
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -281,6 +283,51 @@ func TestLAPIRestart(t *testing.T) {
 		t.Fatalf("resyncs %d, want %d", st.Resyncs, resyncs+1)
 	}
 	expectHeld(t, tgt, "192.0.2.2/32", "192.0.2.3/32", "192.0.2.4/32", "192.0.2.5/32", "203.0.113.0/24", "198.51.100.99/32")
+}
+
+// A decision the LAPI counts as delivered but the bouncer never applied:
+// the state a pull leaves when the decision is written while it runs
+// (the delta answers what was created since the last pull began, and the
+// pull's start is stored as the last pull). Here a pull with the
+// bouncer's key from outside it moves the mark past the decision. No
+// delta brings it; the resynchronisation Resync after the last one does.
+func TestLAPIResyncBringsWhatTheDeltaMissed(t *testing.T) {
+	s := crowdsecproc.Start(t)
+	tgt := newFakeTarget(t)
+	key := s.Bouncer(t, fmt.Sprintf("xdplimit-%d", bouncers.Add(1)))
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	b, _ := newTestBouncer(t, s.URL(), tgt, func(c *Config) {
+		c.APIKey, c.Resync = key, time.Hour
+		c.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+	})
+	if res := mustPoll(t, b); !res.Startup {
+		t.Fatalf("first poll: %+v", res)
+	}
+	add(t, s, ip("198.51.100.8"))
+	req, err := http.NewRequestWithContext(bg, http.MethodGet, s.URL()+"/v1/decisions/stream?startup=false", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Api-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if res := mustPoll(t, b); res.Startup || res.New != 0 {
+		t.Fatalf("the delta after the mark moved: %+v, want nothing new", res)
+	}
+	expectHeld(t, tgt)
+	clock.Add(int64(time.Hour))
+	if res := mustPoll(t, b); !res.Startup || res.Banned != 1 {
+		t.Fatalf("the poll Resync after the first: %+v, want a resynchronisation that bans", res)
+	}
+	expectHeld(t, tgt, "198.51.100.8/32")
+	if res := mustPoll(t, b); res.Startup {
+		t.Fatalf("the poll after the resynchronisation: %+v, want a delta", res)
+	}
 }
 
 // 10k decisions, imported in bulk (cscli decisions import), reach the

@@ -19,8 +19,9 @@ type CrowdSec struct {
 	// APIKeyFile holds the bouncer's key (cscli bouncers add NAME), readable
 	// by its owner only. The key itself is never part of a Policy.
 	APIKeyFile string
-	// Interval is the time between polls of the decision stream.
-	Interval time.Duration
+	// Interval is the time between polls of the decision stream; Resync
+	// the longest between full resynchronisations (crowdsec.Config).
+	Interval, Resync time.Duration
 	// Types are the decision types applied (lower case; default ban);
 	// Scopes the scopes, ip and range (default both).
 	Types, Scopes []string
@@ -38,12 +39,15 @@ const (
 	DefaultCrowdSecInterval = 10 * time.Second
 	MinCrowdSecInterval     = time.Second
 	MaxCrowdSecInterval     = time.Hour
+	DefaultCrowdSecResync   = 10 * time.Minute
+	MaxCrowdSecResync       = 24 * time.Hour
 )
 
 // String renders the section as `policy check` prints it.
 func (c *CrowdSec) String() string {
-	s := fmt.Sprintf("LAPI %s, key from %s, every %s; types %s, scopes %s", c.URL, c.APIKeyFile,
-		formatDuration(c.Interval), strings.Join(c.Types, ","), strings.Join(c.Scopes, ","))
+	s := fmt.Sprintf("LAPI %s, key from %s, every %s, resynchronised every %s; types %s, scopes %s", c.URL,
+		c.APIKeyFile, formatDuration(c.Interval), formatDuration(c.Resync), strings.Join(c.Types, ","),
+		strings.Join(c.Scopes, ","))
 	for _, f := range []struct {
 		name string
 		v    []string
@@ -61,13 +65,14 @@ func (d *decoder) crowdsec(f field) *CrowdSec {
 	if isNull(f.value) {
 		return nil
 	}
-	m := d.mapping(f.value, "crowdsec", "url", "api_key_file", "interval", "types", "scopes", "origins",
+	m := d.mapping(f.value, "crowdsec", "url", "api_key_file", "interval", "resync", "types", "scopes", "origins",
 		"scenarios_containing", "scenarios_not_containing")
 	if m == nil {
 		return nil
 	}
 	before := len(d.errs)
-	c := &CrowdSec{Interval: DefaultCrowdSecInterval, Types: []string{"ban"}, Scopes: []string{"ip", "range"}}
+	c := &CrowdSec{Interval: DefaultCrowdSecInterval, Resync: DefaultCrowdSecResync, Types: []string{"ban"},
+		Scopes: []string{"ip", "range"}}
 	if uf, ok := m["url"]; ok {
 		if s, ok := d.scalar(uf.value, "crowdsec.url", "a URL"); ok {
 			if err := checkLAPIURL(s); err != nil {
@@ -85,24 +90,35 @@ func (d *decoder) crowdsec(f field) *CrowdSec {
 	} else {
 		d.errorf(f.value, "crowdsec", "api_key_file is required: a file holding the key `cscli bouncers add NAME` printed")
 	}
-	if vf, ok := m["interval"]; ok {
-		if s, ok := d.scalar(vf.value, "crowdsec.interval", "a duration like 10s"); ok {
-			v, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				d.errorf(vf.value, "crowdsec.interval", "expected a duration like 10s, got %q", s)
-			case v < MinCrowdSecInterval || v > MaxCrowdSecInterval:
-				d.errorf(vf.value, "crowdsec.interval", "interval must be %s to %s, got %s", MinCrowdSecInterval, MaxCrowdSecInterval, s)
-			default:
-				c.Interval = v
-			}
-		}
-	}
+	d.crowdsecDuration(m, "interval", &c.Interval, MinCrowdSecInterval, MaxCrowdSecInterval)
+	d.crowdsecDuration(m, "resync", &c.Resync, MinCrowdSecInterval, MaxCrowdSecResync)
 	d.crowdsecFilters(m, c)
 	if len(d.errs) != before {
 		return nil
 	}
 	return c
+}
+
+// crowdsecDuration decodes the duration field name into *dst, lo to hi.
+func (d *decoder) crowdsecDuration(m map[string]field, name string, dst *time.Duration, lo, hi time.Duration) {
+	vf, ok := m[name]
+	if !ok {
+		return
+	}
+	path := join("crowdsec", name)
+	s, ok := d.scalar(vf.value, path, "a duration like 10s")
+	if !ok {
+		return
+	}
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.errorf(vf.value, path, "expected a duration like 10s, got %q", s)
+	case v < lo || v > hi:
+		d.errorf(vf.value, path, "%s must be %s to %s, got %s", name, lo, hi, s)
+	default:
+		*dst = v
+	}
 }
 
 // crowdsecFilters decodes the lists that filter the decision stream, each
