@@ -73,9 +73,11 @@ type Bouncer struct {
 	target Target
 	http   *http.Client
 
-	mu       sync.Mutex // one poll at a time
-	resync   bool
-	lastFull time.Time // the start of the last successful resynchronisation
+	mu sync.Mutex // one poll at a time
+	// lastFull is the start of the last successful resynchronisation:
+	// zero before the first and after a failed poll, so that the next
+	// poll resynchronises.
+	lastFull time.Time
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -92,7 +94,7 @@ func New(cfg Config, t Target) (*Bouncer, error) {
 	if hc == nil {
 		hc = newHTTPClient()
 	}
-	b := &Bouncer{cfg: cfg, rules: r, target: t, http: hc, resync: true}
+	b := &Bouncer{cfg: cfg, rules: r, target: t, http: hc}
 	b.stats.init()
 	return b, nil
 }
@@ -113,29 +115,27 @@ type PollResult struct {
 func (b *Bouncer) Poll(ctx context.Context) (PollResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	start, now := time.Now(), b.cfg.Now()
-	res := PollResult{Startup: b.resync || now.Sub(b.lastFull) >= b.cfg.Resync, Skipped: map[SkipReason]int{}}
+	start, began := time.Now(), b.cfg.Now()
+	res := PollResult{Startup: b.lastFull.IsZero() || began.Sub(b.lastFull) >= b.cfg.Resync, Skipped: map[SkipReason]int{}}
 	s, err := b.fetch(ctx, res.Startup)
 	if err != nil {
-		b.resync = true
+		b.lastFull = time.Time{}
 		b.record(func(st *Stats) { st.Polls++; st.PollErrors[err.(*PollError).Kind]++ })
 		return res, err
 	}
 	err = b.apply(s, &res)
 	res.Took = time.Since(start)
-	b.resync = err != nil
-	if err == nil && res.Startup {
-		b.lastFull = now
-	}
-	if err == nil {
+	if err != nil {
+		b.lastFull = time.Time{}
+	} else {
 		level := b.cfg.Log.Debug
 		if res.Startup {
-			level = b.cfg.Log.Info
+			level, b.lastFull = b.cfg.Log.Info, began
 		}
 		level("crowdsec: poll applied", "startup", res.Startup, "new", res.New, "deleted", res.Deleted,
 			"banned", res.Banned, "unbanned", res.Unbanned, "skipped", sum(res.Skipped), "took", res.Took)
 	}
-	now = b.cfg.Now()
+	now := b.cfg.Now()
 	b.record(func(st *Stats) {
 		st.Polls++
 		for r, n := range res.Skipped {

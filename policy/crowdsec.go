@@ -90,35 +90,17 @@ func (d *decoder) crowdsec(f field) *CrowdSec {
 	} else {
 		d.errorf(f.value, "crowdsec", "api_key_file is required: a file holding the key `cscli bouncers add NAME` printed")
 	}
-	d.crowdsecDuration(m, "interval", &c.Interval, MinCrowdSecInterval, MaxCrowdSecInterval)
-	d.crowdsecDuration(m, "resync", &c.Resync, MinCrowdSecInterval, MaxCrowdSecResync)
+	if vf, ok := m["interval"]; ok {
+		d.boundedDuration(vf.value, "crowdsec.interval", "10s", MinCrowdSecInterval, MaxCrowdSecInterval, &c.Interval)
+	}
+	if rf, ok := m["resync"]; ok {
+		d.boundedDuration(rf.value, "crowdsec.resync", "10m", MinCrowdSecInterval, MaxCrowdSecResync, &c.Resync)
+	}
 	d.crowdsecFilters(m, c)
 	if len(d.errs) != before {
 		return nil
 	}
 	return c
-}
-
-// crowdsecDuration decodes the duration field name into *dst, lo to hi.
-func (d *decoder) crowdsecDuration(m map[string]field, name string, dst *time.Duration, lo, hi time.Duration) {
-	vf, ok := m[name]
-	if !ok {
-		return
-	}
-	path := join("crowdsec", name)
-	s, ok := d.scalar(vf.value, path, "a duration like 10s")
-	if !ok {
-		return
-	}
-	v, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
-		d.errorf(vf.value, path, "expected a duration like 10s, got %q", s)
-	case v < lo || v > hi:
-		d.errorf(vf.value, path, "%s must be %s to %s, got %s", name, lo, hi, s)
-	default:
-		*dst = v
-	}
 }
 
 // crowdsecFilters decodes the lists that filter the decision stream, each
