@@ -200,14 +200,7 @@ func (l *lab) startAttack(t *testing.T, pool [][]byte, rate int, count uint64, t
 func (a *attackRun) Sent() uint64 { return a.sent.Load() }
 
 // Done says whether the flood has ended.
-func (a *attackRun) Done() bool {
-	select {
-	case <-a.done:
-		return true
-	default:
-		return false
-	}
-}
+func (a *attackRun) Done() bool { return closed(a.done) }
 
 // Wait waits until the flood has sent its count or met its timeout.
 func (a *attackRun) Wait() (uint64, error) {

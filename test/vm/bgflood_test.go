@@ -84,9 +84,12 @@ func (f *bgFlood) stop(t *testing.T) (pktgen.Result, bool) {
 
 // ended says whether the flood has ended by itself (sent its count, or
 // met its timeout).
-func (f *bgFlood) ended() bool {
+func (f *bgFlood) ended() bool { return closed(f.done) }
+
+// closed says, without waiting, whether done has been closed.
+func closed(done <-chan struct{}) bool {
 	select {
-	case <-f.done:
+	case <-done:
 		return true
 	default:
 		return false
