@@ -97,7 +97,7 @@ func TestDropLogFlood(t *testing.T) {
 	}
 	sampled := float64(len(lines)) + suppressed
 	want := float64(dropped) / 16
-	t.Logf("%d lines, %v suppressed (ring overwrote them before a read): %v sampled, want %.0f ± 5%%; top's reader saw %d written",
+	t.Logf("%d lines, %v suppressed (over the cap, behind the output or overwritten in the ring): %v sampled, want %.0f ± 5%%; top's reader saw %d written",
 		len(lines), suppressed, sampled, want, topWritten)
 	if dropped < floodFrames/2 || math.Abs(sampled-want) > 0.05*want {
 		t.Errorf("sampled %v of %d drops, want one in 16 (%.0f ± 5%%)", sampled, dropped, want)

@@ -106,16 +106,21 @@ func (l *Logger) FromStart() {
 	l.cursor = nil
 }
 
+// closeWait is how long Close waits for an output that has fallen behind.
+const closeWait = time.Second
+
 // Close reads the samples written since the last poll, writes the pending
-// summary and what is queued (waiting at most a second for the output) and
-// closes a file output. The ring must still be open.
+// summary and what is queued (waiting at most closeWait for the output, the
+// summary's room included) and closes a file output. The ring must still be
+// open.
 func (l *Logger) Close() error {
 	err := l.Poll()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	deadline := time.Now().Add(closeWait)
 	l.pendingSince = -1 // the last summary goes out now
-	l.summarize(l.now())
-	return errors.Join(err, l.out.close(time.Second))
+	l.summarize(l.now(), func(b []byte) bool { return l.out.offerBy(b, deadline) })
+	return errors.Join(err, l.out.close(time.Until(deadline)))
 }
 
 // PollInterval is how often the attach process's drop log reads the ring
@@ -151,7 +156,7 @@ func (l *Logger) Poll() error {
 	}
 	l.cursor = next
 	now := l.now()
-	l.summarize(now)
+	l.summarize(now, l.out.offer)
 	if lost := written - uint64(len(samples)); lost > 0 {
 		l.pending.Ring += lost
 		l.m.suppressed.WithLabelValues(ReasonRing).Add(float64(lost))
@@ -173,10 +178,12 @@ func (l *Logger) Poll() error {
 	return nil
 }
 
-// summarize writes the pending summary once the second it began in is
+// summarize offers the pending summary once the second it began in is
 // over: at most one line a second on top of the cap, none while nothing is
-// refused.
-func (l *Logger) summarize(now time.Time) {
+// refused. A summary the queue has no room for stays pending and grows
+// with what is refused meanwhile: it is what accounts for the lines a
+// stalled output lost, so it is never dropped itself.
+func (l *Logger) summarize(now time.Time, offer func([]byte) bool) {
 	p := l.pending
 	n := p.RateCap + p.Backlog + p.Ring
 	if n == 0 {
@@ -186,10 +193,9 @@ func (l *Logger) summarize(now time.Time) {
 	if now.Unix() == l.pendingSince {
 		return
 	}
-	l.pending, l.pendingSince = Summary{}, now.Unix()
 	p.Event, p.Time, p.Interface, p.Suppressed = "suppressed", now.UTC(), l.iface, n
-	if !l.out.offer(encode(p)) {
-		l.m.suppressed.WithLabelValues(ReasonBacklog).Inc()
+	if offer(encode(p)) {
+		l.pending, l.pendingSince = Summary{}, now.Unix()
 	}
 }
 

@@ -5,6 +5,7 @@ package droplog
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net/netip"
 	"os"
 	"strings"
@@ -148,7 +149,7 @@ func TestKeepAndBacklog(t *testing.T) {
 	r := 0.0
 	random := func() float64 { r += 0.1; return r - float64(int(r)) } // 0.1, 0.2, ... 0.9, 0.0, ...
 	block := make(chan struct{})
-	out := blockingWriter{block}
+	out := blockingWriter{block: block}
 	m := NewMetrics("eth0")
 	l, err := New("eth0", ring, Settings{Keep: 0.25, MaxPerSecond: 100000}, out, nil, m, nil, random)
 	if err != nil {
@@ -178,11 +179,90 @@ func TestKeepAndBacklog(t *testing.T) {
 	l.Close()
 }
 
-type blockingWriter struct{ block chan struct{} }
+// A summary is what accounts for the lines a stalled output lost: one
+// that finds the queue full stays pending and goes out at the next poll
+// with room, and Close waits for room for the last one. Every sample is
+// then a line or counted in a summary.
+func TestSummaryWaitsForRoom(t *testing.T) {
+	const n = backlog + 500
+	for _, at := range []string{"a later poll", "close"} {
+		t.Run(at, func(t *testing.T) {
+			ring := &fakeRing{}
+			block := make(chan struct{})
+			var buf testutil.SyncBuffer
+			out := blockingWriter{block: block, w: &buf}
+			now := time.Unix(1000, 0)
+			m := NewMetrics("eth0")
+			l, err := New("eth0", ring, Settings{Keep: 1, MaxPerSecond: 100000}, out, nil, m,
+				func() time.Time { return now }, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range n {
+				ring.queued = append(ring.queued, sample("192.0.2.7"))
+			}
+			poll := func() {
+				t.Helper()
+				if err := l.Poll(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			poll()                                 // second 1000: the queue fills, the rest are backlog
+			now = now.Add(1500 * time.Millisecond) // the summary is due, the queue still full
+			poll()
+			if at == "close" {
+				go func() { time.Sleep(50 * time.Millisecond); close(block) }()
+			} else {
+				close(block)
+				// Room now: the summary refused at 1001 goes out at the
+				// next poll, written after the queue's lines.
+				for deadline := time.Now().Add(10 * time.Second); len(l.out.queue) > 0; time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the output left %d lines queued", len(l.out.queue))
+					}
+				}
+				poll()
+				summarized := func() bool {
+					got := jsonLines(t, &buf)
+					return len(got) > 0 && got[len(got)-1]["event"] == "suppressed"
+				}
+				for deadline := time.Now().Add(10 * time.Second); !summarized(); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("after the output drained, the poll wrote no summary")
+					}
+				}
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			accounted := 0.0
+			for _, ln := range jsonLines(t, &buf) {
+				if ln["event"] == "suppressed" {
+					accounted += ln["suppressed"].(float64)
+				} else {
+					accounted++
+				}
+			}
+			if accounted != n {
+				t.Errorf("the log accounts for %v samples, want all %d: a summary was lost", accounted, n)
+			}
+		})
+	}
+}
+
+// blockingWriter waits for block to close, then writes to w (discards
+// when w is nil).
+type blockingWriter struct {
+	block chan struct{}
+	w     io.Writer
+}
 
 func (w blockingWriter) Write(p []byte) (int, error) {
 	<-w.block
-	return len(p), nil
+	if w.w == nil {
+		return len(p), nil
+	}
+	return w.w.Write(p)
 }
 
 func TestOpenAppends(t *testing.T) {

@@ -51,6 +51,22 @@ func (s *sink) offer(b []byte) bool {
 	}
 }
 
+// offerBy queues a line, waiting until deadline for room; false when the
+// queue stayed full.
+func (s *sink) offerBy(b []byte, deadline time.Time) bool {
+	if s.offer(b) {
+		return true
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case s.queue <- b:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // close writes what is queued, waiting at most wait for an output that
 // blocks, then closes a file output.
 func (s *sink) close(wait time.Duration) error {
