@@ -246,17 +246,7 @@ func (d *decoder) convArm(f field, c *Conversations) {
 		}
 	}
 	if hf, ok := m["hold"]; ok {
-		if s, ok := d.scalar(hf.value, "conversations.arm.hold", "a duration like 1m"); ok {
-			v, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				d.errorf(hf.value, "conversations.arm.hold", "hold %q is not a duration; use e.g. 30s or 5m", s)
-			case v < minArmHold || v > maxArmHold:
-				d.errorf(hf.value, "conversations.arm.hold", "hold %s: give %s to %s", s, minArmHold, maxArmHold)
-			default:
-				c.Hold = v
-			}
-		}
+		d.boundedDuration(hf.value, "conversations.arm.hold", "1m", minArmHold, maxArmHold, &c.Hold)
 	}
 }
 
@@ -280,16 +270,6 @@ func (d *decoder) reflection(m map[string]field, c *Conversations) {
 		c.ReflectorPorts = d.ports(pf.value, "conversations.reflection.ports")
 	}
 	if wf, ok := m["window"]; ok {
-		if s, ok := d.scalar(wf.value, "conversations.reflection.window", "a duration like 30s"); ok {
-			v, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				d.errorf(wf.value, "conversations.reflection.window", "window %q is not a duration; use e.g. 30s", s)
-			case v < minReflectionWindow || v > maxReflectionWindow:
-				d.errorf(wf.value, "conversations.reflection.window", "window %s: give %s to %s", s, minReflectionWindow, maxReflectionWindow)
-			default:
-				c.Window = v
-			}
-		}
+		d.boundedDuration(wf.value, "conversations.reflection.window", "30s", minReflectionWindow, maxReflectionWindow, &c.Window)
 	}
 }

@@ -44,7 +44,7 @@ func TestConversationsSection(t *testing.T) {
 				}
 			}},
 		{name: "reflection window too short", src: "conversations: {reflection: {window: 1ms}}\nrules: []\n", errs: []string{
-			"p.yaml:1:38: conversations.reflection.window: window 1ms: give 100ms to 1h0m0s"}},
+			"p.yaml:1:38: conversations.reflection.window: window must be 100ms to 1h0m0s, got 1ms"}},
 		{name: "ports on tcp", src: "conversations: {tcp: {ports: [53]}}\nrules: []\n", errs: []string{
 			`p.yaml:1:23: conversations.tcp: unknown field "ports"; allowed: when, action, forwarded`}},
 		{name: "forwarded by conntrack", src: "conversations:\n  tcp: {when: always, forwarded: conntrack}\n  udp: {forwarded: pass}\nrules: []\n",
@@ -65,9 +65,9 @@ func TestConversationsSection(t *testing.T) {
 		{name: "slow rate", src: "conversations: {tcp: always, arm: {rate: 30/m}}\nrules: []\n", errs: []string{
 			"p.yaml:1:42: conversations.arm.rate: rate 30/m: give 1/s to 100000000/s"}},
 		{name: "short hold", src: "conversations: {tcp: always, arm: {hold: 10ms}}\nrules: []\n", errs: []string{
-			"p.yaml:1:42: conversations.arm.hold: hold 10ms: give 1s to 24h0m0s"}},
+			"p.yaml:1:42: conversations.arm.hold: hold must be 1s to 24h0m0s, got 10ms"}},
 		{name: "bad hold", src: "conversations: {tcp: always, arm: {hold: soon}}\nrules: []\n", errs: []string{
-			`p.yaml:1:42: conversations.arm.hold: hold "soon" is not a duration; use e.g. 30s or 5m`}},
+			`p.yaml:1:42: conversations.arm.hold: expected a duration like 1m, got "soon"`}},
 	})
 	p, err := Parse("p.yaml", []byte("conversations: {tcp: under_attack, udp: {when: always, action: shadow}}\nrules: []\n"))
 	if err != nil {
