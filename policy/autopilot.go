@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goccy/go-yaml/ast"
 )
 
 // AutopilotMode is what the rules the autopilot generates do. The zero
@@ -194,22 +196,32 @@ func (d *decoder) autopilot(f field) *Autopilot {
 // autopilotFloor decodes autopilot.floor, a packet rate of 1/s or more:
 // the autopilot counts packets, so a byte rate would compare unlike things.
 func (d *decoder) autopilotFloor(f field, a *Autopilot) {
-	const path = "autopilot.floor"
-	s, ok := d.scalar(f.value, path, "a packet rate like 1000/s")
-	if !ok {
-		return
+	if v, ok := d.packetRate(f.value, "autopilot.floor", maxPacketRate); ok {
+		a.Floor = v
 	}
+}
+
+// packetRate reads a rate of packets from 1/s to hi/s, named by the last
+// element of field in its messages.
+func (d *decoder) packetRate(n ast.Node, field string, hi int64) (float64, bool) {
+	s, ok := d.scalar(n, field, "a packet rate like 1000/s")
+	if !ok {
+		return 0, false
+	}
+	name := field[strings.LastIndexByte(field, '.')+1:]
 	v, err := parseRate(s)
 	switch {
 	case err != nil:
-		d.errorf(f.value, path, "%v", err)
+		d.errorf(n, field, "%v", err)
 	case v.unit != Packets:
-		d.errorf(f.value, path, "floor %s counts bytes; give packets per second, like 1000/s", s)
-	case v.perSec.Cmp(big.NewRat(1, 1)) < 0 || v.perSec.Cmp(big.NewRat(maxPacketRate, 1)) > 0:
-		d.errorf(f.value, path, "floor %s: give 1/s to %d/s", s, maxPacketRate)
+		d.errorf(n, field, "%s %s counts bytes; give packets per second, like 1000/s", name, s)
+	case v.perSec.Cmp(big.NewRat(1, 1)) < 0 || v.perSec.Cmp(big.NewRat(hi, 1)) > 0:
+		d.errorf(n, field, "%s %s: give 1/s to %d/s", name, s, hi)
 	default:
-		a.Floor, _ = v.perSec.Float64()
+		q, _ := v.perSec.Float64()
+		return q, true
 	}
+	return 0, false
 }
 
 // decimalRE is a plain decimal number: no sign, exponent, hex or

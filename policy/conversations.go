@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/goccy/go-yaml/ast"
-	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -230,21 +229,11 @@ func (d *decoder) convArm(f field, c *Conversations) {
 		return
 	}
 	if rf, ok := m["rate"]; ok {
-		if s, ok := d.scalar(rf.value, "conversations.arm.rate", "a rate of packets like 1000/s"); ok {
-			v, err := parseRate(s)
-			switch {
-			case err != nil:
-				d.errorf(rf.value, "conversations.arm.rate", "%v", err)
-			case v.unit != Packets:
-				d.errorf(rf.value, "conversations.arm.rate", "rate %s counts bytes; give packets per second, like 1000/s", s)
-			case v.perSec.Cmp(big.NewRat(1, 1)) < 0 || v.perSec.Cmp(big.NewRat(maxArmRate, 1)) > 0:
-				d.errorf(rf.value, "conversations.arm.rate", "rate %s: give 1/s to %d/s", s, maxArmRate)
-			default:
-				q, _ := new(big.Rat).Set(v.perSec).Float64()
-				c.ArmRate = uint64(q)
-			}
+		if v, ok := d.packetRate(rf.value, "conversations.arm.rate", maxArmRate); ok {
+			c.ArmRate = uint64(v)
 		}
 	}
+
 	if hf, ok := m["hold"]; ok {
 		d.boundedDuration(hf.value, "conversations.arm.hold", "1m", minArmHold, maxArmHold, &c.Hold)
 	}
