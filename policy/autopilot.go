@@ -208,7 +208,7 @@ func (d *decoder) packetRate(n ast.Node, field string, hi int64) (float64, bool)
 	if !ok {
 		return 0, false
 	}
-	name := field[strings.LastIndexByte(field, '.')+1:]
+	name := lastElem(field)
 	v, err := parseRate(s)
 	switch {
 	case err != nil:
@@ -264,7 +264,7 @@ func (d *decoder) boundedShare(f field, path, example string, lo, hi float64, ds
 	if !ok {
 		return
 	}
-	name := path[strings.LastIndexByte(path, '.')+1:]
+	name := lastElem(path)
 	v, ok := parseShare(s)
 	if !ok || v < lo || v > hi {
 		d.errorf(f.value, path, "%s %q: a share from %s to %s, like %s", name, s, fmtPercent(lo), fmtPercent(hi), example)

@@ -4,11 +4,11 @@ package policy
 
 import (
 	"fmt"
-
-	"github.com/goccy/go-yaml/ast"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/goccy/go-yaml/ast"
 )
 
 // When says when a conversation check judges packets.

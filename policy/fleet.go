@@ -160,7 +160,7 @@ func (d *decoder) boundedDuration(n ast.Node, field, example string, lo, hi time
 	if !ok {
 		return
 	}
-	name := field[strings.LastIndexByte(field, '.')+1:]
+	name := lastElem(field)
 	x, err := time.ParseDuration(s)
 	switch {
 	case err != nil:
@@ -170,6 +170,12 @@ func (d *decoder) boundedDuration(n ast.Node, field, example string, lo, hi time
 	default:
 		*v = x
 	}
+}
+
+// lastElem is the last element of a dotted field path ("hold" of
+// "conversations.arm.hold"): how a value's own message names it.
+func lastElem(field string) string {
+	return field[strings.LastIndexByte(field, '.')+1:]
 }
 
 // checkRedisURL accepts redis://host:port[/db] and rediss://..., with an
