@@ -9,8 +9,6 @@ package crowdsec
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -288,8 +286,8 @@ func TestLAPIRestart(t *testing.T) {
 // A decision the LAPI counts as delivered but the bouncer never applied:
 // the state a pull leaves when the decision is written while it runs
 // (the delta answers what was created since the last pull began, and the
-// pull's start is stored as the last pull). Here a pull with the
-// bouncer's key from outside it moves the mark past the decision. No
+// pull's start is stored as the last pull). Here a pull whose answer the
+// bouncer never applies moves the mark past the decision. No
 // delta brings it; the resynchronisation Resync after the last one does.
 func TestLAPIResyncBringsWhatTheDeltaMissed(t *testing.T) {
 	s := crowdsecproc.Start(t)
@@ -305,17 +303,9 @@ func TestLAPIResyncBringsWhatTheDeltaMissed(t *testing.T) {
 		t.Fatalf("first poll: %+v", res)
 	}
 	add(t, s, ip("198.51.100.8"))
-	req, err := http.NewRequestWithContext(bg, http.MethodGet, s.URL()+"/v1/decisions/stream?startup=false", nil)
-	if err != nil {
+	if _, err := b.fetch(bg, false); err != nil { // pulled, never applied
 		t.Fatal(err)
 	}
-	req.Header.Set("X-Api-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	if res := mustPoll(t, b); res.Startup || res.New != 0 {
 		t.Fatalf("the delta after the mark moved: %+v, want nothing new", res)
 	}
